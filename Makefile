@@ -1,0 +1,30 @@
+# The two entry points the README promises: `make demo` and `make test`.
+# Everything is installed into .venv by `make install`, which both call.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CORES ?= 8
+
+.PHONY: install system-deps demo test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first and pinned: pip must not replace a local build with a download.
+install: $(BIN)/python system-deps
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/pip install -q torch torchvision
+	$(BIN)/pip install -q -e ".[test]"
+
+# WordNet 3.0 for offline use, and SLURM for the cluster test; skipped where already present or not root.
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+demo: install
+	$(BIN)/snakemake --cores $(CORES)
+
+test: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -ra
+
+clean:
+	rm -rf results logs .snakemake report.html

@@ -1,0 +1,57 @@
+"""Shared fixtures: the repository as a Snakemake working copy, and one finished demo run.
+
+The end-to-end, staleness and fault tests all start from one complete run of the demo
+workflow in a temporary copy of the repository, made once per test session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "resources", "slurm"]
+
+
+def copy_workflow(destination: Path) -> Path:
+    """A copy of the workflow's own files (no results) in ``destination``."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        source = REPOSITORY / name
+        if source.is_dir():
+            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif source.exists():
+            shutil.copy2(source, destination / name)
+    return destination
+
+
+def snakemake(workdir: Path, *arguments: str, check: bool = True, timeout: int = 1500) -> subprocess.CompletedProcess:
+    """Run Snakemake from this interpreter's environment in ``workdir``."""
+    executable = Path(sys.executable).with_name("snakemake")
+    result = subprocess.run(
+        [str(executable), *arguments],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(arguments)} failed ({result.returncode}):\n"
+            f"{result.stdout[-5000:]}\n{result.stderr[-10000:]}"
+        )
+    return result
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> Path:
+    """A working copy in which the whole demo workflow has run to completion."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("demo") / "workflow-copy")
+    snakemake(workdir, "--cores", "2")
+    return workdir

@@ -1,0 +1,3 @@
+from imagenet_cog.cli import main
+
+raise SystemExit(main())

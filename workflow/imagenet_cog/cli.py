@@ -1,0 +1,31 @@
+"""Command-line entry point: ``python -m imagenet_cog <command> [options]``.
+
+Each command lives in the module that holds its logic; this file only maps names to
+``module:function`` so that importing one command does not import torch for all of them.
+Each function takes the remaining argument list and returns an exit status.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, str] = {
+    # levels stage
+    # splits and demo world
+    # features stage
+    # probes stage
+    # results stage
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: python -m imagenet_cog <command> [options]\n\ncommands:", file=sys.stderr)
+        for name in sorted(COMMANDS):
+            print(f"  {name}", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    module_name, function_name = COMMANDS[argv[0]].split(":")
+    command = getattr(importlib.import_module(module_name), function_name)
+    return int(command(argv[1:]) or 0)

@@ -1,0 +1,70 @@
+"""Writing files so that a killed job never leaves one that looks finished.
+
+Every output of the workflow goes through :func:`atomic_output`: the content is written
+to a hidden temporary name in the destination folder and renamed into place only once
+it is complete (a rename within one file system is atomic on POSIX).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it to ``path`` on success.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    destination = Path(path)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent
+    )
+    os.close(handle)
+    temporary_path = Path(temporary)
+    try:
+        yield temporary_path
+        os.replace(temporary_path, destination)
+    except BaseException:
+        temporary_path.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_output(path) as temporary:
+        temporary.write_text(text)
+
+
+def write_json(path: str | os.PathLike, payload: Any) -> None:
+    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def write_tsv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    with atomic_output(path) as temporary:
+        with open(temporary, "w", newline="") as stream:
+            writer = csv.writer(stream, delimiter="\t", lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows(rows)
+
+
+def read_tsv(path: str | os.PathLike) -> list[dict[str, str]]:
+    """Rows of a headed TSV file as dictionaries (all values are strings)."""
+    with open(path, newline="") as stream:
+        return list(csv.DictReader(stream, delimiter="\t"))
+
+
+def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> None:
+    write_text(path, "".join(f"{line}\n" for line in lines))
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Non-empty lines of a text file, stripped; lines starting with '#' are comments."""
+    with open(path) as stream:
+        return [s for s in (line.strip() for line in stream) if s and not s.startswith("#")]

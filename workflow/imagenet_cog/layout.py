@@ -1,0 +1,82 @@
+"""The workflow's file layout under ``results/``, in one place.
+
+Rules (through ``workflow/rules/common.smk``), the package and the tests all build paths
+with :class:`Layout`, so the layout documented in the README is the one used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: str = "results"
+
+    # levels stage ---------------------------------------------------------------
+    def wordnet_corpus(self) -> str:
+        """NLTK data folder holding ``corpora/wordnet`` built from a WordNet dict dir."""
+        return f"{self.root}/levels/nltk_data"
+
+    def concept_catalogue(self) -> str:
+        """wnid, name, gloss of every IN-21K and IN-1K concept."""
+        return f"{self.root}/levels/concepts.tsv"
+
+    def image_counts(self) -> str:
+        """wnid, n_images used for the minimum-images filter."""
+        return f"{self.root}/levels/image_counts.tsv"
+
+    def eligibility_report(self) -> str:
+        """step, description, remaining: the count after each eligibility filter."""
+        return f"{self.root}/levels/eligibility_report.tsv"
+
+    def ranking(self) -> str:
+        """Every eligible concept ranked by similarity to IN-1K, with its level or gap."""
+        return f"{self.root}/levels/ranking.tsv"
+
+    def level_concepts(self, dataset: str) -> str:
+        """wnids of one dataset (``in1k`` or a level ``l1``..), one a line."""
+        return f"{self.root}/levels/{dataset}.txt"
+
+    def levels_figure(self, extension: str) -> str:
+        return f"{self.root}/levels/levels_figure.{extension}"
+
+    # splits and the demo world -------------------------------------------------------
+    def demo_images(self, source: str) -> str:
+        """Generated images: ``in21k`` as <root>/<wnid>/, ``in1k`` as <root>/{train,val}/<wnid>/."""
+        return f"{self.root}/demo/{source}"
+
+    def demo_concepts(self, dataset: str) -> str:
+        """The concepts of ``dataset`` that the demo world draws images for."""
+        return f"{self.root}/demo/concepts/{dataset}.txt"
+
+    def image_splits(self, dataset: str) -> str:
+        """path, wnid, label, split: every image of a dataset, relative to its image root."""
+        return f"{self.root}/splits/{dataset}.tsv"
+
+    # features stage ---------------------------------------------------------------
+    def feature_shard(self, model: str, dataset: str, split: str, shard: str) -> str:
+        return f"{self.root}/features/{model}/{dataset}/{split}/shard-{shard}.h5"
+
+    def features(self, model: str, dataset: str, split: str) -> str:
+        """One HDF5 file presenting all shards of a split as single virtual datasets."""
+        return f"{self.root}/features/{model}/{dataset}/{split}.h5"
+
+    # probes stage -----------------------------------------------------------------
+    def probe_result(self, model: str, dataset: str, shots: str, seed: str) -> str:
+        return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.json"
+
+    def probe_study(self, model: str, dataset: str, shots: str, seed: str) -> str:
+        """Optuna journal of the search; not a rule output, so it survives a failed job."""
+        return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.optuna.jsonl"
+
+    # results stage ----------------------------------------------------------------
+    def table(self, name: str, extension: str) -> str:
+        return f"{self.root}/tables/{name}.{extension}"
+
+    def figure(self, name: str, extension: str) -> str:
+        return f"{self.root}/figures/{name}.{extension}"
+
+    def result_targets(self) -> list[str]:
+        """Every file of the results stage (filled in by that stage)."""
+        return []

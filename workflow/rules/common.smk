@@ -1,0 +1,94 @@
+# Shared definitions: wildcard patterns, file layout and input functions.
+# Paths are built only here, so each stage's rules and the README describe one layout.
+
+import math
+import re
+import os
+
+from imagenet_cog.layout import Layout
+
+
+MODELS = list(config["models"])
+DATASETS = list(config["datasets"])
+LEVEL_NAMES = [f"l{k}" for k in range(1, config["levels"]["num_levels"] + 1)]
+SPLITS = ["train", "test"]
+SHOTS = [str(shots) for shots in config["probes"]["shots"]]
+SEEDS = [str(seed) for seed in config["probes"]["seeds"]]
+PATHS = Layout("results")
+
+if config["results"]["baseline_model"] not in config["models"]:
+    raise WorkflowError(
+        f"config.yaml: results.baseline_model '{config['results']['baseline_model']}' is not "
+        f"a key of 'models' ({', '.join(MODELS)}); set it to one of them."
+    )
+for dataset in DATASETS:
+    if dataset != "in1k" and dataset not in LEVEL_NAMES:
+        raise WorkflowError(
+            f"config.yaml: dataset '{dataset}' is not IN-1K or one of the "
+            f"{len(LEVEL_NAMES)} levels ({', '.join(LEVEL_NAMES)}); fix 'datasets' or 'levels.num_levels'."
+        )
+
+
+wildcard_constraints:
+    model="|".join(re.escape(model) for model in MODELS),
+    dataset=r"in1k|l[1-9][0-9]*",
+    level=r"l[1-9][0-9]*",
+    split=r"train|test",
+    shard=r"[0-9]{5}",
+    shots=r"[1-9][0-9]*|all",
+    seed=r"[0-9]+",
+
+
+def python_command(command):
+    """The shell prefix of a rule running one of the package's commands."""
+    return f"python -m imagenet_cog {command}"
+
+
+def image_root(dataset):
+    """Folder the image paths of ``dataset``'s split list are relative to."""
+    if config["mode"] == "demo":
+        return PATHS.demo_images("in1k" if dataset == "in1k" else "in21k")
+    root = config["data"]["in1k_root" if dataset == "in1k" else "in21k_root"]
+    if not root:
+        key = "in1k_root" if dataset == "in1k" else "in21k_root"
+        raise WorkflowError(
+            f"config.yaml: mode is 'imagenet' but data.{key} is not set; point it at your "
+            f"ImageNet folder or set mode: demo."
+        )
+    return root
+
+
+def split_row_count(dataset, split):
+    """Images in one split of a dataset, read once its split list exists (a checkpoint)."""
+    split_list = checkpoints.image_splits.get(dataset=dataset).output.table
+    with open(split_list) as stream:
+        next(stream)
+        return sum(1 for line in stream if line.split("\t", 4)[3].strip() == split)
+
+
+def feature_shards(wildcards):
+    """All shard files of one (model, dataset, split)."""
+    count = split_row_count(wildcards.dataset, wildcards.split)
+    shards = max(1, math.ceil(count / config["features"]["shard_size"]))
+    return [
+        PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, f"{index:05d}")
+        for index in range(shards)
+    ]
+
+
+def probe_results(models=None, datasets=None, shots=None, seeds=None):
+    return [
+        PATHS.probe_result(model, dataset, shot, seed)
+        for model in (models or MODELS)
+        for dataset in (datasets or DATASETS)
+        for shot in (shots or SHOTS)
+        for seed in (seeds or SEEDS)
+    ]
+
+
+def final_outputs():
+    return [
+        PATHS.levels_figure("png"),
+        *probe_results(),
+        *PATHS.result_targets(),
+    ]

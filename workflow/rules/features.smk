@@ -1,0 +1,1 @@
+# features stage rules: see the stage owner.

@@ -1,0 +1,1 @@
+# levels stage rules: see the stage owner.

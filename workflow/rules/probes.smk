@@ -1,0 +1,1 @@
+# probes stage rules: see the stage owner.

@@ -1,0 +1,1 @@
+# splits stage rules: see the stage owner.
