@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CORES ?= 8
+# Rules call `python -m imagenet_cog ...`: that python must be the venv's.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: install system-deps demo test clean
 
@@ -12,7 +14,6 @@ $(BIN)/python:
 
 # torch first and pinned: pip must not replace a local build with a download.
 install: $(BIN)/python system-deps
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/pip install -q torch torchvision
 	$(BIN)/pip install -q -e ".[test]"
 
@@ -24,7 +25,7 @@ demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
 test: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra
 
 clean:
 	rm -rf results logs .snakemake report.html
