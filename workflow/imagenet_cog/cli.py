@@ -13,6 +13,8 @@ import sys
 COMMANDS: dict[str, str] = {
     # levels stage
     # splits and demo world
+    "demo-world": "imagenet_cog.demo:demo_world",
+    "image-splits": "imagenet_cog.splits:image_splits",
     # features stage
     # probes stage
     # results stage

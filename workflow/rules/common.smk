@@ -58,6 +58,56 @@ def image_root(dataset):
     return root
 
 
+def image_root_setting(dataset):
+    """The config key behind ``image_root(dataset)``, named in the split stage's errors."""
+    if config["mode"] == "demo":
+        return "mode: demo, generated images"
+    return "data.in1k_root" if dataset == "in1k" else "data.in21k_root"
+
+
+def demo_level_datasets():
+    """The datasets whose level lists the demo world reads: IN-1K always (the demo's IN-1K
+    concepts are the nearest ones of the chosen level concepts), and the configured levels."""
+    return ["in1k", *(dataset for dataset in DATASETS if dataset != "in1k")]
+
+
+def demo_level_lists():
+    return [PATHS.level_concepts(dataset) for dataset in demo_level_datasets()]
+
+
+def uses_published_splits(dataset):
+    return (
+        dataset != "in1k"
+        and config["mode"] == "imagenet"
+        and config["levels"]["source"] == "published"
+        and bool(config["levels"]["published_splits"])
+    )
+
+
+def image_split_inputs(wildcards):
+    """A dataset's concept list (and the demo images or the authors' split pickle); real
+    ImageNet folders are params, not inputs: Snakemake would stat millions of files."""
+    dataset = wildcards.dataset
+    if config["mode"] == "demo":
+        return {
+            "concepts": PATHS.demo_concepts(dataset),
+            "images": PATHS.demo_images("in1k" if dataset == "in1k" else "in21k"),
+        }
+    inputs = {"concepts": PATHS.level_concepts(dataset)}
+    if uses_published_splits(dataset):
+        inputs["published"] = config["levels"]["published_splits"]
+    return inputs
+
+
+def split_settings(dataset):
+    """What defines a split besides its inputs. The demo world has fewer images per concept
+    than the paper's 50 test images, so in demo mode its own test size is used."""
+    settings = dict(config["splits"])
+    if config["mode"] == "demo":
+        settings["test_per_concept"] = config["demo"]["test_images_per_concept"]
+    return settings
+
+
 def split_row_count(dataset, split):
     """Images in one split of a dataset, read once its split list exists (a checkpoint)."""
     split_list = checkpoints.image_splits.get(dataset=dataset).output.table

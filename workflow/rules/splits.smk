@@ -1,1 +1,60 @@
-# splits stage rules: see the stage owner.
+# Splits stage: which images each dataset uses for training and testing (paper supp. A).
+# In demo mode the images are generated first (rule demo_world) in ImageNet's layouts, so
+# the same split code reads them. See imagenet_cog/splits.py and imagenet_cog/demo.py.
+
+
+rule demo_world:
+    input:
+        ranking=PATHS.ranking(),
+        levels=demo_level_lists(),
+    output:
+        in21k=directory(PATHS.demo_images("in21k")),
+        in1k=directory(PATHS.demo_images("in1k")),
+        concepts=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
+    params:
+        level_concepts=lambda wildcards, input: " ".join(
+            f"--level-concepts {dataset}={path}" for dataset, path in zip(demo_level_datasets(), input.levels)
+        ),
+        demo_concepts=" ".join(f"--demo-concepts {dataset}={PATHS.demo_concepts(dataset)}" for dataset in DATASETS),
+        demo=config["demo"],
+    log:
+        "logs/splits/demo_world.log",
+    benchmark:
+        "logs/benchmarks/splits/demo_world.tsv"
+    shell:
+        python_command("demo-world")
+        + " --ranking {input.ranking} {params.level_concepts} {params.demo_concepts}"
+        " --in21k-images {output.in21k} --in1k-images {output.in1k}"
+        " --concepts-per-dataset {params.demo[concepts_per_dataset]}"
+        " --train-images {params.demo[train_images_per_concept]}"
+        " --test-images {params.demo[test_images_per_concept]}"
+        " --image-size {params.demo[image_size]} --seed {params.demo[seed]}"
+        " > {log} 2>&1"
+
+
+checkpoint image_splits:
+    input:
+        unpack(image_split_inputs),
+    output:
+        table=PATHS.image_splits("{dataset}"),
+    params:
+        root=lambda wildcards: image_root(wildcards.dataset),
+        root_setting=lambda wildcards: image_root_setting(wildcards.dataset),
+        settings=lambda wildcards: split_settings(wildcards.dataset),
+        published=lambda wildcards, input: (
+            f"--published-splits {input.published}" if "published" in input.keys() else ""
+        ),
+    threads: 4
+    resources:
+        mem_mb=2000,
+    log:
+        "logs/splits/{dataset}.log",
+    benchmark:
+        "logs/benchmarks/splits/{dataset}.tsv"
+    shell:
+        python_command("image-splits")
+        + " --dataset {wildcards.dataset} --concepts {input.concepts} --root {params.root:q}"
+        " --root-setting {params.root_setting:q} --seed {params.settings[seed]}"
+        " --test-per-concept {params.settings[test_per_concept]}"
+        " --max-train-per-concept {params.settings[max_train_per_concept]}"
+        " {params.published} --threads {threads} --output {output.table} > {log} 2>&1"

@@ -1,0 +1,240 @@
+"""The built-in demo world: a few real concepts per dataset, with generated images.
+
+The demo runs the whole benchmark on this machine in minutes, without ImageNet. It keeps
+the real levels (WordNet ranking and all) and replaces only the images: for each dataset it
+picks ``concepts_per_dataset`` concepts and draws JPEG images for them in the layouts of
+real ImageNet, so the split, feature and probe stages run the same code as on real data.
+
+Images follow the WordNet tree cheaply. Every concept has a visual prototype (background
+colour, oriented gratings, colour blobs) seeded by its wnid. A level concept's prototype is
+blended, with weight ``sim_in1k`` from the ranking, with the prototype of its nearest IN-1K
+concept: L1 concepts look much like IN-1K concepts, L5 concepts hardly. Each image is a
+random crop of its concept's prototype, possibly mirrored, with brightness, contrast and
+pixel noise, so a probe has something to learn but not trivially. Everything is seeded by
+(demo seed, wnid, image index): the same config gives the same bytes.
+
+Which concepts: each level's picks are spread evenly over its ranked list (first and last
+included); IN-1K's are the nearest IN-1K concepts of the picked level concepts, L1's first,
+so the demo's IN-1K concepts are those its near levels resemble.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+from PIL import Image
+
+from imagenet_cog.io import read_lines, read_tsv, write_lines
+from imagenet_cog.splits import derived_rng
+
+# A canvas larger than the images leaves room for crops at different positions.
+CANVAS_SCALE = 1.3
+JPEG_QUALITY = 90
+
+
+def spread(items: Sequence[str], count: int) -> list[str]:
+    """``count`` items evenly spaced over ``items``, first and last included."""
+    if len(items) <= count:
+        return list(items)
+    if count == 1:
+        return [items[0]]
+    return [items[round(k * (len(items) - 1) / (count - 1))] for k in range(count)]
+
+
+def choose_concepts(
+    level_concepts: Mapping[str, Sequence[str]],
+    in1k_concepts: Sequence[str],
+    nearest_in1k: Mapping[str, str],
+    count: int,
+) -> dict[str, list[str]]:
+    """The demo's concepts: ``count`` per level (spread over its rank order) and for IN-1K
+    the nearest IN-1K concepts of those, nearest levels first, then spread over the rest."""
+    chosen = {level: spread(wnids, count) for level, wnids in level_concepts.items()}
+    in1k_set = set(in1k_concepts)
+    in1k: list[str] = []
+    for level in sorted(chosen, key=lambda name: int(name[1:])):
+        for wnid in chosen[level]:
+            nearest = nearest_in1k.get(wnid)
+            if nearest in in1k_set and nearest not in in1k and len(in1k) < count:
+                in1k.append(nearest)
+    remaining = [wnid for wnid in in1k_concepts if wnid not in in1k]
+    in1k += spread(remaining, count - len(in1k)) if len(in1k) < count else []
+    return {"in1k": in1k, **chosen}
+
+
+def prototype(wnid: str, seed: int, size: int) -> np.ndarray:
+    """The concept's own look: a float32 (size, size, 3) image in [0, 1]."""
+    rng = derived_rng("demo-prototype", seed, wnid)
+    y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    image = np.empty((size, size, 3), dtype=np.float32)
+    image[:] = rng.uniform(0.25, 0.75, 3)
+    for _ in range(3):
+        angle, frequency, phase = rng.uniform(0, math.pi), rng.uniform(1.5, 6.0), rng.uniform(0, 2 * math.pi)
+        wave = np.sin(2 * math.pi * frequency * (x * math.cos(angle) + y * math.sin(angle)) + phase)
+        image += wave[..., None] * rng.normal(0, 0.15, 3).astype(np.float32)
+    for _ in range(2):
+        centre, radius = rng.uniform(0.2, 0.8, 2), rng.uniform(0.08, 0.25)
+        blob = np.exp(-((x - centre[0]) ** 2 + (y - centre[1]) ** 2) / (2 * radius**2))
+        image += blob[..., None] * rng.normal(0, 0.3, 3).astype(np.float32)
+    return np.clip(image, 0, 1)
+
+
+def concept_look(wnid: str, nearest: str | None, similarity: float, seed: int, size: int) -> np.ndarray:
+    """The prototype images are drawn from: a level concept resembles its nearest IN-1K
+    concept in proportion to their Lin similarity."""
+    own = prototype(wnid, seed, size)
+    if nearest is None:
+        return own
+    weight = float(np.clip(similarity, 0.0, 1.0))
+    return (1 - weight) * own + weight * prototype(nearest, seed, size)
+
+
+def render(look: np.ndarray, wnid: str, index: int, seed: int, size: int) -> Image.Image:
+    """Image ``index`` of a concept: a random crop of its look with photometric noise."""
+    rng = derived_rng("demo-image", seed, wnid, index)
+    canvas = look.shape[0]
+    crop = int(canvas * rng.uniform(0.65, 0.95))
+    top, left = rng.integers(0, canvas - crop + 1, 2)
+    patch = Image.fromarray(np.round(look[top : top + crop, left : left + crop] * 255).astype(np.uint8))
+    pixels = np.asarray(patch.resize((size, size), Image.BILINEAR), dtype=np.float32) / 255
+    if rng.random() < 0.5:
+        pixels = pixels[:, ::-1]
+    pixels = (pixels - 0.5) * rng.uniform(0.75, 1.25) + 0.5 + rng.uniform(-0.12, 0.12)
+    pixels = pixels + rng.normal(0, 0.08, pixels.shape)
+    return Image.fromarray(np.round(np.clip(pixels, 0, 1) * 255).astype(np.uint8))
+
+
+def _save(image: Image.Image, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, format="JPEG", quality=JPEG_QUALITY)
+
+
+def draw_images(
+    concepts: Mapping[str, Sequence[str]],
+    ranking: Mapping[str, tuple[str, float]],
+    in21k_folder: Path,
+    in1k_folder: Path,
+    train_images: int,
+    test_images: int,
+    seed: int,
+    size: int,
+) -> int:
+    """Write every image; returns how many. IN-1K images go to train/ and val/ (the official
+    sets); a level concept's images all go to its one folder, as in IN-21K."""
+    canvas = math.ceil(size * CANVAS_SCALE)
+    written = 0
+    for dataset, wnids in concepts.items():
+        for wnid in wnids:
+            if dataset == "in1k":
+                look = concept_look(wnid, None, 0.0, seed, canvas)
+                targets = [in1k_folder / "train" / wnid] * train_images + [in1k_folder / "val" / wnid] * test_images
+            else:
+                nearest, similarity = ranking[wnid]
+                look = concept_look(wnid, nearest, similarity, seed, canvas)
+                targets = [in21k_folder / wnid] * (train_images + test_images)
+            for index, folder in enumerate(targets):
+                _save(render(look, wnid, index, seed, size), folder / f"{wnid}_{index}.JPEG")
+                written += 1
+    return written
+
+
+def read_ranking(path: str | os.PathLike) -> dict[str, tuple[str, float]]:
+    """wnid -> (nearest IN-1K wnid, sim_in1k) from the levels stage's ranking TSV."""
+    rows = read_tsv(path)
+    needed = {"wnid", "sim_in1k", "nearest_in1k_wnid"}
+    if not rows or not needed <= set(rows[0]):
+        raise ValueError(
+            f"ranking '{path}' lacks the columns {', '.join(sorted(needed))}; rerun the levels stage."
+        )
+    return {row["wnid"]: (row["nearest_in1k_wnid"], float(row["sim_in1k"])) for row in rows}
+
+
+def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        key, separator, path = value.partition("=")
+        if not separator:
+            raise SystemExit(f"{option} takes DATASET=PATH, got {value!r}")
+        pairs[key] = path
+    return pairs
+
+
+def _replace_folder(built: Path, destination: Path) -> None:
+    """Put a finished folder in place; a killed job leaves only the hidden build folder."""
+    if destination.exists():
+        shutil.rmtree(destination)
+    os.replace(built, destination)
+
+
+def demo_world(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagenet_cog demo-world", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--ranking", required=True, help="the levels stage's ranking TSV")
+    parser.add_argument(
+        "--level-concepts", action="append", default=[], metavar="DATASET=PATH",
+        help="a dataset's wnid list from the levels stage (in1k and each level)",
+    )
+    parser.add_argument(
+        "--demo-concepts", action="append", default=[], metavar="DATASET=PATH",
+        help="where to write a dataset's demo concepts; also says which datasets to draw",
+    )
+    parser.add_argument("--in21k-images", required=True, help="folder for <wnid>/*.JPEG")
+    parser.add_argument("--in1k-images", required=True, help="folder for {train,val}/<wnid>/*.JPEG")
+    parser.add_argument("--concepts-per-dataset", type=int, default=4)
+    parser.add_argument("--train-images", type=int, default=24)
+    parser.add_argument("--test-images", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=96)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    sources = _pairs(args.level_concepts, "--level-concepts")
+    outputs = _pairs(args.demo_concepts, "--demo-concepts")
+    lacking = sorted(set(outputs) - set(sources))
+    if lacking or "in1k" not in sources:
+        print(f"error: --level-concepts missing for {', '.join(lacking or ['in1k'])}", file=sys.stderr)
+        return 2
+    ranking = read_ranking(args.ranking)
+    levels = {name: read_lines(path) for name, path in sources.items() if name != "in1k" and name in outputs}
+    unranked = [wnid for wnids in levels.values() for wnid in wnids if wnid not in ranking]
+    if unranked:
+        print(
+            f"error: {len(unranked)} level concepts (e.g. {unranked[0]}) are not in the ranking "
+            f"'{args.ranking}'; rerun the levels stage so its files agree.",
+            file=sys.stderr,
+        )
+        return 1
+    nearest = {wnid: ranking[wnid][0] for wnids in levels.values() for wnid in wnids}
+    chosen = choose_concepts(levels, read_lines(sources["in1k"]), nearest, args.concepts_per_dataset)
+    chosen = {dataset: wnids for dataset, wnids in chosen.items() if dataset in outputs}
+
+    folders = {"in21k": Path(args.in21k_images), "in1k": Path(args.in1k_images)}
+    built = {}
+    for name, folder in folders.items():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        built[name] = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".partial", dir=folder.parent))
+        built[name].chmod(0o755)  # mkdtemp's private mode would outlive the rename
+    try:
+        count = draw_images(
+            chosen, ranking, built["in21k"], built["in1k"], args.train_images, args.test_images,
+            args.seed, args.image_size,
+        )
+        for name, folder in folders.items():
+            _replace_folder(built[name], folder)
+    finally:
+        for folder in built.values():
+            shutil.rmtree(folder, ignore_errors=True)
+    for dataset, path in outputs.items():
+        write_lines(path, chosen[dataset])
+    for dataset, wnids in chosen.items():
+        print(f"{dataset}: {', '.join(wnids)}")
+    print(f"{count} images of {args.image_size} px in {args.in21k_images} and {args.in1k_images}")
+    return 0
