@@ -1,0 +1,263 @@
+"""The image split lists: seeded per-concept draws, official IN-1K sets, published pickles,
+and the errors bad input gets."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from imagenet_cog.io import read_tsv, write_lines
+from imagenet_cog.splits import (
+    SplitError,
+    image_splits,
+    in1k_rows,
+    labelled_rows,
+    level_rows,
+    list_images,
+    load_published_splits,
+    published_rows,
+    read_concepts,
+    sample_concept,
+)
+
+
+def make_concept(folder: Path, wnid: str, count: int, extension: str = "JPEG") -> list[str]:
+    """``count`` empty image files named like ImageNet's; listing never opens them."""
+    (folder / wnid).mkdir(parents=True, exist_ok=True)
+    names = [f"{wnid}_{index}.{extension}" for index in range(count)]
+    for name in names:
+        (folder / wnid / name).write_bytes(b"")
+    return names
+
+
+@pytest.fixture
+def in21k(tmp_path) -> Path:
+    root = tmp_path / "in21k"
+    make_concept(root, "n00000001", 60)
+    make_concept(root, "n00000002", 25)
+    make_concept(root, "n00000003", 40, extension="jpg")
+    return root
+
+
+@pytest.fixture
+def in1k(tmp_path) -> Path:
+    root = tmp_path / "in1k"
+    for wnid in ("n10000001", "n10000002"):
+        make_concept(root / "train", wnid, 12)
+        make_concept(root / "val", wnid, 3)
+    return root
+
+
+def by_concept(rows):
+    result = {}
+    for path, wnid, split in rows:
+        result.setdefault(wnid, {"train": [], "test": []})[split].append(path)
+    return result
+
+
+def test_listing_keeps_images_of_any_case_and_nothing_else(tmp_path):
+    for name in ("a.JPEG", "b.jpeg", "c.JpG", "d.png", "e.PNG", "notes.txt", "f.JPEG.partial"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "g.jpg").mkdir()
+    assert list_images(tmp_path) == ["a.JPEG", "b.jpeg", "c.JpG", "d.png", "e.PNG"]
+
+
+def test_level_split_sizes_cap_and_disjointness(in21k):
+    rows = level_rows(in21k, ["n00000001", "n00000002", "n00000003"], 10, 30, seed=0)
+    splits = by_concept(rows)
+    assert {wnid: (len(s["train"]), len(s["test"])) for wnid, s in splits.items()} == {
+        "n00000001": (30, 10),  # capped: 50 left for training, 30 kept
+        "n00000002": (15, 10),
+        "n00000003": (30, 10),
+    }
+    for wnid, split in splits.items():
+        assert not set(split["train"]) & set(split["test"])
+        assert all(path.startswith(f"{wnid}/") and (in21k / path).is_file() for path in split["train"] + split["test"])
+
+
+def test_level_split_is_deterministic_and_seeded(in21k):
+    wnids = ["n00000001", "n00000002"]
+    first = level_rows(in21k, wnids, 10, 1300, seed=0)
+    assert level_rows(in21k, wnids, 10, 1300, seed=0) == first
+    assert level_rows(in21k, wnids, 10, 1300, seed=1) != first
+    # the test images are a random draw, not the first names in order
+    test_names = sorted(p for p, w, s in first if s == "test" and w == "n00000001")
+    assert test_names != sorted(f"n00000001/n00000001_{k}.JPEG" for k in range(10))
+
+
+def test_a_concepts_split_does_not_depend_on_the_other_concepts(in21k):
+    alone = level_rows(in21k, ["n00000002"], 10, 1300, seed=3)
+    together = level_rows(in21k, ["n00000003", "n00000001", "n00000002"], 10, 1300, seed=3)
+    assert sorted(alone) == sorted(row for row in together if row[1] == "n00000002")
+
+
+def test_sample_concept_needs_one_training_image_beyond_the_test_set():
+    names = [f"x{index}.JPEG" for index in range(11)]
+    train, test = sample_concept("n00000009", names, 10, 1300, seed=0)
+    assert len(train) == 1 and len(test) == 10
+    with pytest.raises(SplitError, match=r"n00000009 has 10 images.*splits.test_per_concept"):
+        sample_concept("n00000009", names[:10], 10, 1300, seed=0)
+
+
+def test_too_few_images_names_the_folder(in21k):
+    with pytest.raises(SplitError, match=r"n00000002 has 25 images in .*in21k/n00000002"):
+        level_rows(in21k, ["n00000002"], 25, 1300, seed=0)
+
+
+def test_in1k_uses_the_official_sets(in1k):
+    splits = by_concept(in1k_rows(in1k, ["n10000001", "n10000002"]))
+    for wnid in ("n10000001", "n10000002"):
+        assert len(splits[wnid]["train"]) == 12 and len(splits[wnid]["test"]) == 3
+        assert all(path.startswith(f"train/{wnid}/") for path in splits[wnid]["train"])
+        assert all(path.startswith(f"val/{wnid}/") for path in splits[wnid]["test"])
+
+
+def test_rows_are_labelled_by_sorted_wnid_train_first():
+    rows = [
+        ("n2/b.JPEG", "n2", "test"),
+        ("n1/a.JPEG", "n1", "train"),
+        ("n2/a.JPEG", "n2", "train"),
+        ("n1/b.JPEG", "n1", "test"),
+    ]
+    assert labelled_rows(rows, ["n2", "n1"]) == [
+        ("n1/a.JPEG", "n1", 0, "train"),
+        ("n2/a.JPEG", "n2", 1, "train"),
+        ("n1/b.JPEG", "n1", 0, "test"),
+        ("n2/b.JPEG", "n2", 1, "test"),
+    ]
+
+
+def test_command_writes_the_same_bytes_for_the_same_config(in21k, tmp_path):
+    concepts = tmp_path / "l1.txt"
+    write_lines(concepts, ["n00000003", "n00000001"])
+    outputs = [tmp_path / "a.tsv", tmp_path / "b.tsv"]
+    for output in outputs:
+        argv = ["--dataset", "l1", "--concepts", str(concepts), "--root", str(in21k),
+                "--test-per-concept", "5", "--max-train-per-concept", "20", "--output", str(output)]
+        assert image_splits(argv) == 0
+    assert outputs[0].read_bytes() == outputs[1].read_bytes()
+    rows = read_tsv(outputs[0])
+    assert list(rows[0]) == ["path", "wnid", "label", "split"]
+    assert [row["split"] for row in rows] == ["train"] * 40 + ["test"] * 10
+    assert {row["wnid"]: row["label"] for row in rows} == {"n00000001": "0", "n00000003": "1"}
+
+
+def test_command_reports_bad_input_without_a_traceback(in21k, tmp_path, capsys):
+    concepts = tmp_path / "l1.txt"
+    write_lines(concepts, ["n00000004"])
+    argv = ["--dataset", "l1", "--concepts", str(concepts), "--root", str(in21k), "--output", str(tmp_path / "x.tsv")]
+    assert image_splits(argv) == 1
+    assert "n00000004" in capsys.readouterr().err
+    assert not (tmp_path / "x.tsv").exists()
+
+
+# bad roots and concept lists ----------------------------------------------------------
+
+def test_missing_root_is_named_with_the_setting(tmp_path):
+    with pytest.raises(SplitError, match=r"'.*nowhere' \(data.in21k_root\) is not a folder"):
+        level_rows(tmp_path / "nowhere", ["n00000001"], 10, 1300, seed=0)
+    with pytest.raises(SplitError, match=r"\(data.in1k_root\) is not a folder"):
+        in1k_rows(tmp_path / "nowhere", ["n00000001"])
+
+
+def test_a_root_without_wnid_folders_is_not_taken_for_in21k(tmp_path):
+    (tmp_path / "images" / "cats").mkdir(parents=True)
+    with pytest.raises(SplitError, match=r"no wnid subfolders.*<root>/<wnid>/\*\.JPEG"):
+        level_rows(tmp_path / "images", ["n00000001"], 10, 1300, seed=0)
+
+
+def test_an_in1k_root_needs_train_and_val(tmp_path, in1k):
+    (tmp_path / "only_train" / "train").mkdir(parents=True)
+    with pytest.raises(SplitError, match=r"has no val/ folder.*<root>/val/<wnid>/\*\.JPEG"):
+        in1k_rows(tmp_path / "only_train", ["n10000001"])
+    with pytest.raises(SplitError, match=r"n10000009: folder '.*val/n10000009' is missing"):
+        make_concept(in1k / "train", "n10000009", 2)
+        in1k_rows(in1k, ["n10000009"])
+
+
+def test_missing_or_empty_synset_folder(in21k):
+    with pytest.raises(SplitError, match=r"n00000007: folder '.*in21k/n00000007' is missing"):
+        level_rows(in21k, ["n00000001", "n00000007"], 10, 1300, seed=0)
+    (in21k / "n00000008").mkdir()
+    (in21k / "n00000008" / "readme.txt").write_text("no images")
+    with pytest.raises(SplitError, match=r"n00000008.*holds no \.JPEG"):
+        level_rows(in21k, ["n00000008"], 10, 1300, seed=0)
+
+
+def test_concept_lists_are_checked(tmp_path):
+    path = tmp_path / "l1.txt"
+    write_lines(path, ["n00000001", "dog"])
+    with pytest.raises(SplitError, match=r"l1.txt' should hold one wnid.*'dog'"):
+        read_concepts(path)
+    write_lines(path, ["n00000001", "n00000001"])
+    with pytest.raises(SplitError, match="twice"):
+        read_concepts(path)
+    with pytest.raises(SplitError, match="run the levels stage"):
+        read_concepts(tmp_path / "absent.txt")
+
+
+# the authors' split pickle ----------------------------------------------------------------
+
+def write_pickle(path: Path, content) -> Path:
+    with open(path, "wb") as stream:
+        pickle.dump(content, stream)
+    return path
+
+
+def test_published_splits_are_used_as_given(in21k, tmp_path):
+    published = write_pickle(tmp_path / "splits.pkl", {
+        # the authors store numpy arrays of paths relative to the IN-21K root
+        "n00000001": {
+            "train": np.array([f"/n00000001/n00000001_{k}.JPEG" for k in range(3, 9)]),
+            "test": np.array(["/n00000001/n00000001_0.JPEG", "/n00000001/n00000001_1.JPEG"]),
+        },
+        # bare file names are taken to be inside the concept's folder
+        "n00000002": {"train": ["n00000002_5.JPEG"], "test": ["n00000002_7.JPEG"]},
+        "n99999999": {"train": [], "test": []},
+    })
+    rows = published_rows(in21k, ["n00000001", "n00000002"], published)
+    splits = by_concept(rows)
+    assert splits["n00000001"]["test"] == ["n00000001/n00000001_0.JPEG", "n00000001/n00000001_1.JPEG"]
+    assert len(splits["n00000001"]["train"]) == 6
+    assert splits["n00000002"] == {"train": ["n00000002/n00000002_5.JPEG"], "test": ["n00000002/n00000002_7.JPEG"]}
+
+
+def test_published_splits_must_name_existing_files(in21k, tmp_path):
+    published = write_pickle(tmp_path / "splits.pkl", {
+        "n00000001": {"train": ["n00000001_1.JPEG"], "test": ["n00000001_99.JPEG"]},
+    })
+    with pytest.raises(SplitError, match=r"1 images of the published splits.*n00000001/n00000001_99.JPEG"):
+        published_rows(in21k, ["n00000001"], published)
+
+
+def test_published_splits_must_cover_the_level(in21k, tmp_path):
+    published = write_pickle(tmp_path / "splits.pkl", {"n00000001": {"train": ["a.JPEG"], "test": ["b.JPEG"]}})
+    with pytest.raises(SplitError, match=r"no split for 1 of the dataset's concepts \(e.g. n00000002\)"):
+        published_rows(in21k, ["n00000001", "n00000002"], published)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ([["n00000001"]], "holds a list, not a dict"),
+        ({"n00000001": ["a.JPEG"]}, r"entry 'n00000001' is not"),
+        ({"n00000001": {"train": ["a.JPEG"]}}, r"entry 'n00000001' is not"),
+        ({"n00000001": {"train": ["a.JPEG"], "test": [3]}}, r"entry 'n00000001' is not"),
+        ({1: {"train": [], "test": []}}, r"entry 1 is not"),
+    ],
+)
+def test_published_splits_of_the_wrong_shape(tmp_path, content, message):
+    path = write_pickle(tmp_path / "splits.pkl", content)
+    with pytest.raises(SplitError, match=message):
+        load_published_splits(path)
+
+
+def test_published_splits_that_are_no_pickle(tmp_path):
+    (tmp_path / "splits.pkl").write_text("wnid,train,test\n")
+    with pytest.raises(SplitError, match=r"'.*splits.pkl' is not a readable pickle"):
+        load_published_splits(tmp_path / "splits.pkl")
+    with pytest.raises(SplitError, match=r"does not exist.*or to null"):
+        load_published_splits(tmp_path / "absent.pkl")
