@@ -18,6 +18,10 @@ COMMANDS: dict[str, str] = {
     # features stage
     # probes stage
     # results stage
+    "aggregate-probes": "imagenet_cog.aggregate:aggregate_command",
+    "results-tables": "imagenet_cog.aggregate:tables_command",
+    "results-timings": "imagenet_cog.aggregate:timings_command",
+    "results-figures": "imagenet_cog.figures:figures_command",
 }
 
 

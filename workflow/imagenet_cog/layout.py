@@ -9,6 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+# results stage: the tables (each in every TABLE_FORMATS) and figures it writes
+TABLE_FORMATS = ("csv", "md", "tex")
+FIGURE_FORMATS = ("png", "pdf")
+RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative")
+
+
+def result_table_names(datasets: list[str]) -> list[str]:
+    """Models x datasets at N=all (absolute, relative) and models x N per dataset (both)."""
+    return [
+        "top1_levels", "relative_levels",
+        *(f"top1_{dataset}" for dataset in datasets),
+        *(f"relative_{dataset}" for dataset in datasets),
+    ]
+
+
 @dataclass(frozen=True)
 class Layout:
     root: str = "results"
@@ -33,6 +48,10 @@ class Layout:
     def ranking(self) -> str:
         """Every eligible concept ranked by similarity to IN-1K, with its level or gap."""
         return f"{self.root}/levels/ranking.tsv"
+
+    def level_summary(self) -> str:
+        """Per level: rank span, similarity range and the ties its boundaries cut through."""
+        return f"{self.root}/levels/level_summary.tsv"
 
     def level_concepts(self, dataset: str) -> str:
         """wnids of one dataset (``in1k`` or a level ``l1``..), one a line."""
@@ -77,6 +96,28 @@ class Layout:
     def figure(self, name: str, extension: str) -> str:
         return f"{self.root}/figures/{name}.{extension}"
 
-    def result_targets(self) -> list[str]:
-        """Every file of the results stage (filled in by that stage)."""
-        return []
+    def results_summary(self) -> str:
+        """Tidy CSV: one row per model x dataset x shots, mean/std of test top-1 over seeds."""
+        return self.table("summary", "csv")
+
+    def timings(self, extension: str) -> str:
+        """Seconds per model and dataset: extraction and probe benchmarks."""
+        return self.table("timings", extension)
+
+    def result_tables(self, datasets: list[str]) -> list[str]:
+        return [
+            self.table(name, extension) for name in result_table_names(datasets) for extension in TABLE_FORMATS
+        ]
+
+    def result_figures(self) -> list[str]:
+        return [self.figure(name, extension) for name in RESULT_FIGURES for extension in FIGURE_FORMATS]
+
+    def result_targets(self, datasets: list[str]) -> list[str]:
+        """Every file of the results stage."""
+        return [
+            self.results_summary(),
+            *self.result_tables(datasets),
+            self.timings("csv"),
+            self.timings("md"),
+            *self.result_figures(),
+        ]

@@ -136,9 +136,32 @@ def probe_results(models=None, datasets=None, shots=None, seeds=None):
     ]
 
 
+def result_models():
+    """The models the probes target, tables and figures cover: results.models, else all."""
+    selected = config["results"]["models"]
+    if selected is None:
+        return MODELS
+    unknown = [model for model in selected if model not in config["models"]]
+    if unknown:
+        raise WorkflowError(
+            f"results.models names {', '.join(unknown)}, which 'models' does not define "
+            f"({', '.join(MODELS)}); fix the list or add those models."
+        )
+    return list(selected)
+
+
+def result_probe_inputs():
+    """Probe results the summary reads; with results.allow_missing only those that exist,
+    so that tables can be made while some probe jobs failed or are still to run."""
+    expected = probe_results(models=result_models())
+    if config["results"]["allow_missing"]:
+        return [path for path in expected if os.path.exists(path)]
+    return expected
+
+
 def final_outputs():
     return [
         PATHS.levels_figure("png"),
-        *probe_results(),
-        *PATHS.result_targets(),
+        *probe_results(models=result_models()),
+        *PATHS.result_targets(DATASETS),
     ]

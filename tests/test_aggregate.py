@@ -1,0 +1,200 @@
+"""Aggregation of hand-written probe results into the summary and the paper's tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from imagenet_cog.aggregate import (
+    aggregate_command,
+    benchmark_seconds,
+    load_probe_results,
+    read_summary,
+    summarise,
+    tables_command,
+    timings_command,
+)
+from imagenet_cog.layout import Layout, result_table_names
+
+MODELS = {
+    "resnet50": {"arch": "resnet50", "weights": "pretrained", "category": "baseline", "label": "ResNet50"},
+    "deit_small": {"arch": "deit_small", "weights": "random", "category": "architecture", "label": "DeiT-S"},
+    "dino": {"arch": "resnet50", "weights": "dino.pth", "category": "self-supervision", "label": None},
+}
+DATASETS = ["in1k", "l1"]
+SHOTS = ["1", "all"]
+SEEDS = ["22", "37", "45"]
+
+# (model, dataset, shots) -> top-1 per seed; None marks a run whose file is absent.
+TOP1 = {
+    ("resnet50", "in1k", "1"): [40.0, 42.0, 44.0],
+    ("resnet50", "in1k", "all"): [70.0, 72.0, 74.0],
+    ("resnet50", "l1", "1"): [20.0, 20.0, 20.0],
+    ("resnet50", "l1", "all"): [60.0, 61.0, 62.0],
+    ("deit_small", "in1k", "1"): [10.0, 11.0, 12.0],
+    ("deit_small", "in1k", "all"): [30.0, 30.0, 30.0],
+    ("deit_small", "l1", "1"): [5.0, 5.0, 5.0],
+    ("deit_small", "l1", "all"): [25.0, 26.0, 27.0],
+    ("dino", "in1k", "1"): [50.0, None, 54.0],
+    ("dino", "in1k", "all"): [75.0, 76.0, 77.0],
+    # dino has no result on l1 at all
+}
+
+
+def write_results(root, top1=TOP1):
+    layout = Layout(str(root))
+    for (model, dataset, shots), values in top1.items():
+        for seed, value in zip(SEEDS, values):
+            if value is None:
+                continue
+            path = Path(layout.probe_result(model, dataset, shots, seed))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({
+                "model": model, "dataset": dataset, "shots": shots, "seed": int(seed),
+                "best_params": {"lr": 1.0, "weight_decay": 1e-6},
+                "val_top1": value, "test_top1": value, "test_top5": min(100.0, value + 20.0),
+                "n_trials": 3, "trials": [], "n_train": 10, "n_test": 5, "n_classes": 2,
+                "feature_dim": 8, "random_weights": MODELS[model]["weights"] == "random",
+                "timings": {"search_s": 1.0, "final_s": 0.5, "total_s": 1.5},
+                "versions": {}, "device": "cpu",
+            }))
+
+
+@pytest.fixture()
+def results_root(tmp_path):
+    root = tmp_path / "results"
+    write_results(root)
+    return root
+
+
+@pytest.fixture()
+def summary(results_root):
+    runs = load_probe_results(str(results_root), list(MODELS), DATASETS, SHOTS, SEEDS)
+    return summarise(runs, MODELS, DATASETS, SHOTS, SEEDS)
+
+
+def cell(frame, model, dataset, shots):
+    rows = frame[(frame["model"] == model) & (frame["dataset"] == dataset) & (frame["shots"] == shots)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_summary_has_every_cell_of_the_grid(summary):
+    assert len(summary) == len(MODELS) * len(DATASETS) * len(SHOTS)
+
+
+def test_mean_and_population_std_over_seeds(summary):
+    row = cell(summary, "resnet50", "in1k", "all")
+    assert row["mean"] == pytest.approx(72.0)
+    assert row["std"] == pytest.approx(math.sqrt(8 / 3))
+    assert row["top5_mean"] == pytest.approx(92.0)
+    assert (row["n_seeds"], row["expected_seeds"], bool(row["complete"])) == (3, 3, True)
+
+
+def test_missing_seed_gives_no_mean(summary):
+    row = cell(summary, "dino", "in1k", "1")
+    assert math.isnan(row["mean"]) and math.isnan(row["std"])
+    assert (row["n_seeds"], bool(row["complete"]), row["missing_seeds"]) == (2, False, "37")
+
+
+def test_missing_dataset_is_a_row_with_zero_seeds(summary):
+    row = cell(summary, "dino", "l1", "all")
+    assert (row["n_seeds"], bool(row["complete"]), row["missing_seeds"]) == (0, False, "22;37;45")
+    assert row["label"] == "dino"  # a null label falls back to the config key
+
+
+def test_random_weights_flag(summary):
+    assert bool(cell(summary, "deit_small", "l1", "1")["random_weights"])
+    assert not bool(cell(summary, "resnet50", "l1", "1")["random_weights"])
+
+
+def run_pipeline(results_root, tmp_path):
+    summary_path = tmp_path / "summary.csv"
+    grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS),
+            "--datasets", *DATASETS, "--shots", *SHOTS, "--seeds", *SEEDS]
+    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
+    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
+                           "--baseline", "resnet50"]) == 0
+    return summary_path, grid
+
+
+def test_tables_hold_the_expected_cells(results_root, tmp_path):
+    run_pipeline(results_root, tmp_path)
+    layout = Layout(str(results_root))
+    for path in layout.result_tables(DATASETS):
+        assert Path(path).stat().st_size > 0
+
+    levels = pd.read_csv(layout.table("top1_levels", "csv"))
+    assert list(levels.columns) == ["Model", "IN-1K", "L1"]
+    assert levels.to_dict("records") == [
+        {"Model": "ResNet50", "IN-1K": "72.0 ± 1.6", "L1": "61.0 ± 0.8"},
+        {"Model": "DeiT-S†", "IN-1K": "30.0 ± 0.0", "L1": "26.0 ± 0.8"},
+        {"Model": "dino", "IN-1K": "76.0 ± 0.8", "L1": "— (0/3 seeds)"},
+    ]
+
+    in1k = pd.read_csv(layout.table("top1_in1k", "csv"))
+    assert list(in1k.columns) == ["Model", "N=1", "All"]
+    assert in1k.set_index("Model").loc["dino", "N=1"] == "— (2/3 seeds)"
+    assert in1k.set_index("Model").loc["ResNet50", "N=1"] == "42.0 ± 1.6"
+
+    relative = pd.read_csv(layout.table("relative_levels", "csv")).set_index("Model")
+    assert relative.loc["ResNet50", "IN-1K"] == "+0.0 ± 1.6"
+    assert relative.loc["DeiT-S†", "L1"] == "-35.0 ± 0.8"
+    assert relative.loc["dino", "IN-1K"] == "+4.0 ± 0.8"
+
+    markdown = open(layout.table("top1_levels", "md")).read()
+    assert "| DeiT-S† | 30.0 ± 0.0 | 26.0 ± 0.8 |" in markdown
+    assert "† randomly initialised weights" in markdown
+    latex = open(layout.table("top1_l1", "tex")).read()
+    assert r"DeiT-S$^\dagger$ & 5.0 $\pm$ 0.0 & 26.0 $\pm$ 0.8 \\" in latex
+    assert r"\begin{tabular}{lrr}" in latex
+
+
+def test_summary_csv_round_trips(results_root, tmp_path):
+    summary_path, _ = run_pipeline(results_root, tmp_path)
+    summary = read_summary(summary_path)
+    row = cell(summary, "dino", "in1k", "1")
+    assert math.isnan(row["mean"]) and row["missing_seeds"] == "37" and not row["complete"]
+    assert cell(summary, "resnet50", "l1", "all")["mean"] == pytest.approx(61.0)
+
+
+def test_corrupt_result_names_the_file(results_root):
+    path = results_root / "probes/resnet50/in1k/shots-1/seed-22.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="seed-22.json.*re-run its probe job"):
+        load_probe_results(str(results_root), list(MODELS), DATASETS, SHOTS, SEEDS)
+
+
+def test_result_without_scores_names_the_missing_keys(results_root):
+    path = results_root / "probes/resnet50/in1k/shots-1/seed-22.json"
+    path.write_text(json.dumps({"model": "resnet50"}))
+    with pytest.raises(ValueError, match="lacks dataset, shots, seed, test_top1"):
+        load_probe_results(str(results_root), list(MODELS), DATASETS, SHOTS, SEEDS)
+
+
+def test_timings_join_benchmarks_and_probe_results(results_root, tmp_path):
+    _, grid = run_pipeline(results_root, tmp_path)
+    benchmarks = tmp_path / "logs" / "benchmarks"
+    for split, seconds in (("train", 3.0), ("test", 2.0)):
+        path = benchmarks / "features" / "resnet50" / "in1k" / f"{split}-00000.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:0{int(seconds)}\t100\n")
+    assert len(benchmark_seconds(benchmarks, list(MODELS), DATASETS)) == 2
+    output = tmp_path / "timings.csv"
+    assert timings_command([*grid, "--benchmark-root", str(benchmarks), "--output", str(output)]) == 0
+    table = pd.read_csv(output).set_index(["model", "dataset"])
+    assert table.loc[("resnet50", "in1k"), "features_s"] == pytest.approx(5.0)
+    assert table.loc[("resnet50", "in1k"), "probe_runs"] == 6
+    assert table.loc[("resnet50", "in1k"), "probe_s_from_results"] == pytest.approx(9.0)
+    assert table.loc[("dino", "in1k"), "probe_runs"] == 5
+    assert output.with_suffix(".md").read_text().startswith("**Seconds per model")
+
+
+def test_table_names_cover_every_dataset():
+    assert result_table_names(["in1k", "l3"]) == [
+        "top1_levels", "relative_levels", "top1_in1k", "top1_l3", "relative_in1k", "relative_l3",
+    ]

@@ -1,0 +1,106 @@
+"""Every result figure is drawn from a small summary, labelled, and saved as PNG and PDF."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pytest
+from PIL import Image
+
+from imagenet_cog.aggregate import load_probe_results, summarise
+from imagenet_cog.figures import build_figures, figures_command, shot_positions
+from imagenet_cog.layout import RESULT_FIGURES, Layout
+
+from test_aggregate import DATASETS, MODELS, SEEDS, SHOTS, write_results
+
+
+@pytest.fixture()
+def summary(tmp_path):
+    root = tmp_path / "results"
+    write_results(root)
+    runs = load_probe_results(str(root), list(MODELS), DATASETS, SHOTS, SEEDS)
+    return summarise(runs, MODELS, DATASETS, SHOTS, SEEDS)
+
+
+@pytest.fixture()
+def figures(summary):
+    built = build_figures(summary, "resnet50")
+    yield built
+    for fig in built.values():
+        plt.close(fig)
+
+
+def visible_axes(fig):
+    return [ax for ax in fig.axes if ax.get_visible()]
+
+
+def legend_labels(fig):
+    return [text.get_text() for legend in fig.legends for text in legend.get_texts()]
+
+
+def test_every_figure_is_built(figures):
+    assert list(figures) == list(RESULT_FIGURES)
+
+
+def test_levels_figure_axes(figures):
+    (ax,) = visible_axes(figures["top1_levels"])
+    assert ax.get_ylabel() == "Top-1 accuracy (%)"
+    assert ax.get_xlabel().startswith("Dataset")
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["IN-1K", "L1"]
+    assert legend_labels(figures["top1_levels"]) == ["ResNet50", "DeiT-S†", "dino"]
+
+
+def test_relative_levels_has_one_panel_per_category(figures):
+    axes = visible_axes(figures["relative_levels"])
+    assert [ax.get_title() for ax in axes] == ["Architecture", "Self-supervision"]
+    assert all(ax.get_ylabel() == "Top-1 relative to ResNet50 (points)" for ax in axes)
+    assert "ResNet50 (baseline)" in legend_labels(figures["relative_levels"])
+    # the baseline itself is the zero line, not a curve
+    assert "ResNet50" not in legend_labels(figures["relative_levels"])
+
+
+def test_few_shot_panels_per_dataset_with_log2_axis(figures):
+    axes = visible_axes(figures["few_shot"])
+    assert [ax.get_title() for ax in axes] == ["IN-1K", "L1"]
+    for ax in axes:
+        assert ax.get_ylabel() == "Top-1 accuracy (%)"
+        assert "log$_2$" in ax.get_xlabel()
+        assert [tick.get_text() for tick in ax.get_xticklabels()] == ["1", "All"]
+    relative_axes = visible_axes(figures["few_shot_relative"])
+    assert all(ax.get_ylabel() == "Top-1 relative to ResNet50 (points)" for ax in relative_axes)
+
+
+def test_few_shot_line_leaves_a_gap_for_a_missing_seed(figures):
+    in1k = visible_axes(figures["few_shot"])[0]
+    dino = next(line for line in in1k.get_lines() if line.get_label() == "dino")
+    y = list(dino.get_ydata())
+    assert y[0] != y[0] and y[1] == pytest.approx(76.0)  # NaN at N=1, the mean at All
+
+
+def test_shot_positions_place_all_after_the_largest_n():
+    assert shot_positions(["1", "2", "8", "all"]) == {"1": 0.0, "2": 1.0, "8": 3.0, "all": 4.0}
+    assert shot_positions(["all"]) == {"all": 0.0}
+
+
+def test_command_writes_decodable_png_and_pdf(summary, tmp_path):
+    summary_path = tmp_path / "summary.csv"
+    summary.to_csv(summary_path, index=False)
+    root = tmp_path / "out"
+    assert figures_command(["--summary", str(summary_path), "--results-root", str(root),
+                            "--baseline", "resnet50"]) == 0
+    layout = Layout(str(root))
+    for name in RESULT_FIGURES:
+        with Image.open(layout.figure(name, "png")) as image:
+            image.load()
+            assert image.width > 300 and image.height > 200
+        pdf = open(layout.figure(name, "pdf"), "rb").read()
+        assert pdf.startswith(b"%PDF") and b"%%EOF" in pdf[-1024:]
+
+
+def test_summary_without_the_baseline_still_draws(summary):
+    built = build_figures(summary[summary["model"] != "resnet50"], "resnet50")
+    try:
+        assert all(visible_axes(fig) for fig in built.values())
+    finally:
+        for fig in built.values():
+            plt.close(fig)
+

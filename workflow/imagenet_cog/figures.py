@@ -1,0 +1,233 @@
+"""The paper's result figures from the tidy summary (paper 004 Figs. 3, 4, 10 and 11).
+
+- ``top1_levels``: top-1 on IN-1K and each level with all training images, one line per
+  model (Fig. 3a).
+- ``relative_levels``: the same minus the baseline, one panel per model category (Figs. 3b-e).
+- ``few_shot``: top-1 against N images per concept (log2 axis, "All" last), one panel per
+  dataset (Figs. 4a-c, 10).
+- ``few_shot_relative``: the same minus the baseline (Figs. 4d-f, 11).
+
+Error bars (levels figures) and bands (few-shot figures) are ± the std over seeds; a cell
+with a missing seed has no mean and leaves a gap in its line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from .aggregate import RANDOM_WEIGHTS_MARK, dataset_title, read_summary, with_relative  # noqa: E402
+from .io import atomic_output  # noqa: E402
+from .layout import FIGURE_FORMATS, Layout  # noqa: E402
+
+MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d", "H", "8"]
+TOP1_LABEL = "Top-1 accuracy (%)"
+SHOTS_LABEL = "N training images per concept (log$_2$ scale)"
+DATASET_LABEL = "Dataset (semantic distance to IN-1K grows left to right)"
+PANEL_WIDTH = 3.0
+PANEL_HEIGHT = 2.6
+
+
+def relative_label(baseline_label: str) -> str:
+    return f"Top-1 relative to {baseline_label} (points)"
+
+
+class ModelStyles:
+    """One colour and marker per model, the same in every figure of a run."""
+
+    def __init__(self, summary: pd.DataFrame):
+        models = list(dict.fromkeys(summary["model"]))
+        palette = sns.color_palette("tab10" if len(models) <= 10 else "husl", len(models))
+        labels = summary.drop_duplicates("model").set_index("model")
+        self.style = {
+            model: {
+                "color": palette[index],
+                "marker": MARKERS[index % len(MARKERS)],
+                "label": labels.loc[model, "label"] + (RANDOM_WEIGHTS_MARK if labels.loc[model, "random_weights"] else ""),
+            }
+            for index, model in enumerate(models)
+        }
+
+    def __getitem__(self, model: str) -> dict:
+        return self.style[model]
+
+
+def shot_positions(shots: Sequence[str]) -> dict[str, float]:
+    """x positions: log2(N) for numbers, one step after the largest N for "all"."""
+    numbers = sorted(int(shot) for shot in shots if shot != "all")
+    positions = {str(number): math.log2(number) for number in numbers}
+    if "all" in shots:
+        positions["all"] = (math.log2(numbers[-1]) + 1) if numbers else 0.0
+    return positions
+
+
+def shot_tick_label(shot: str) -> str:
+    return "All" if shot == "all" else shot
+
+
+def no_data(ax, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=8, wrap=True)
+
+
+def figure_legend(fig, axes: np.ndarray) -> None:
+    """One legend for all panels, below them (saved with ``bbox_inches="tight"``)."""
+    handles = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.tight_layout()
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(len(handles), 4), frameon=False, fontsize=7)
+
+
+def panel_grid(count: int, columns: int):
+    columns = max(1, min(columns, count))
+    rows = math.ceil(count / columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(max(4.5, PANEL_WIDTH * columns), PANEL_HEIGHT * rows), squeeze=False
+    )
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def baseline_line(ax, baseline_label: str) -> None:
+    ax.axhline(0.0, color="black", linewidth=1.0, linestyle="--", label=f"{baseline_label} (baseline)")
+
+
+def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelStyles, value: str) -> None:
+    x = np.arange(len(datasets))
+    for model, rows in frame.groupby("model", sort=False):
+        rows = rows.set_index("dataset").reindex(datasets)
+        style = styles[model]
+        ax.errorbar(
+            x, rows[value].to_numpy(float), yerr=rows["std"].to_numpy(float), color=style["color"],
+            marker=style["marker"], markersize=4, linewidth=1.2, capsize=2, label=style["label"],
+        )
+    ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
+    ax.set_xlim(-0.3, len(datasets) - 0.7)
+
+
+def draw_few_shot(ax, frame: pd.DataFrame, positions: dict[str, float], styles: ModelStyles, value: str) -> None:
+    order = list(positions)
+    for model, rows in frame.groupby("model", sort=False):
+        rows = rows.set_index("shots").reindex(order)
+        x = np.array([positions[shot] for shot in order])
+        mean = rows[value].to_numpy(float)
+        std = rows["std"].to_numpy(float)
+        style = styles[model]
+        ax.plot(x, mean, color=style["color"], marker=style["marker"], markersize=3.5, linewidth=1.2,
+                label=style["label"])
+        ax.fill_between(x, mean - std, mean + std, color=style["color"], alpha=0.2, linewidth=0)
+    ax.set_xticks([positions[shot] for shot in order], [shot_tick_label(shot) for shot in order])
+
+
+def baseline_title(summary: pd.DataFrame, baseline: str) -> str:
+    labels = summary.loc[summary["model"] == baseline, "label"]
+    return labels.iloc[0] if len(labels) else baseline
+
+
+def top1_levels_figure(summary: pd.DataFrame):
+    """Fig. 3a: absolute top-1 per dataset, all training images."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    fig, axes = panel_grid(1, 1)
+    fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
+    ax = axes[0, 0]
+    full = summary[summary["shots"] == "all"]
+    if full.empty:
+        no_data(ax, "no N=all results configured (probes.shots)")
+    else:
+        draw_levels(ax, full, datasets, ModelStyles(summary), "mean")
+    ax.set_xlabel(DATASET_LABEL)
+    ax.set_ylabel(TOP1_LABEL)
+    ax.set_title("Linear classification with all training images")
+    figure_legend(fig, axes)
+    return fig
+
+
+def relative_levels_figure(summary: pd.DataFrame, baseline: str):
+    """Figs. 3b-e: top-1 minus the baseline's, one panel per model category."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    relative = with_relative(summary[summary["shots"] == "all"], baseline)
+    others = relative[relative["model"] != baseline]
+    categories = list(dict.fromkeys(others["category"])) or ["(no model besides the baseline)"]
+    fig, axes = panel_grid(len(categories), 2)
+    styles = ModelStyles(summary)
+    label = baseline_title(summary, baseline)
+    for ax, category in zip(axes.flat, categories):
+        rows = others[others["category"] == category]
+        if rows.empty or rows["relative"].isna().all():
+            no_data(ax, f"no complete N=all results of {baseline} and these models")
+        draw_levels(ax, rows, datasets, styles, "relative")
+        baseline_line(ax, label)
+        ax.set_title(category.capitalize())
+        ax.set_xlabel(DATASET_LABEL if len(categories) == 1 else "Dataset")
+        ax.set_ylabel(relative_label(label))
+    figure_legend(fig, axes)
+    return fig
+
+
+def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None):
+    """Figs. 4 and 10 (absolute) or, with ``baseline``, Figs. 4d-f and 11 (relative)."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    positions = shot_positions(list(dict.fromkeys(summary["shots"])))
+    frame = summary if baseline is None else with_relative(summary, baseline)
+    value = "mean" if baseline is None else "relative"
+    if baseline is not None:
+        frame = frame[frame["model"] != baseline]
+    fig, axes = panel_grid(len(datasets), 3)
+    styles = ModelStyles(summary)
+    for ax, dataset in zip(axes.flat, datasets):
+        rows = frame[frame["dataset"] == dataset]
+        if rows.empty:
+            no_data(ax, "no model besides the baseline")
+        draw_few_shot(ax, rows, positions, styles, value)
+        if baseline is not None:
+            baseline_line(ax, baseline_title(summary, baseline))
+        ax.set_title(dataset_title(dataset))
+        ax.set_xlabel(SHOTS_LABEL)
+        ax.set_ylabel(TOP1_LABEL if baseline is None else relative_label(baseline_title(summary, baseline)))
+    figure_legend(fig, axes)
+    return fig
+
+
+def build_figures(summary: pd.DataFrame, baseline: str) -> dict:
+    sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
+    return {
+        "top1_levels": top1_levels_figure(summary),
+        "relative_levels": relative_levels_figure(summary, baseline),
+        "few_shot": few_shot_figure(summary),
+        "few_shot_relative": few_shot_figure(summary, baseline),
+    }
+
+
+def save_figure(fig, layout: Layout, name: str) -> None:
+    for extension in FIGURE_FORMATS:
+        with atomic_output(layout.figure(name, extension)) as temporary:
+            fig.savefig(temporary, format=extension, dpi=200, bbox_inches="tight")
+
+
+def figures_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="results-figures", description="Draw the paper's result figures (PNG and PDF)."
+    )
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--results-root", required=True, help="figures go to <root>/figures/")
+    parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
+    args = parser.parse_args(argv)
+    layout = Layout(args.results_root)
+    for name, fig in build_figures(read_summary(args.summary), args.baseline).items():
+        save_figure(fig, layout, name)
+        plt.close(fig)
+    return 0
