@@ -12,11 +12,20 @@ import sys
 
 COMMANDS: dict[str, str] = {
     # levels stage
+    "wordnet-corpus": "imagenet_cog.wordnet:wordnet_corpus_command",
+    "concept-catalogue": "imagenet_cog.concepts:concept_catalogue_command",
+    "image-counts": "imagenet_cog.concepts:image_counts_command",
+    "cut-levels": "imagenet_cog.levels:cut_levels_command",
+    "levels-figure": "imagenet_cog.levels_figure:levels_figure_command",
     # splits and demo world
     "demo-world": "imagenet_cog.demo:demo_world",
     "image-splits": "imagenet_cog.splits:image_splits",
     # features stage
+    "extract": "imagenet_cog.extract:extract_command",
+    "merge-shards": "imagenet_cog.extract:merge_command",
+    "models": "imagenet_cog.extract:describe_models_command",
     # probes stage
+    "probe": "imagenet_cog.search:main",
     # results stage
     "aggregate-probes": "imagenet_cog.aggregate:aggregate_command",
     "results-tables": "imagenet_cog.aggregate:tables_command",

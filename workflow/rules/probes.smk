@@ -1,1 +1,68 @@
-# probes stage rules: see the stage owner.
+# Probes stage: a logistic-regression probe per model x dataset x shots x seed, its (lr,
+# weight decay) tuned by Optuna on a validation split of the training features, then
+# refitted on the training set and scored once on the test set (paper Sec. 3.4.3, supp.
+# B.2). See imagenet_cog/search.py (protocol, result JSON) and imagenet_cog/probe.py (SGD).
+#
+# The Optuna journal (PATHS.probe_study) is deliberately not an output: Snakemake deletes
+# the outputs of a failed job, and the journal is what lets a re-run resume the search.
+
+
+# Feature files present their shards as HDF5 virtual datasets, so their own size says
+# nothing; the job sizes below assume 2048-dimensional float32 features per image of the
+# dataset's split lists (ResNet-50's width; wider models: raise with --set-resources).
+ASSUMED_FEATURE_BYTES = 2048 * 4
+
+
+def probe_feature_mb(wildcards):
+    rows = sum(split_row_count(wildcards.dataset, split) for split in SPLITS)
+    return rows * ASSUMED_FEATURE_BYTES / 2**20
+
+
+def probe_mem_mb(wildcards):
+    """The host holds the features read from disk; on a CPU also the normalised copies."""
+    copies = 1 if config["probes"]["device"] != "cpu" else 3
+    return int(2000 + copies * probe_feature_mb(wildcards))
+
+
+def probe_runtime_minutes(wildcards):
+    """A generous wall-clock limit for schedulers, in proportion to trials x epochs x data.
+
+    Calibrated for a GPU at a conservative 20 GB of features per second of training; CPU jobs
+    on real data need far longer (set probes.device: cpu and raise it with --set-resources).
+    """
+    probes = config["probes"]
+    passes_mb = (probes["trials"] + 1) * probes["epochs"] * probe_feature_mb(wildcards)
+    return int(30 + passes_mb / (20 * 1024) / 60)
+
+
+rule probe:
+    input:
+        train=PATHS.features("{model}", "{dataset}", "train"),
+        test=PATHS.features("{model}", "{dataset}", "test"),
+    output:
+        PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}"),
+    params:
+        study=lambda wildcards: PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed),
+        probes=config["probes"],
+        lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
+        wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
+    threads: 2
+    resources:
+        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        mem_mb=probe_mem_mb,
+        runtime=probe_runtime_minutes,
+    log:
+        "logs/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.log",
+    benchmark:
+        "logs/benchmarks/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.tsv"
+    shell:
+        python_command("probe")
+        + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
+        " --model {wildcards.model} --dataset {wildcards.dataset}"
+        " --shots {wildcards.shots} --seed {wildcards.seed}"
+        " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
+        " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
+        " --lr-range {params.lr_range} --wd-range {params.wd_range}"
+        " --val-fraction {params.probes[val_fraction]}"
+        " --trials-per-batch {params.probes[trials_per_batch]}"
+        " --device {params.probes[device]} --threads {threads} > {log} 2>&1"

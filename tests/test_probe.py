@@ -1,0 +1,117 @@
+"""The SGD probe against the textbook autograd version of the same training loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from imagenet_cog.probe import LinearProbes, SGDSchedule, l2_normalise, resolve_device, train_probes
+
+
+def clustered_features(classes=5, per_class=40, dim=16, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(classes, dim))
+    labels = np.repeat(np.arange(classes), per_class)
+    features = centres[labels] + 0.8 * rng.normal(size=(labels.size, dim))
+    return torch.from_numpy(features.astype(np.float32)), torch.from_numpy(labels)
+
+
+def reference_probes(features, labels, classes, lrs, weight_decays, schedule, seed):
+    """nn.Linear + CrossEntropyLoss + torch.optim.SGD, replaying train_probes' random draws."""
+    generator = torch.Generator().manual_seed(seed)
+    trials, dim = len(lrs), features.shape[1]
+    bound = 1.0 / math.sqrt(dim)
+    initial_weight = torch.rand(trials, classes, dim, generator=generator) * 2 * bound - bound
+    initial_bias = torch.rand(trials, classes, generator=generator) * 2 * bound - bound
+    orders = [torch.randperm(len(labels), generator=generator) for _ in range(schedule.epochs)]
+    results = []
+    for trial in range(trials):
+        model = torch.nn.Linear(dim, classes)
+        with torch.no_grad():
+            model.weight.copy_(initial_weight[trial])
+            model.bias.copy_(initial_bias[trial])
+        optimiser = torch.optim.SGD(
+            model.parameters(), lr=lrs[trial], momentum=schedule.momentum, weight_decay=weight_decays[trial]
+        )
+        for epoch, order in enumerate(orders):
+            for group in optimiser.param_groups:
+                group["lr"] = lrs[trial] * 0.5 * (1 + math.cos(math.pi * epoch / schedule.epochs))
+            for start in range(0, len(order), schedule.batch_size):
+                index = order[start : start + schedule.batch_size]
+                loss = torch.nn.functional.cross_entropy(model(features[index]), labels[index])
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+        results.append((model.weight.detach(), model.bias.detach()))
+    return results
+
+
+def test_matches_autograd_sgd_for_several_candidates_trained_together():
+    features, labels = clustered_features()
+    features = l2_normalise(features)
+    # 200 samples in batches of 64: three full batches and a partial one per epoch
+    schedule = SGDSchedule(epochs=5, batch_size=64, momentum=0.9)
+    lrs, decays = [0.5, 3.0, 20.0], [1e-4, 1e-6, 0.0]
+    probes = train_probes(features, labels, 5, lrs, decays, schedule, seed=7)
+    expected = reference_probes(features, labels, 5, lrs, decays, schedule, seed=7)
+    for trial, (weight, bias) in enumerate(expected):
+        torch.testing.assert_close(probes.weight[trial], weight, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(probes.bias[trial], bias, rtol=1e-4, atol=1e-5)
+    assert probes.diverged == [False, False, False]
+
+
+def test_diverging_candidate_is_frozen_finite_and_leaves_its_neighbour_untouched():
+    features, labels = clustered_features()
+    features = l2_normalise(features)
+    schedule = SGDSchedule(epochs=4, batch_size=64, momentum=0.9)
+    probes = train_probes(features, labels, 5, [1.0, 1e38], [1e-5, 1e-5], schedule, seed=3)
+    assert probes.diverged == [False, True]
+    assert torch.isfinite(probes.weight).all() and torch.isfinite(probes.bias).all()
+    accuracy = probes.topk_accuracy(features, labels, ks=(1,))
+    assert torch.isfinite(accuracy).all()
+    (weight, bias), _ = reference_probes(features, labels, 5, [1.0, 1e38], [1e-5, 1e-5], schedule, seed=3)
+    torch.testing.assert_close(probes.weight[0], weight, rtol=1e-4, atol=1e-5)
+
+
+def test_learns_separable_classes_and_reports_topk_in_percent():
+    features, labels = clustered_features(classes=6, per_class=50, dim=32, seed=1)
+    features = l2_normalise(features)
+    probes = train_probes(features, labels, 6, [5.0], [1e-6], SGDSchedule(30, 64, 0.9), seed=0)
+    top1, top5 = probes.topk_accuracy(features, labels, ks=(1, 5), chunk=37)[0].tolist()
+    predicted = probes.logits(features)[:, 0].argmax(dim=1)
+    assert top1 == pytest.approx(100.0 * (predicted == labels).double().mean().item())
+    assert top1 > 90.0
+    assert top1 <= top5 <= 100.0
+
+
+def test_topk_accuracy_counts_a_hit_within_the_k_best():
+    weight = torch.eye(3).unsqueeze(0)  # logits = features
+    probes = LinearProbes(weight=weight, bias=torch.zeros(1, 3), diverged=[False])
+    features = torch.tensor([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0], [3.0, 2.0, 1.0], [1.0, 2.0, 3.0]])
+    labels = torch.tensor([0, 1, 2, 2])
+    top1, top2, top5 = probes.topk_accuracy(features, labels, ks=(1, 2, 5))[0].tolist()
+    assert (top1, top2, top5) == (50.0, 75.0, 100.0)
+
+
+def test_l2_normalise_gives_unit_rows_and_keeps_zero_rows():
+    features = torch.tensor([[3.0, 4.0], [0.0, 0.0]])
+    torch.testing.assert_close(l2_normalise(features), torch.tensor([[0.6, 0.8], [0.0, 0.0]]))
+
+
+def test_cosine_schedule_starts_at_lr_and_decays_towards_zero():
+    schedule = SGDSchedule(epochs=100, batch_size=1024, momentum=0.9)
+    assert schedule.learning_rate_factor(0) == 1.0
+    assert schedule.learning_rate_factor(50) == pytest.approx(0.5)
+    assert 0 < schedule.learning_rate_factor(99) < 1e-3
+
+
+def test_cuda_request_without_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        assert resolve_device("cuda").type == "cuda"
+    else:
+        with pytest.raises(RuntimeError, match="probes.device"):
+            resolve_device("cuda")
+    assert resolve_device("cpu").type == "cpu"

@@ -1,0 +1,386 @@
+"""Tuned linear probes: Optuna search on a validation split, then one final fit (Sec. 3.4.3).
+
+For one (model, dataset, shots, seed):
+
+1. Validation split: ``int(val_fraction * n_c)`` training samples of each class c, drawn
+   with the seed, form the validation set; the rest (the "80% part") is the search's
+   training set. The test set is not read until the search is over.
+2. Few-shot (``shots`` = N): N samples per class drawn with the seed from the 80% part;
+   the validation set stays full size.
+3. Search: Optuna's multivariate TPE sampler seeded with the run seed proposes
+   ``trials`` (lr, weight decay) pairs, log-uniform in ``lr_range`` / ``wd_range``; each is
+   scored by the top-1 on the validation set after the last epoch.
+4. Final fit: a probe trained with the best pair on the full training set (for N shots,
+   N per class drawn afresh with the seed from the full training set, as the authors'
+   scripts do) and scored once on the test set (top-1 and top-5, percent).
+
+The study lives in an Optuna journal file next to the result. It is not a rule output,
+so it survives a failed or killed job, and a re-run resumes it: trials left running by a
+killed job are marked failed, and only the complete trials still missing are run. The
+study's name is a hash of everything that defines its trials (the training features and
+labels, the split, the SGD and search settings), so changing any of them starts a new
+study in the same journal instead of mixing incompatible trials.
+
+Result JSON (``Layout.probe_result``), one object:
+    model, dataset, shots ("all" or an int), seed
+    best_params {lr, weight_decay}, val_top1, test_top1, test_top5 (percent)
+    n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials)
+    n_train (samples of the final fit), n_test, n_classes, feature_dim, random_weights
+    settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
+              trials_per_batch}, study {journal, name, resumed_trials}
+    timings {search_s, final_s, total_s}, versions {imagenet_cog, torch, optuna, numpy},
+    device, matmul_precision
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("imagenet_cog.search")
+
+VALIDATION_STREAM, SEARCH_SHOTS_STREAM, FINAL_SHOTS_STREAM, FINAL_FIT_STREAM = range(4)
+
+
+class ProbeDataError(ValueError):
+    """The features cannot support the requested probe (too few samples, unknown classes)."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    trials: int = 30
+    epochs: int = 100
+    batch_size: int = 1024
+    momentum: float = 0.9
+    lr_range: tuple[float, float] = (0.1, 100.0)
+    wd_range: tuple[float, float] = (1e-12, 1e-4)
+    val_fraction: float = 0.2
+    trials_per_batch: int = 1
+
+
+# data selection -------------------------------------------------------------------------
+
+
+def _stream(seed: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng([seed, purpose])
+
+
+def validation_split(labels: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, validation): ``int(val_fraction * n_c)`` of each class c validate."""
+    rng = _stream(seed, VALIDATION_STREAM)
+    train, validation = [], []
+    for label in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == label))
+        held_out = int(val_fraction * members.size)
+        validation.append(members[:held_out])
+        train.append(members[held_out:])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(validation))
+
+
+def few_shot_subset(
+    labels: np.ndarray, candidates: np.ndarray, shots: int, seed: int, stream: int, where: str
+) -> np.ndarray:
+    """``shots`` indices of each class among ``candidates``, drawn with the seed.
+
+    ``where`` names the data in the error raised when a class has fewer samples.
+    """
+    rng = _stream(seed, stream)
+    chosen = []
+    for label in np.unique(labels):
+        members = candidates[labels[candidates] == label]
+        if members.size < shots:
+            raise ProbeDataError(
+                f"{where}: class {label} has {members.size} samples, fewer than shots={shots}; "
+                f"remove {shots} from probes.shots in config.yaml, or give this class more images."
+            )
+        chosen.append(rng.choice(members, size=shots, replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
+# the study --------------------------------------------------------------------------------
+
+
+def study_name(train_features: np.ndarray, train_labels: np.ndarray, settings: SearchSettings, shots: str, seed: int) -> str:
+    """A name that changes whenever anything that defines the study's trials changes."""
+    digest = hashlib.blake2b(digest_size=10)
+    digest.update(np.ascontiguousarray(train_features).data)
+    digest.update(np.ascontiguousarray(train_labels, dtype=np.int64).data)
+    defining = {k: v for k, v in asdict(settings).items() if k != "trials"}
+    digest.update(json.dumps({**defining, "shots": shots, "seed": seed}, sort_keys=True).encode())
+    return f"probe-{digest.hexdigest()}"
+
+
+def open_study(journal: str, name: str, seed: int):
+    """Create or resume the study; trials a killed job left running are marked failed."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    Path(journal).parent.mkdir(parents=True, exist_ok=True)
+    storage = JournalStorage(JournalFileBackend(str(journal)))
+    # A resumed study must not replay the first proposals of the fresh one, so its sampler
+    # is seeded with the run seed and the number of trials already recorded.
+    existing = next((s.n_trials for s in optuna.get_all_study_summaries(storage) if s.study_name == name), 0)
+    sampler_seed = seed if existing == 0 else int(np.random.SeedSequence([seed, existing]).generate_state(1)[0])
+    sampler = optuna.samplers.TPESampler(multivariate=True, seed=sampler_seed)
+    study = optuna.create_study(
+        study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+    )
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        study.tell(trial.number, state=TrialState.FAIL)
+    return study
+
+
+def scored_trials(study, limit: int) -> list[dict]:
+    """The first ``limit`` complete trials, in order."""
+    from optuna.trial import TrialState
+
+    complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
+    return [
+        {
+            "number": trial.number,
+            "lr": trial.params["lr"],
+            "weight_decay": trial.params["weight_decay"],
+            "val_top1": trial.value,
+            "diverged": bool(trial.user_attrs.get("diverged", False)),
+        }
+        for trial in complete[:limit]
+    ]
+
+
+def run_search(study, train, validation, num_classes: int, settings: SearchSettings, seed: int) -> None:
+    """Run trials until the study has ``settings.trials`` complete ones.
+
+    ``train`` and ``validation`` are (features, labels) tensor pairs on the probe device.
+    """
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import TrialState
+
+    from imagenet_cog.probe import SGDSchedule, train_probes
+
+    space = {
+        "lr": FloatDistribution(*settings.lr_range, log=True),
+        "weight_decay": FloatDistribution(*settings.wd_range, log=True),
+    }
+    schedule = SGDSchedule(settings.epochs, settings.batch_size, settings.momentum)
+    while True:
+        done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        if done >= settings.trials:
+            return
+        asked = [study.ask(space) for _ in range(min(settings.trials_per_batch, settings.trials - done))]
+        probes = train_probes(
+            *train,
+            num_classes,
+            lrs=[t.params["lr"] for t in asked],
+            weight_decays=[t.params["weight_decay"] for t in asked],
+            schedule=schedule,
+            seed=int(np.random.SeedSequence([seed, asked[0].number]).generate_state(1)[0]),
+        )
+        accuracies = probes.topk_accuracy(*validation, ks=(1,))[:, 0].tolist()
+        for trial, accuracy, diverged in zip(asked, accuracies, probes.diverged):
+            trial.set_user_attr("diverged", diverged)
+            study.tell(trial, accuracy)
+            log.info(
+                "trial %d: lr=%.4g weight_decay=%.3g val_top1=%.2f%s",
+                trial.number, trial.params["lr"], trial.params["weight_decay"], accuracy,
+                " (diverged)" if diverged else "",
+            )
+
+
+# one probe job ----------------------------------------------------------------------------
+
+
+def contiguous_labels(train_labels: np.ndarray, test_labels: np.ndarray, test_path: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Labels renumbered 0..C-1 over the training classes; test classes must be among them."""
+    classes = np.unique(train_labels)
+    unknown = np.setdiff1d(np.unique(test_labels), classes)
+    if unknown.size:
+        raise ProbeDataError(
+            f"{test_path}: test labels {unknown[:10].tolist()} do not occur in the training features; "
+            f"train and test features of a dataset must come from the same split list (rerun the "
+            f"splits and features rules for this dataset)."
+        )
+    return np.searchsorted(classes, train_labels), np.searchsorted(classes, test_labels), int(classes.size)
+
+
+def probe_dataset(
+    train_features: np.ndarray,
+    train_labels: np.ndarray,
+    test_features: np.ndarray,
+    test_labels: np.ndarray,
+    *,
+    shots: str,
+    seed: int,
+    settings: SearchSettings,
+    journal: str,
+    device: str = "auto",
+    where: str = "dataset",
+    test_path: str = "test features",
+) -> dict:
+    """Search, final fit and test scores of one probe job; the result fields of the module doc."""
+    import torch
+
+    from imagenet_cog.probe import SGDSchedule, l2_normalise, resolve_device, train_probes
+
+    started = time.perf_counter()
+    target = resolve_device(device)
+    if target.type == "cuda":
+        # TF32 products with float32 accumulation: ample for a convex linear probe
+        torch.set_float32_matmul_precision("high")
+    train_y, test_y, num_classes = contiguous_labels(train_labels, test_labels, test_path)
+    search_part, validation_part = validation_split(train_y, settings.val_fraction, seed)
+    if validation_part.size == 0:
+        raise ProbeDataError(
+            f"{where}: val_fraction={settings.val_fraction} leaves no validation sample in any class "
+            f"(at most {np.bincount(train_y).max()} per class); raise probes.val_fraction."
+        )
+    final_part = np.arange(train_y.size)
+    if shots != "all":
+        search_part = few_shot_subset(
+            train_y, search_part, int(shots), seed, SEARCH_SHOTS_STREAM,
+            f"{where}, search split (training samples left after holding out validation)",
+        )
+        final_part = few_shot_subset(train_y, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
+
+    features = l2_normalise(torch.from_numpy(np.ascontiguousarray(train_features)).to(target))
+    labels = torch.from_numpy(train_y.astype(np.int64)).to(target)
+
+    def on_device(indices: np.ndarray):
+        selected = torch.from_numpy(indices).to(target)
+        return features.index_select(0, selected), labels.index_select(0, selected)
+
+    name = study_name(train_features, train_y, settings, shots, seed)
+    study = open_study(journal, name, seed)
+    resumed = len(scored_trials(study, settings.trials))
+    run_search(study, on_device(search_part), on_device(validation_part), num_classes, settings, seed)
+    trials = scored_trials(study, settings.trials)
+    best = max(trials, key=lambda t: t["val_top1"])
+    searched = time.perf_counter()
+
+    final_features, final_labels = on_device(final_part)
+    del features, labels
+    probe = train_probes(
+        final_features, final_labels, num_classes,
+        lrs=[best["lr"]], weight_decays=[best["weight_decay"]],
+        schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
+        seed=int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0]),
+    )
+    test_features_on_device = l2_normalise(torch.from_numpy(np.ascontiguousarray(test_features)).to(target))
+    test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
+    test_top1, test_top5 = probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist()
+    finished = time.perf_counter()
+
+    import optuna
+
+    import imagenet_cog
+
+    return {
+        "shots": shots if shots == "all" else int(shots),
+        "seed": seed,
+        "best_params": {"lr": best["lr"], "weight_decay": best["weight_decay"]},
+        "val_top1": best["val_top1"],
+        "test_top1": test_top1,
+        "test_top5": test_top5,
+        "final_diverged": probe.diverged[0],
+        "n_trials": len(trials),
+        "trials": trials,
+        "n_train": int(final_part.size),
+        "n_test": int(test_y.size),
+        "n_classes": num_classes,
+        "feature_dim": int(train_features.shape[1]),
+        "settings": {**asdict(settings), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
+        "study": {"journal": str(journal), "name": name, "resumed_trials": resumed},
+        "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
+        "versions": {
+            "imagenet_cog": imagenet_cog.__version__,
+            "torch": torch.__version__,
+            "optuna": optuna.__version__,
+            "numpy": np.__version__,
+        },
+        "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
+        "matmul_precision": "tf32" if target.type == "cuda" else "float32",
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe", description=__doc__.split("\n")[0])
+    parser.add_argument("--train", required=True, help="training features (HDF5)")
+    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    parser.add_argument("--output", required=True, help="result JSON")
+    parser.add_argument("--study", required=True, help="Optuna journal file (kept across runs)")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--shots", required=True, help="samples per class, or 'all'")
+    parser.add_argument("--seed", type=int, required=True)
+    defaults = SearchSettings()
+    parser.add_argument("--trials", type=int, default=defaults.trials)
+    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--momentum", type=float, default=defaults.momentum)
+    parser.add_argument("--lr-range", type=float, nargs=2, default=defaults.lr_range)
+    parser.add_argument("--wd-range", type=float, nargs=2, default=defaults.wd_range)
+    parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
+    parser.add_argument("--trials-per-batch", type=int, default=defaults.trials_per_batch)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """``probe``: search, fit and score one probe; writes the result JSON atomically."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if args.shots != "all" and not (args.shots.isdigit() and int(args.shots) > 0):
+        raise SystemExit(f"--shots must be a positive integer or 'all', not {args.shots!r}")
+    import torch
+
+    from imagenet_cog.features import read_features
+    from imagenet_cog.io import write_json
+
+    torch.set_num_threads(max(1, args.threads))
+    train = read_features(args.train)
+    test = read_features(args.test)
+    settings = SearchSettings(
+        trials=args.trials,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        momentum=args.momentum,
+        lr_range=tuple(args.lr_range),
+        wd_range=tuple(args.wd_range),
+        val_fraction=args.val_fraction,
+        trials_per_batch=args.trials_per_batch,
+    )
+    try:
+        result = probe_dataset(
+            train.features, train.labels, test.features, test.labels,
+            shots=args.shots, seed=args.seed, settings=settings, journal=args.study,
+            device=args.device, where=f"{args.dataset} ({args.train})", test_path=args.test,
+        )
+    except ProbeDataError as error:
+        log.error("%s", error)
+        return 1
+    result = {
+        "model": args.model,
+        "dataset": args.dataset,
+        "random_weights": bool(train.metadata.get("random_weights", False)),
+        **result,
+    }
+    write_json(args.output, result)
+    log.info(
+        "%s %s shots=%s seed=%d: val_top1=%.2f test_top1=%.2f test_top5=%.2f in %.1f s",
+        args.model, args.dataset, args.shots, args.seed, result["val_top1"], result["test_top1"],
+        result["test_top5"], result["timings"]["total_s"],
+    )
+    return 0
