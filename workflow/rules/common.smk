@@ -1,8 +1,10 @@
 # Shared definitions: wildcard patterns, file layout and input functions.
 # Paths are built only here, so each stage's rules and the README describe one layout.
 
+import functools
 import math
 import re
+import shlex
 import os
 
 from imagenet_cog.layout import Layout
@@ -124,6 +126,38 @@ def feature_shards(wildcards):
         PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, f"{index:05d}")
         for index in range(shards)
     ]
+
+
+@functools.cache
+def model_spec(model):
+    """The registry spec of a ``models:`` entry; fails early on an unknown arch or path."""
+    from imagenet_cog.models import ModelSpec
+
+    try:
+        return ModelSpec.from_config(model, config["models"][model])
+    except (ValueError, FileNotFoundError) as error:
+        raise WorkflowError(str(error))
+
+
+@functools.cache
+def model_weights_identity(model):
+    """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
+    from imagenet_cog.models import weights_identity
+
+    return weights_identity(model_spec(model))
+
+
+def model_factory_option(model):
+    factory = model_spec(model).factory
+    return f"--factory {shlex.quote(factory)}" if factory else ""
+
+
+def model_preprocessing(model):
+    """The registry's preprocessing as JSON; a custom model's factory is covered by its identity."""
+    from imagenet_cog.models import registry_preprocessing
+
+    preprocessing = registry_preprocessing(model_spec(model))
+    return preprocessing.to_json() if preprocessing else "factory"
 
 
 def probe_results(models=None, datasets=None, shots=None, seeds=None):
