@@ -46,6 +46,44 @@ def python_command(command):
     return f"python -m imagenet_cog {command}"
 
 
+# levels stage ----------------------------------------------------------------------
+
+
+def concept_list_inputs(wildcards):
+    """The concept list, name and gloss files: config ``concepts.*`` or the files timm ships,
+    resolved here so that a changed list re-runs the levels."""
+    from imagenet_cog.concepts import TIMM_FILES, ConceptError, concept_file
+
+    try:
+        return {key: str(concept_file(key, config["concepts"][key])) for key in TIMM_FILES}
+    except ConceptError as error:
+        raise WorkflowError(f"config.yaml: {error}")
+
+
+def image_count_inputs(wildcards):
+    """The counts TSV, unless the images are counted under data.in21k_root (a param: Snakemake
+    would stat millions of files)."""
+    if config["data"]["count_images_from_root"]:
+        if not config["data"]["in21k_root"]:
+            raise WorkflowError(
+                "config.yaml: data.count_images_from_root is true but data.in21k_root is not set; "
+                "point it at ImageNet-21K or set count_images_from_root: false."
+            )
+        return {}
+    return {"counts": config["concepts"]["image_counts"]}
+
+
+def published_levels_input(wildcards):
+    if config["levels"]["source"] != "published":
+        return {}
+    if not config["levels"]["published_levels"]:
+        raise WorkflowError(
+            "config.yaml: levels.source is 'published' but levels.published_levels is not set; "
+            "point it at the authors' level pickle or set levels.source: wordnet."
+        )
+    return {"published": config["levels"]["published_levels"]}
+
+
 def image_root(dataset):
     """Folder the image paths of ``dataset``'s split list are relative to."""
     if config["mode"] == "demo":
