@@ -165,3 +165,13 @@ def test_split_stage_runs_on_the_demo_world(tmp_path):
     in1k = read_tsv(workdir / "results/splits/in1k.tsv")
     assert {row["path"].split("/")[0] for row in in1k if row["split"] == "test"} == {"val"}
     assert "Nothing to be done" in snakemake(workdir, "-n", "results/splits/l2.tsv").stdout
+
+
+def test_level_concepts_missing_from_the_ranking_get_their_own_look(tmp_path):
+    """Published levels may name concepts the recomputed ranking lacks."""
+    layout = Layout(str(tmp_path / "results"))
+    fake_levels(layout)
+    write_lines(layout.level_concepts("l5"), ["n19999998", "n19999999"])
+    run_demo(layout, datasets=("l5",), train_images=2, test_images=1)
+    assert read_lines(layout.demo_concepts("l5")) == ["n19999998", "n19999999"]
+    assert len(list(Path(layout.demo_images("in21k")).rglob("*.JPEG"))) == 6

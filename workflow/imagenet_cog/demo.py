@@ -119,7 +119,7 @@ def _save(image: Image.Image, path: Path) -> None:
 
 def draw_images(
     concepts: Mapping[str, Sequence[str]],
-    ranking: Mapping[str, tuple[str, float]],
+    ranking: Mapping[str, tuple[str | None, float]],
     in21k_folder: Path,
     in1k_folder: Path,
     train_images: int,
@@ -137,7 +137,7 @@ def draw_images(
                 look = concept_look(wnid, None, 0.0, seed, canvas)
                 targets = [in1k_folder / "train" / wnid] * train_images + [in1k_folder / "val" / wnid] * test_images
             else:
-                nearest, similarity = ranking[wnid]
+                nearest, similarity = ranking.get(wnid, (None, 0.0))
                 look = concept_look(wnid, nearest, similarity, seed, canvas)
                 targets = [in21k_folder / wnid] * (train_images + test_images)
             for index, folder in enumerate(targets):
@@ -206,13 +206,12 @@ def demo_world(argv: Sequence[str]) -> int:
     levels = {name: read_lines(path) for name, path in sources.items() if name != "in1k" and name in outputs}
     unranked = [wnid for wnids in levels.values() for wnid in wnids if wnid not in ranking]
     if unranked:
+        # Published levels may hold concepts the recomputed ranking lacks.
         print(
-            f"error: {len(unranked)} level concepts (e.g. {unranked[0]}) are not in the ranking "
-            f"'{args.ranking}'; rerun the levels stage so its files agree.",
-            file=sys.stderr,
+            f"note: {len(unranked)} level concepts (e.g. {unranked[0]}) are not in the ranking "
+            f"'{args.ranking}'; their images resemble no IN-1K concept."
         )
-        return 1
-    nearest = {wnid: ranking[wnid][0] for wnids in levels.values() for wnid in wnids}
+    nearest = {wnid: ranking[wnid][0] for wnids in levels.values() for wnid in wnids if wnid in ranking}
     chosen = choose_concepts(levels, read_lines(sources["in1k"]), nearest, args.concepts_per_dataset)
     chosen = {dataset: wnids for dataset, wnids in chosen.items() if dataset in outputs}
 
