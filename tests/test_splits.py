@@ -178,6 +178,17 @@ def test_an_in1k_root_needs_train_and_val(tmp_path, in1k):
         in1k_rows(in1k, ["n10000009"])
 
 
+def test_a_flat_in1k_validation_folder_is_explained(in1k):
+    (in1k / "val" / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"")
+    in1k_rows(in1k, ["n10000001"])  # stray files beside the class folders are ignored
+    flat = in1k.parent / "flat"
+    make_concept(flat / "train", "n10000001", 2)
+    (flat / "val").mkdir()
+    (flat / "val" / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"")
+    with pytest.raises(SplitError, match=r"flat folder; sort them into val/<wnid>/"):
+        in1k_rows(flat, ["n10000001"])
+
+
 def test_missing_or_empty_synset_folder(in21k):
     with pytest.raises(SplitError, match=r"n00000007: folder '.*in21k/n00000007' is missing"):
         level_rows(in21k, ["n00000001", "n00000007"], 10, 1300, seed=0)

@@ -82,6 +82,11 @@ def sample_concept(
     return sorted(file_names[i] for i in train), sorted(file_names[i] for i in test)
 
 
+def _has_wnid_folders(path: Path) -> bool:
+    with os.scandir(path) as entries:
+        return any(entry.is_dir() and WNID_PATTERN.match(entry.name) for entry in entries)
+
+
 def check_in21k_root(root: str | os.PathLike, setting: str) -> None:
     path = Path(root)
     if not path.is_dir():
@@ -89,13 +94,12 @@ def check_in21k_root(root: str | os.PathLike, setting: str) -> None:
             f"image root '{root}' ({setting}) is not a folder; set {setting} to the folder that "
             f"holds one subfolder of images per IN-21K concept (<root>/n01440764/*.JPEG)."
         )
-    with os.scandir(path) as entries:
-        if not any(entry.is_dir() and WNID_PATTERN.match(entry.name) for entry in entries):
-            raise SplitError(
-                f"image root '{root}' ({setting}) has no wnid subfolders such as n01440764/; "
-                f"ImageNet-21K is expected as <root>/<wnid>/*.JPEG (extract the per-synset tars "
-                f"into such folders), so point {setting} at that folder."
-            )
+    if not _has_wnid_folders(path):
+        raise SplitError(
+            f"image root '{root}' ({setting}) has no wnid subfolders such as n01440764/; "
+            f"ImageNet-21K is expected as <root>/<wnid>/*.JPEG (extract the per-synset tars "
+            f"into such folders), so point {setting} at that folder."
+        )
 
 
 def check_in1k_root(root: str | os.PathLike, setting: str) -> None:
@@ -112,6 +116,12 @@ def check_in1k_root(root: str | os.PathLike, setting: str) -> None:
             f"folder; ImageNet-1K is expected as <root>/train/<wnid>/*.JPEG and "
             f"<root>/val/<wnid>/*.JPEG (validation images sorted into one folder per class, as "
             f"torchvision's ImageFolder expects)."
+        )
+    if list_images(path / "val") and not _has_wnid_folders(path / "val"):
+        raise SplitError(
+            f"'{path / 'val'}' ({setting}) holds the validation images in one flat folder; sort "
+            f"them into val/<wnid>/ folders by their ground-truth labels (the ILSVRC2012 devkit "
+            f"lists them) so that each test image has its concept."
         )
 
 
