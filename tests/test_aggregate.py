@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from imagenet_cog.aggregate import (
     aggregate_command,
@@ -18,6 +20,7 @@ from imagenet_cog.aggregate import (
     tables_command,
     timings_command,
 )
+from conftest import snakemake
 from imagenet_cog.layout import Layout, result_table_names
 
 MODELS = {
@@ -198,3 +201,49 @@ def test_table_names_cover_every_dataset():
     assert result_table_names(["in1k", "l3"]) == [
         "top1_levels", "relative_levels", "top1_in1k", "top1_l3", "relative_in1k", "relative_l3",
     ]
+
+
+@pytest.mark.e2e
+def test_demo_summary_is_complete(demo_run):
+    config = yaml.safe_load((demo_run / "config.yaml").read_text())
+    layout = Layout()
+    for path in layout.result_targets(config["datasets"]):
+        assert (demo_run / path).stat().st_size > 0, path
+    summary = read_summary(demo_run / layout.results_summary())
+    assert len(summary) == len(config["models"]) * len(config["datasets"]) * len(config["probes"]["shots"])
+    assert summary["complete"].all()
+    assert (summary["n_seeds"] == len(config["probes"]["seeds"])).all()
+    assert summary["mean"].between(0, 100).all()
+    timings = pd.read_csv(demo_run / layout.timings("csv"))
+    assert {"features_s", "probes_s", "probe_s_from_results"} <= set(timings.columns)
+    assert (timings["probe_runs"] == len(config["probes"]["shots"]) * len(config["probes"]["seeds"])).all()
+
+
+@pytest.mark.e2e
+def test_tables_from_existing_results_mark_a_failed_probe(demo_run, tmp_path):
+    workdir = tmp_path / "partial"
+    shutil.copytree(demo_run, workdir, symlinks=True)
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    seeds = [str(seed) for seed in config["probes"]["seeds"]]
+    lost = Path(workdir / Layout().probe_result("deit_small", "l2", "all", seeds[0]))
+    lost.unlink()
+    (workdir / "partial.yaml").write_text("results: {allow_missing: true}\n")
+    snakemake(workdir, "tables", "--cores", "1", "--configfile", "partial.yaml")
+    assert not lost.exists()  # the failed probe is reported, not re-run
+    levels = pd.read_csv(workdir / Layout().table("top1_levels", "csv")).set_index("Model")
+    assert levels.loc["DeiT-S†", "L2"] == f"— ({len(seeds) - 1}/{len(seeds)} seeds)"
+
+
+def test_without_n_all_every_table_is_still_written(results_root, tmp_path):
+    few_shot = {key: values for key, values in TOP1.items() if key[2] != "all"}
+    root = tmp_path / "few-shot-only"
+    write_results(root, few_shot)
+    runs = load_probe_results(str(root), list(MODELS), DATASETS, ["1"], SEEDS)
+    summary_path = tmp_path / "few.csv"
+    summarise(runs, MODELS, DATASETS, ["1"], SEEDS).to_csv(summary_path, index=False)
+    assert tables_command(["--summary", str(summary_path), "--results-root", str(root),
+                           "--baseline", "resnet50"]) == 0
+    layout = Layout(str(root))
+    assert all(Path(path).exists() for path in layout.result_tables(DATASETS))
+    levels = pd.read_csv(layout.table("top1_levels", "csv"))
+    assert levels.to_dict("records")[0] == {"Model": "ResNet50", "IN-1K": "—", "L1": "—"}

@@ -104,3 +104,15 @@ def test_summary_without_the_baseline_still_draws(summary):
         for fig in built.values():
             plt.close(fig)
 
+
+
+def test_summary_without_n_all_still_draws(summary):
+    built = build_figures(summary[summary["shots"] != "all"], "resnet50")
+    try:
+        (ax,) = visible_axes(built["top1_levels"])
+        assert "no N=all results" in " ".join(text.get_text() for text in ax.texts)
+        few_shot_ticks = [tick.get_text() for tick in visible_axes(built["few_shot"])[0].get_xticklabels()]
+        assert few_shot_ticks == ["1"]
+    finally:
+        for fig in built.values():
+            plt.close(fig)

@@ -259,7 +259,14 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
         f"± is the model's own std over seeds."
     )
     full = summary[summary["shots"] == "all"]
-    if not full.empty:
+    if full.empty:
+        note = [f"{MISSING}: probes.shots has no 'all', so no run used every training image."]
+        table = pd.DataFrame({"Model": list(dict.fromkeys(summary.apply(display_label, axis=1)))})
+        for dataset in datasets:
+            table[dataset_title(dataset)] = MISSING
+        for name in ("top1_levels", "relative_levels"):
+            write_table(layout, name, table, "Top-1 accuracy with all training images: not configured.", note)
+    else:
         write_table(
             layout, "top1_levels",
             pivot_cells(full, "dataset", datasets, dataset_title, "mean", False),
