@@ -247,3 +247,13 @@ def test_without_n_all_every_table_is_still_written(results_root, tmp_path):
     assert all(Path(path).exists() for path in layout.result_tables(DATASETS))
     levels = pd.read_csv(layout.table("top1_levels", "csv"))
     assert levels.to_dict("records")[0] == {"Model": "ResNet50", "IN-1K": "—", "L1": "—"}
+
+
+def test_relative_cell_without_a_complete_baseline(results_root, tmp_path):
+    (results_root / "probes/resnet50/l1/shots-1/seed-45.json").unlink()
+    run_pipeline(results_root, tmp_path)
+    layout = Layout(str(results_root))
+    relative = pd.read_csv(layout.table("relative_l1", "csv")).set_index("Model")
+    assert relative.loc["ResNet50", "N=1"] == "— (2/3 seeds)"
+    assert relative.loc["DeiT-S†", "N=1"] == "— (no baseline)"
+    assert "the baseline has no complete result" in open(layout.table("relative_l1", "md")).read()

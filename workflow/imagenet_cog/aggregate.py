@@ -188,16 +188,19 @@ def pivot_cells(
     """Models (in config order) x ``columns`` of rendered cells."""
     frame = frame.copy()
     frame["cell"] = frame.apply(format_cell, axis=1, value_column=value_column, signed=signed)
-    frame["Model"] = frame.apply(display_label, axis=1)
-    order = list(dict.fromkeys(frame["Model"]))
-    table = frame.pivot(index="Model", columns=columns, values="cell")
-    table = table.reindex(index=order, columns=list(column_order))
+    labels = dict(zip(frame["model"], frame.apply(display_label, axis=1)))
+    # pivoted on the unique model key: two models may share a display label
+    table = frame.pivot(index="model", columns=columns, values="cell")
+    table = table.reindex(index=list(labels), columns=list(column_order))
     table.columns = [title(column) for column in table.columns]
-    return table.reset_index()
+    table.insert(0, "Model", [labels[model] for model in table.index])
+    return table.reset_index(drop=True)
 
 
 def table_notes(frame: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
     notes = list(extra)
+    if frame.get("relative") is not None and (frame["complete"] & frame["relative"].isna()).any():
+        notes.append(f"{MISSING} (no baseline): the baseline has no complete result for that cell.")
     if frame["random_weights"].any():
         notes.append(RANDOM_WEIGHTS_NOTE)
     if (~frame["complete"]).any():
@@ -278,7 +281,7 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
             layout, "relative_levels",
             pivot_cells(relative[relative["shots"] == "all"], "dataset", datasets, dataset_title, "relative", True),
             f"Top-1 accuracy relative to {baseline_label}, all training images, per dataset.",
-            table_notes(full, [relative_note]),
+            table_notes(relative[relative["shots"] == "all"], [relative_note]),
         )
     for dataset in datasets:
         cells = summary[summary["dataset"] == dataset]
@@ -293,7 +296,7 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
             layout, f"relative_{dataset}",
             pivot_cells(relative[relative["dataset"] == dataset], "shots", shots, shots_title, "relative", True),
             f"Top-1 accuracy on {dataset_title(dataset)} relative to {baseline_label}, per N.",
-            table_notes(cells, [relative_note]),
+            table_notes(relative[relative["dataset"] == dataset], [relative_note]),
         )
 
 
