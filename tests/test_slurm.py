@@ -1,0 +1,180 @@
+"""The cluster profile on a real SLURM cluster: one node started for the test, a fake GPU.
+
+The demo, cut down to one model, one seed and two shot counts, runs through
+`snakemake --profile slurm` (every rule a SLURM job, probes bundled) and must give the
+outputs of the local demo run (the `demo_run` fixture):
+
+* byte-equal: the level lists, the ranking, the split tables (pure functions of config);
+* equal arrays: feature labels, row indices, paths and validity;
+* numerically equal: the features (the SLURM jobs may use another thread count, which may
+  change float summation order) and the probes' accuracies and chosen hyperparameters;
+* free to differ: timings, hosts, HDF5 file bytes (creation order, object addresses).
+
+It needs root and Debian's slurm packages; without them it installs them with
+scripts/install-system-deps.sh or fails saying so: it is never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import copy_workflow
+from imagenet_cog.layout import Layout
+from slurm_cluster import LocalSlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+MODEL = "resnet50"
+SEED = "22"
+SHOTS = ["1", "all"]
+RUN_LIMIT_S = 1200
+# Hyperparameters and accuracies may move by float rounding only.
+ACCURACY_TOLERANCE = 1e-6
+FEATURE_TOLERANCE = 1e-3
+
+
+def reduce_demo(config_file: Path) -> None:
+    """The demo with one model, one seed and two shot counts; every level and dataset stays,
+    so the demo world and the splits are those of the local run. (``--config`` cannot do
+    this: it merges into the models table and passes numbers as strings.)"""
+    config = yaml.safe_load(config_file.read_text())
+    config["models"] = {MODEL: config["models"][MODEL]}
+    config["probes"]["seeds"] = [int(SEED)]
+    config["probes"]["shots"] = [shots if shots == "all" else int(shots) for shots in SHOTS]
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def cluster_profile(profile: Path) -> None:
+    """Shrink the profile's per-job requests to what this one machine offers; everything
+    else (executor, status command, GPU requests, groups) stays as users get it."""
+    settings = yaml.safe_load(profile.read_text())
+    cpus = os.cpu_count() or 1
+
+    def shrink(resources: dict) -> None:
+        if "cpus_per_task" in resources:
+            resources["cpus_per_task"] = min(int(resources["cpus_per_task"]), cpus)
+        if "mem_mb" in resources:
+            resources["mem_mb"] = min(int(resources["mem_mb"]), 2000)
+
+    shrink(settings["default-resources"])
+    for resources in settings.get("set-resources", {}).values():
+        shrink(resources)
+    # Rules ask for up to 4 threads; this node may have fewer CPUs.
+    settings["max-threads"] = cpus
+    # The first status check comes after seconds, not the 40 s meant for real queues.
+    settings["slurm-init-seconds-before-status-checks"] = 2
+    settings["latency-wait"] = 5
+    profile.write_text(yaml.safe_dump(settings, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def slurm_run(demo_run, tmp_path_factory):
+    """The reduced demo run through --profile slurm on a local cluster, stopped afterwards."""
+    base = tmp_path_factory.mktemp("slurm")
+    workdir = copy_workflow(base / "workflow-copy")
+    reduce_demo(workdir / "config.yaml")
+    cluster_profile(workdir / "slurm" / "config.yaml")
+    with LocalSlurmCluster(base / "cluster") as cluster:
+        executable = Path(sys.executable).with_name("snakemake")
+        command = [
+            "timeout", "-s", "INT", "-k", "10", str(RUN_LIMIT_S),
+            str(executable), "--profile", "slurm", "--jobs", "4",
+        ]
+        environment = {
+            **cluster.environment,
+            "PATH": f"{executable.parent}:{cluster.environment['PATH']}",
+            "PYTHONUNBUFFERED": "1",
+        }
+        result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, env=environment)
+        queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=environment).stdout
+        if result.returncode != 0:
+            pytest.fail(
+                f"snakemake --profile slurm failed ({result.returncode}; 124 = over {RUN_LIMIT_S} s):\n"
+                f"{result.stdout[-4000:]}\n{result.stderr[-8000:]}\n"
+                f"SLURM job logs:\n{_slurm_job_logs(workdir)}\nqueue:\n{queue}\n{cluster.logs()}"
+            )
+        slurmctld_log = (cluster.folder / "log" / "slurmctld.log").read_text(errors="replace")
+    return workdir, result.stdout + result.stderr, slurmctld_log
+
+
+def _slurm_job_logs(workdir: Path) -> str:
+    logs = sorted((workdir / "logs" / "slurm").rglob("*.log"))
+    return "\n".join(f"--- {log}\n{log.read_text(errors='replace')[-1500:]}" for log in logs[-6:])
+
+
+def _datasets(workdir: Path) -> list[str]:
+    return yaml.safe_load((workdir / "config.yaml").read_text())["datasets"]
+
+
+def test_every_rule_ran_as_a_slurm_job(slurm_run):
+    workdir, output, slurmctld_log = slurm_run
+    assert "slurm" in output.lower()
+    # GPU rules asked for the fake GPU; the controller logs each allocation's gres.
+    assert "gpu" in slurmctld_log
+    layout = Layout()
+    for dataset in _datasets(workdir):
+        for shots in SHOTS:
+            assert (workdir / layout.probe_result(MODEL, dataset, shots, SEED)).is_file()
+    assert (workdir / layout.results_summary()).is_file()
+
+
+def test_levels_and_splits_are_byte_equal_to_the_local_run(slurm_run, demo_run):
+    workdir, _, _ = slurm_run
+    layout = Layout()
+    files = [layout.ranking(), layout.eligibility_report(), layout.level_concepts("in1k")]
+    for dataset in _datasets(workdir):
+        files += [layout.level_concepts(dataset), layout.image_splits(dataset)]
+    for name in files:
+        assert (workdir / name).read_bytes() == (demo_run / name).read_bytes(), name
+
+
+def test_features_equal_those_of_the_local_run(slurm_run, demo_run):
+    import h5py
+
+    workdir, _, _ = slurm_run
+    layout = Layout()
+    for dataset in _datasets(workdir):
+        for split in ("train", "test"):
+            name = layout.features(MODEL, dataset, split)
+            with h5py.File(workdir / name) as ours, h5py.File(demo_run / name) as local:
+                for key in ("labels", "index", "valid", "path"):
+                    np.testing.assert_array_equal(ours[key][()], local[key][()], err_msg=f"{name}:{key}")
+                np.testing.assert_allclose(
+                    ours["features"][()].astype(np.float32), local["features"][()].astype(np.float32),
+                    rtol=FEATURE_TOLERANCE, atol=FEATURE_TOLERANCE, err_msg=f"{name}:features",
+                )
+                assert ours.attrs["weights"] == local.attrs["weights"]
+                assert ours.attrs["preprocessing"] == local.attrs["preprocessing"]
+
+
+def test_probe_results_equal_those_of_the_local_run(slurm_run, demo_run):
+    workdir, _, _ = slurm_run
+    layout = Layout()
+    for dataset in _datasets(workdir):
+        for shots in SHOTS:
+            name = layout.probe_result(MODEL, dataset, shots, SEED)
+            ours = json.loads((workdir / name).read_text())
+            local = json.loads((demo_run / name).read_text())
+            compared = [key for key in local if _is_outcome(key, local[key])]
+            assert "test_top1" in compared
+            for key in compared:
+                assert math.isclose(ours[key], local[key], rel_tol=ACCURACY_TOLERANCE, abs_tol=ACCURACY_TOLERANCE), (
+                    f"{name}: {key} {ours[key]} (SLURM) != {local[key]} (local)"
+                )
+
+
+def _is_outcome(key: str, value) -> bool:
+    """Numbers the probe computed, as opposed to how long or where it ran."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not any(word in key for word in ("second", "time", "duration", "host", "device"))
