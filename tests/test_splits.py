@@ -272,3 +272,52 @@ def test_published_splits_that_are_no_pickle(tmp_path):
         load_published_splits(tmp_path / "splits.pkl")
     with pytest.raises(SplitError, match=r"does not exist.*or to null"):
         load_published_splits(tmp_path / "absent.pkl")
+
+
+# the rules on ImageNet-shaped folders ----------------------------------------------------
+
+@pytest.mark.e2e
+def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
+    """mode: imagenet with small levels: drawn splits from data roots, then the authors'
+    pickles (levels and splits) replacing them."""
+    from conftest import copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path / "workflow-copy")
+    in21k, in1k = tmp_path / "in21k", tmp_path / "in1k"
+    settings = (
+        f"mode: imagenet\ndatasets: [in1k, l1]\n"
+        f"data: {{in1k_root: {in1k}, in21k_root: {in21k}}}\n"
+        f"splits: {{test_per_concept: 3, max_train_per_concept: 4}}\n"
+    )
+    (workdir / "imagenet.yaml").write_text(settings + "levels: {concepts_per_level: 10}\n")
+    snakemake(workdir, "results/levels/l1.txt", "--cores", "1", "--configfile", "imagenet.yaml")
+    level = read_concepts(workdir / "results/levels/l1.txt")
+    for wnid in level:
+        make_concept(in21k, wnid, 9)
+    for wnid in read_concepts(workdir / "results/levels/in1k.txt"):
+        make_concept(in1k / "train", wnid, 1)
+        make_concept(in1k / "val", wnid, 1)
+
+    snakemake(workdir, "results/splits/l1.tsv", "results/splits/in1k.tsv", "--cores", "1", "--configfile", "imagenet.yaml")
+    rows = read_tsv(workdir / "results/splits/l1.tsv")
+    assert len(rows) == 70 and sum(row["split"] == "test" for row in rows) == 30
+    assert all((in21k / row["path"]).is_file() for row in rows)
+    in1k_rows_written = read_tsv(workdir / "results/splits/in1k.tsv")
+    assert [row["path"].split("/")[0] for row in in1k_rows_written] == ["train"] * 1000 + ["val"] * 1000
+
+    levels = [read_concepts(workdir / f"results/levels/l{k}.txt") for k in range(1, 6)]
+    write_pickle(tmp_path / "levels.pkl", levels)
+    write_pickle(tmp_path / "splits.pkl", {
+        wnid: {"train": [f"/{wnid}/{wnid}_{k}.JPEG" for k in range(2, 9)], "test": [f"/{wnid}/{wnid}_{k}.JPEG" for k in range(2)]}
+        for wnid in level
+    })
+    (workdir / "imagenet.yaml").write_text(
+        settings + f"levels: {{concepts_per_level: 10, source: published, "
+        f"published_levels: {tmp_path / 'levels.pkl'}, published_splits: {tmp_path / 'splits.pkl'}}}\n"
+    )
+    snakemake(workdir, "results/splits/l1.tsv", "--cores", "1", "--configfile", "imagenet.yaml")
+    rows = read_tsv(workdir / "results/splits/l1.tsv")
+    assert len(rows) == 90
+    assert sorted(row["path"] for row in rows if row["split"] == "test") == sorted(
+        f"{wnid}/{wnid}_{k}.JPEG" for wnid in level for k in range(2)
+    )
