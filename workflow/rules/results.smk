@@ -29,27 +29,19 @@ def grid_arguments():
     )
 
 
-TABLE_LABELS = {
-    "top1_levels": ("Top-1, all images", "IN-1K and levels"),
-    "relative_levels": ("Relative to baseline, all images", "IN-1K and levels"),
-}
-
-
-def table_report(name, extension):
-    kind, dataset = TABLE_LABELS.get(name) or (
-        ("Top-1 per N" if name.startswith("top1_") else "Relative to baseline per N"),
-        name.split("_", 1)[1],
-    )
-    caption = {
-        "top1_levels": "table_top1_levels.rst",
-        "relative_levels": "table_relative_levels.rst",
-    }.get(name, "table_top1_dataset.rst" if name.startswith("top1_") else "table_relative_dataset.rst")
+def table_report(name):
+    """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
+    absolute = name.startswith("top1_")
+    across_levels = name.endswith("_levels")
+    dataset = "IN-1K and levels" if across_levels else name.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
+    kind = ("Top-1" if absolute else "Relative to baseline") + (", all images" if across_levels else " per N")
+    caption = f"table_{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
     return report(
-        PATHS.table(name, extension),
+        PATHS.table(name, "csv"),
         caption=f"../report/{caption}",
         category="Tables",
         subcategory=kind,
-        labels={"table": kind, "dataset": dataset, "format": extension},
+        labels={"table": kind, "dataset": dataset},
     )
 
 
@@ -71,7 +63,7 @@ rule aggregate_probes:
             caption="../report/summary.rst",
             category="Tables",
             subcategory="Summary",
-            labels={"table": "summary (tidy)", "dataset": "all", "format": "csv"},
+            labels={"table": "summary (tidy CSV)", "dataset": "all"},
         ),
     params:
         grid=grid_arguments(),
@@ -85,7 +77,7 @@ rule result_tables:
     input:
         PATHS.results_summary(),
     output:
-        [table_report(name, extension) if extension == "csv" else PATHS.table(name, extension)
+        [table_report(name) if extension == "csv" else PATHS.table(name, extension)
          for name in result_table_names(DATASETS) for extension in TABLE_FORMATS],
     params:
         root=PATHS.root,
