@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -194,7 +195,10 @@ def nltk_reader(nltk_data: str | Path):
     if str(root) not in nltk.data.path:
         # NLTK only opens corpus files that lie under a folder of its data path.
         nltk.data.path.insert(0, str(root))
-    return WordNetCorpusReader(nltk.data.find("corpora/wordnet", paths=[str(root)]), None)
+    with warnings.catch_warnings():
+        # Without the Open Multilingual Wordnet NLTK warns; only English nouns are used here.
+        warnings.filterwarnings("ignore", message="The multilingual functions")
+        return WordNetCorpusReader(nltk.data.find("corpora/wordnet", paths=[str(root)]), None)
 
 
 # The noun graph ---------------------------------------------------------------------
