@@ -46,6 +46,7 @@ def run_demo(layout: Layout, datasets=("in1k", "l1", "l2", "l3", "l4", "l5"), **
     for dataset in datasets:
         argv += ["--demo-concepts", f"{dataset}={layout.demo_concepts(dataset)}"]
     argv += ["--in21k-images", layout.demo_images("in21k"), "--in1k-images", layout.demo_images("in1k")]
+    argv += ["--preview", layout.demo_preview()]
     for option, value in options.items():
         argv += [f"--{option.replace('_', '-')}", str(value)]
     assert demo_world(argv) == 0
@@ -102,6 +103,8 @@ def test_layout_and_counts(world):
             assert len(files) == count
     with Image.open(next(Path(world.demo_images("in1k")).rglob("*.JPEG"))) as image:
         assert (image.format, image.mode, image.size) == ("JPEG", "RGB", (96, 96))
+    with Image.open(world.demo_preview()) as preview:  # 6 datasets x (4 concepts x 2 images)
+        assert preview.size == (48 + 8 * 100, 6 * 100)
     # the demo's IN-1K concepts are those its L1 concepts are nearest to
     ranking = {row["wnid"]: row["nearest_in1k_wnid"] for row in read_tsv(world.ranking())}
     assert in1k[0] == ranking[read_lines(world.demo_concepts("l1"))[0]]
@@ -162,6 +165,7 @@ def test_split_stage_runs_on_the_demo_world(tmp_path):
     rows = read_tsv(workdir / "results/splits/l2.tsv")
     assert [row["split"] for row in rows] == ["train"] * 96 + ["test"] * 32
     assert all((workdir / "results/demo/in21k" / row["path"]).is_file() for row in rows)
+    assert Path(workdir / Layout().demo_preview()).is_file()
     in1k = read_tsv(workdir / "results/splits/in1k.tsv")
     assert {row["path"].split("/")[0] for row in in1k if row["split"] == "test"} == {"val"}
     assert "Nothing to be done" in snakemake(workdir, "-n", "results/splits/l2.tsv").stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from imagenet_cog.io import read_tsv, write_lines
+from imagenet_cog.io import read_tsv, write_lines, write_tsv
 from imagenet_cog.splits import (
     SplitError,
     image_splits,
@@ -21,6 +21,7 @@ from imagenet_cog.splits import (
     published_rows,
     read_concepts,
     sample_concept,
+    split_summary,
 )
 
 
@@ -152,6 +153,19 @@ def test_command_reports_bad_input_without_a_traceback(in21k, tmp_path, capsys):
     assert image_splits(argv) == 1
     assert "n00000004" in capsys.readouterr().err
     assert not (tmp_path / "x.tsv").exists()
+
+
+def test_summary_counts_concepts_and_images_per_split(tmp_path):
+    table = tmp_path / "l1.tsv"
+    rows = [("a/1", "a", 0, "train"), ("a/2", "a", 0, "train"), ("b/1", "b", 1, "train"),
+            ("a/3", "a", 0, "test"), ("b/2", "b", 1, "test")]
+    write_tsv(table, ("path", "wnid", "label", "split"), rows)
+    assert split_summary(["--table", f"l1={table}", "--output", str(tmp_path / "summary.tsv")]) == 0
+    assert read_tsv(tmp_path / "summary.tsv") == [{
+        "dataset": "l1", "concepts": "2",
+        "train_images": "3", "train_per_concept_min": "1", "train_per_concept_max": "2",
+        "test_images": "2", "test_per_concept_min": "1", "test_per_concept_max": "1",
+    }]
 
 
 # bad roots and concept lists ----------------------------------------------------------

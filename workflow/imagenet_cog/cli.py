@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     # splits and demo world
     "demo-world": "imagenet_cog.demo:demo_world",
     "image-splits": "imagenet_cog.splits:image_splits",
+    "split-summary": "imagenet_cog.splits:split_summary",
     # features stage
     "extract": "imagenet_cog.extract:extract_command",
     "merge-shards": "imagenet_cog.extract:merge_command",

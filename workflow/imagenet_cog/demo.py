@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
-from imagenet_cog.io import read_lines, read_tsv, write_lines
+from imagenet_cog.io import atomic_output, read_lines, read_tsv, write_lines
 from imagenet_cog.splits import derived_rng
 
 # A canvas larger than the images leaves room for crops at different positions.
@@ -146,6 +146,29 @@ def draw_images(
     return written
 
 
+def preview(
+    concepts: Mapping[str, Sequence[str]], in21k_folder: Path, in1k_folder: Path, output: str, per_concept: int = 2
+) -> None:
+    """One row per dataset: the first ``per_concept`` images of each of its concepts."""
+    rows = []
+    for dataset, wnids in concepts.items():
+        folders = [in1k_folder / "train" / w if dataset == "in1k" else in21k_folder / w for w in wnids]
+        rows.append((dataset, [f / f"{w}_{k}.JPEG" for f, w in zip(folders, wnids) for k in range(per_concept)]))
+    size = Image.open(rows[0][1][0]).size[0] if rows and rows[0][1] else 1
+    margin, gap = 48, 4
+    columns = max(len(paths) for _, paths in rows)
+    sheet = Image.new("RGB", (margin + columns * (size + gap), len(rows) * (size + gap)), "white")
+    draw = ImageDraw.Draw(sheet)
+    for row, (dataset, paths) in enumerate(rows):
+        top = row * (size + gap)
+        draw.text((6, top + size // 2 - 6), dataset.upper(), fill="black")
+        for column, path in enumerate(paths):
+            with Image.open(path) as image:
+                sheet.paste(image, (margin + column * (size + gap), top))
+    with atomic_output(output) as temporary:
+        sheet.save(temporary, format="PNG")
+
+
 def read_ranking(path: str | os.PathLike) -> dict[str, tuple[str, float]]:
     """wnid -> (nearest IN-1K wnid, sim_in1k) from the levels stage's ranking TSV."""
     rows = read_tsv(path)
@@ -189,6 +212,7 @@ def demo_world(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--in21k-images", required=True, help="folder for <wnid>/*.JPEG")
     parser.add_argument("--in1k-images", required=True, help="folder for {train,val}/<wnid>/*.JPEG")
+    parser.add_argument("--preview", default=None, help="PNG with a few images of each dataset")
     parser.add_argument("--concepts-per-dataset", type=int, default=4)
     parser.add_argument("--train-images", type=int, default=24)
     parser.add_argument("--test-images", type=int, default=8)
@@ -231,6 +255,8 @@ def demo_world(argv: Sequence[str]) -> int:
     finally:
         for folder in built.values():
             shutil.rmtree(folder, ignore_errors=True)
+    if args.preview:
+        preview(chosen, folders["in21k"], folders["in1k"], args.preview)
     for dataset, path in outputs.items():
         write_lines(path, chosen[dataset])
     for dataset, wnids in chosen.items():

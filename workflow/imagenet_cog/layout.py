@@ -69,9 +69,19 @@ class Layout:
         """The concepts of ``dataset`` that the demo world draws images for."""
         return f"{self.root}/demo/concepts/{dataset}.txt"
 
+    def demo_preview(self) -> str:
+        """A few generated images of each demo dataset, one row per dataset (for the report)."""
+        return f"{self.root}/demo/preview.png"
+
     def image_splits(self, dataset: str) -> str:
-        """path, wnid, label, split: every image of a dataset, relative to its image root."""
+        """path, wnid, label, split: every image of a dataset, relative to its image root;
+        label = index of wnid among the dataset's sorted wnids; train rows first, then test
+        rows, each by path."""
         return f"{self.root}/splits/{dataset}.tsv"
+
+    def split_summary(self) -> str:
+        """Per dataset: concepts, images and the range of images per concept in each split."""
+        return f"{self.root}/splits/summary.tsv"
 
     # features stage ---------------------------------------------------------------
     def feature_shard(self, model: str, dataset: str, split: str, shard: str) -> str:

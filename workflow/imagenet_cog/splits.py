@@ -29,7 +29,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from imagenet_cog.io import read_lines, write_tsv
+from imagenet_cog.io import read_lines, read_tsv, write_tsv
 
 IMAGE_EXTENSIONS = frozenset({".jpeg", ".jpg", ".png"})
 WNID_PATTERN = re.compile(r"^n[0-9]{8}$")
@@ -45,7 +45,7 @@ def derived_rng(*keys: object) -> np.random.Generator:
     """A generator seeded by a hash of ``keys``: the same keys give the same stream on any
     machine and Python version (unlike ``hash()``), different keys independent ones."""
     digest = hashlib.sha256("\x1f".join(str(key) for key in keys).encode()).digest()
-    return np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))
+    return np.random.default_rng(np.frombuffer(digest, dtype="<u4"))
 
 
 def list_images(folder: str | os.PathLike) -> list[str]:
@@ -346,4 +346,37 @@ def image_splits(argv: Sequence[str]) -> int:
         f"{args.dataset}: {len(wnids)} concepts, {counts['train']} train and {counts['test']} test "
         f"images from {args.root} ({how}) -> {args.output}"
     )
+    return 0
+
+
+def summarise(table: Sequence[Mapping[str, str]]) -> dict[str, int]:
+    """Concepts and images of one split table, with the fewest and most images a concept
+    has in each split (the paper: 50 test, 732..1300 train per level concept)."""
+    per_concept: dict[str, dict[str, int]] = {split: {} for split in SPLIT_ORDER}
+    for row in table:
+        counts = per_concept[row["split"]]
+        counts[row["wnid"]] = counts.get(row["wnid"], 0) + 1
+    summary = {"concepts": len(set(per_concept["train"]) | set(per_concept["test"]))}
+    for split, counts in per_concept.items():
+        summary[f"{split}_images"] = sum(counts.values())
+        summary[f"{split}_per_concept_min"] = min(counts.values(), default=0)
+        summary[f"{split}_per_concept_max"] = max(counts.values(), default=0)
+    return summary
+
+
+def split_summary(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagenet_cog split-summary",
+        description="One line per dataset: concepts and images in each split.",
+    )
+    parser.add_argument("--table", action="append", required=True, metavar="DATASET=PATH")
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args(argv)
+    rows = []
+    for value in args.table:
+        dataset, _, path = value.partition("=")
+        summary = summarise(read_tsv(path))
+        rows.append((dataset, *summary.values()))
+    header = ("dataset", *summarise([]).keys())
+    write_tsv(args.output, header, rows)
     return 0

@@ -234,6 +234,7 @@ def result_probe_inputs():
 def final_outputs():
     return [
         PATHS.levels_figure("png"),
+        PATHS.split_summary(),
         *probe_results(models=result_models()),
         *PATHS.result_targets(DATASETS),
     ]

@@ -11,6 +11,7 @@ rule demo_world:
         in21k=directory(PATHS.demo_images("in21k")),
         in1k=directory(PATHS.demo_images("in1k")),
         concepts=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
+        preview=report(PATHS.demo_preview(), caption="../report/demo_world.rst", category="Demo world"),
     params:
         level_concepts=lambda wildcards, input: " ".join(
             f"--level-concepts {dataset}={path}" for dataset, path in zip(demo_level_datasets(), input.levels)
@@ -24,7 +25,7 @@ rule demo_world:
     shell:
         python_command("demo-world")
         + " --ranking {input.ranking} {params.level_concepts} {params.demo_concepts}"
-        " --in21k-images {output.in21k} --in1k-images {output.in1k}"
+        " --in21k-images {output.in21k} --in1k-images {output.in1k} --preview {output.preview}"
         " --concepts-per-dataset {params.demo[concepts_per_dataset]}"
         " --train-images {params.demo[train_images_per_concept]}"
         " --test-images {params.demo[test_images_per_concept]}"
@@ -58,3 +59,18 @@ checkpoint image_splits:
         " --test-per-concept {params.settings[test_per_concept]}"
         " --max-train-per-concept {params.settings[max_train_per_concept]}"
         " {params.published} --threads {threads} --output {output.table} > {log} 2>&1"
+
+
+rule split_summary:
+    input:
+        tables=[PATHS.image_splits(dataset) for dataset in DATASETS],
+    output:
+        report(PATHS.split_summary(), caption="../report/splits_summary.rst", category="Splits"),
+    params:
+        tables=lambda wildcards, input: " ".join(
+            f"--table {dataset}={path}" for dataset, path in zip(DATASETS, input.tables)
+        ),
+    log:
+        "logs/splits/summary.log",
+    shell:
+        python_command("split-summary") + " {params.tables} --output {output} > {log} 2>&1"
