@@ -5,10 +5,11 @@ the order of the split table. Images are decoded and resized in DataLoader worke
 PIL (bicubic shortest-side resize, center crop: the paper's pixels), shipped as uint8
 (a quarter of float32's bytes through pinned memory), and normalised on the device.
 
-On a GPU the backbone runs in channels_last with float16 autocast, but only after a
-tolerance check: the first batch is run both in float32 and under autocast, and when any
-image's feature vector differs by more than :data:`MIXED_PRECISION_TOLERANCE` (relative L2
-error) the whole shard is computed in float32 instead. The precision used and the measured
+The backbone runs in channels_last memory format. On a GPU it also runs under float16
+autocast, but only after a tolerance check: the first batch is run both in float32 and
+under autocast, and when any image's feature vector differs by more than
+:data:`MIXED_PRECISION_TOLERANCE` (relative L2 error) the whole shard is computed in
+float32 instead. The precision used and the measured
 error are recorded in the shard's attributes. Float16 storage itself rounds to a relative
 error of about 5e-4.
 """
@@ -158,16 +159,14 @@ class FeatureExtractor:
         self.autocast = mixed_precision and self.on_gpu
         self.precision = "float32"
         self.precision_error = 0.0
-        if self.on_gpu:
-            self.network = self.network.to(memory_format=torch.channels_last)
+        # channels_last suits both cuDNN and oneDNN convolutions (1.8x for ResNet50 on a CPU).
+        self.network = self.network.to(memory_format=torch.channels_last)
         self.checked = not self.autocast
 
     def _forward(self, images, autocast: bool):
         import torch
 
-        x = (images.float() - self.mean) / self.std
-        if self.on_gpu:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = ((images.float() - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=torch.float16, enabled=autocast):
             return self.network(x).float()
 
