@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from imagenet_cog.extract import extract_shard
-from imagenet_cog.features import merge_shards, read_features
+from imagenet_cog.features import merge_shards, read_features, read_metadata
 from imagenet_cog.models import ModelSpec
 
 TINY_FACTORY = """
@@ -195,6 +195,7 @@ def test_merged_view_and_reader_keep_order_and_drop_invalid_rows(tmp_path, tiny)
     assert features.metadata["random_weights"] is True
     assert features.metadata["num_shards"] == 3 and features.metadata["num_invalid"] == 1
     assert features.metadata["preprocessing"]["size"] == 32
+    assert read_metadata(moved / "features" / "tiny" / "l1" / "train.h5") == features.metadata
 
     single = read_features(moved / "features" / "tiny" / "l1" / "train" / "shard-00001.h5")
     assert single.features.shape == (6, 6)

@@ -151,6 +151,17 @@ def merge_shards(shards: Sequence[str | os.PathLike], output: str | os.PathLike)
     return attributes
 
 
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """A feature file's attributes without reading its arrays (``random_weights`` included,
+    so that tables and figures can flag numbers of randomly initialised models)."""
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        metadata = read_attributes(handle)
+    metadata["random_weights"] = bool(metadata.get("random_weights", False))
+    return metadata
+
+
 @dataclass
 class FeatureSet:
     """The valid rows of a feature file, ready for probes."""
