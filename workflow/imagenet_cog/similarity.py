@@ -12,7 +12,7 @@ picks it), which is not always the deepest one.
 The similarity of many concepts to a fixed reference set (IN-1K) is computed at once:
 for each reference r and each taxonomy node a, B[a, r] = IC(a) if a is an ancestor of r
 else 0. The LCS IC of (c, r) is then the maximum of B over the rows of c's ancestors,
-a gather and a segmented maximum in numpy.
+a gather and a segmented maximum in numpy, done once per distinct ancestor set.
 """
 
 from __future__ import annotations
@@ -88,20 +88,29 @@ def max_lin_similarity(
         for ancestor in taxonomy.graph.ancestors(reference):
             ancestor_ic[shared_row[ancestor], column] = ic[taxonomy.index[ancestor]]
 
+    # Concepts with the same ancestors among the shared nodes have the same LCS with every
+    # reference (5,146 eligible concepts have 878 such sets): compute each set once.
+    groups: dict[frozenset[str], int] = {}
+    group_of = np.array(
+        [groups.setdefault(frozenset(taxonomy.graph.ancestors(c) & shared_row.keys()), len(groups)) for c in concepts],
+        dtype=np.int64,
+    )
+    group_lcs_ic = np.empty((len(groups), len(references)))
+    group_list = list(groups)
+    for start in range(0, len(group_list), chunk_size):
+        rows, segment_starts = [], []
+        for ancestors in group_list[start : start + chunk_size]:
+            segment_starts.append(len(rows))
+            rows.extend(sorted(shared_row[a] for a in ancestors) or [0])
+        group_lcs_ic[start : start + len(segment_starts)] = np.maximum.reduceat(ancestor_ic[rows], segment_starts, axis=0)
+
+    concept_ic = ic[[taxonomy.index[c] for c in concepts]]
     similarity = np.empty(len(concepts))
     nearest_index = np.empty(len(concepts), dtype=np.int64)
     for start in range(0, len(concepts), chunk_size):
-        chunk = concepts[start : start + chunk_size]
-        rows, segment_starts = [], []
-        for concept in chunk:
-            segment_starts.append(len(rows))
-            rows.extend(shared_row[a] for a in taxonomy.graph.ancestors(concept) if a in shared_row)
-            if len(rows) == segment_starts[-1]:
-                rows.append(0)
-        lcs_ic = np.maximum.reduceat(ancestor_ic[rows], segment_starts, axis=0)
-        concept_ic = ic[[taxonomy.index[c] for c in chunk]]
-        lin = 2.0 * lcs_ic / (concept_ic[:, None] + reference_ic[None, :])
+        stop = min(start + chunk_size, len(concepts))
+        lin = 2.0 * group_lcs_ic[group_of[start:stop]] / (concept_ic[start:stop, None] + reference_ic[None, :])
         best = np.argmax(lin, axis=1)
-        nearest_index[start : start + len(chunk)] = best
-        similarity[start : start + len(chunk)] = lin[np.arange(len(chunk)), best]
+        nearest_index[start:stop] = best
+        similarity[start:stop] = lin[np.arange(stop - start), best]
     return NearestReference(similarity, [references[i] for i in nearest_index.tolist()])
