@@ -7,6 +7,7 @@ import os
 import pickle
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -19,7 +20,7 @@ TARGETS = [LAYOUT.levels_figure("png"), *(LAYOUT.level_concepts(f"l{k}") for k i
 
 
 @pytest.fixture(scope="module")
-def levels_run(tmp_path_factory) -> Path:
+def levels_run(tmp_path_factory) -> Iterator[Path]:
     # `--config` takes every later argument: targets go before it.
     # Rules call `python -m imagenet_cog`: this interpreter's, as `make` arranges it.
     with pytest.MonkeyPatch.context() as patch:
