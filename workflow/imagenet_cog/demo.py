@@ -9,8 +9,9 @@ Images follow the WordNet tree cheaply. Every concept has a visual prototype (ba
 colour, oriented gratings, colour blobs) seeded by its wnid. A level concept's prototype is
 blended, with weight ``sim_in1k`` from the ranking, with the prototype of its nearest IN-1K
 concept: L1 concepts look much like IN-1K concepts, L5 concepts hardly. Each image is a
-random crop of its concept's prototype, possibly mirrored, with brightness, contrast and
-pixel noise, so a probe has something to learn but not trivially. Everything is seeded by
+random crop of its concept's prototype, possibly mirrored, blended with one of a few
+clutter patterns shared by all concepts, with brightness, contrast and pixel noise, so a
+probe has something to learn but not trivially. Everything is seeded by
 (demo seed, wnid, image index): the same config gives the same bytes.
 
 Which concepts: each level's picks are spread evenly over its ranked list (first and last
@@ -21,6 +22,7 @@ so the demo's IN-1K concepts are those its near levels resemble.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import shutil
@@ -38,6 +40,8 @@ from imagenet_cog.splits import derived_rng
 # A canvas larger than the images leaves room for crops at different positions.
 CANVAS_SCALE = 1.3
 JPEG_QUALITY = 90
+CLUTTER_PATTERNS = 32
+CLUTTER_WEIGHT = (0.25, 0.5)
 
 
 def spread(items: Sequence[str], count: int) -> list[str]:
@@ -70,8 +74,10 @@ def choose_concepts(
     return {"in1k": in1k, **chosen}
 
 
+@functools.lru_cache(maxsize=256)
 def prototype(wnid: str, seed: int, size: int) -> np.ndarray:
-    """The concept's own look: a float32 (size, size, 3) image in [0, 1]."""
+    """The concept's own look: a float32 (size, size, 3) image in [0, 1] (cached: do not
+    modify it)."""
     rng = derived_rng("demo-prototype", seed, wnid)
     y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
     image = np.empty((size, size, 3), dtype=np.float32)
@@ -98,7 +104,8 @@ def concept_look(wnid: str, nearest: str | None, similarity: float, seed: int, s
 
 
 def render(look: np.ndarray, wnid: str, index: int, seed: int, size: int) -> Image.Image:
-    """Image ``index`` of a concept: a random crop of its look with photometric noise."""
+    """Image ``index`` of a concept: a random crop of its look, mirrored or not, blended with
+    a random clutter pattern, with photometric noise."""
     rng = derived_rng("demo-image", seed, wnid, index)
     canvas = look.shape[0]
     crop = int(canvas * rng.uniform(0.65, 0.95))
@@ -107,6 +114,10 @@ def render(look: np.ndarray, wnid: str, index: int, seed: int, size: int) -> Ima
     pixels = np.asarray(patch.resize((size, size), Image.BILINEAR), dtype=np.float32) / 255
     if rng.random() < 0.5:
         pixels = pixels[:, ::-1]
+    # Clutter shared by all concepts, so that no single image gives its concept away.
+    clutter = prototype(f"clutter-{rng.integers(CLUTTER_PATTERNS)}", seed, size)
+    weight = rng.uniform(*CLUTTER_WEIGHT)
+    pixels = (1 - weight) * pixels + weight * clutter
     pixels = (pixels - 0.5) * rng.uniform(0.75, 1.25) + 0.5 + rng.uniform(-0.12, 0.12)
     pixels = pixels + rng.normal(0, 0.08, pixels.shape)
     return Image.fromarray(np.round(np.clip(pixels, 0, 1) * 255).astype(np.uint8))
