@@ -21,7 +21,6 @@ from imagenet_cog.levels import (
     summarise_levels,
 )
 from imagenet_cog.levels_figure import level_runs, levels_figure_command
-from imagenet_cog.wordnet import DEBIAN_DICT_DIR
 from wordnet_world import real_corpus, synthetic_graph, write_data_noun  # noqa: F401 (fixture)
 
 REPOSITORY = Path(__file__).resolve().parents[1]

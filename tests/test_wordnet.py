@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,7 @@ from imagenet_cog.wordnet import (
     wnid,
     wordnet_corpus_command,
 )
-from wordnet_world import real_corpus, write_data_noun  # noqa: F401 (fixture)
+from wordnet_world import real_corpus, synthetic_graph, write_data_noun  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +112,6 @@ def test_command_builds_corpus(tmp_path, capsys):
 
 
 def test_ancestors_survive_deep_chains():
-    from wordnet_world import synthetic_graph
-
     chain = {f"n{index:08d}": [f"n{index - 1:08d}"] for index in range(1, 5000)}
     graph = synthetic_graph(chain)
     assert len(graph.ancestors("n00004999")) == 5000
