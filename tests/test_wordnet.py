@@ -11,6 +11,7 @@ import pytest
 from imagenet_cog.wordnet import (
     DEBIAN_DICT_DIR,
     LEXNAMES,
+    READER_FILES,
     WordNetError,
     build_nltk_corpus,
     load_noun_graph,
@@ -115,3 +116,30 @@ def test_ancestors_survive_deep_chains():
     chain = {f"n{index:08d}": [f"n{index - 1:08d}"] for index in range(1, 5000)}
     graph = synthetic_graph(chain)
     assert len(graph.ancestors("n00004999")) == 5000
+
+
+def test_nltk_data_folder_is_used_when_no_dict_dir_is_set(real_corpus, monkeypatch):
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(real_corpus)])
+    assert locate_wordnet(None).description == f"NLTK data {real_corpus / 'corpora' / 'wordnet'}"
+
+
+def test_nltk_downloader_zip_is_used_when_no_dict_dir_is_set(tmp_path, monkeypatch):
+    import zipfile
+
+    import nltk
+
+    # The layout nltk.download('wordnet') leaves: <data>/corpora/wordnet.zip holding wordnet/*.
+    archive = tmp_path / "nltk_data" / "corpora" / "wordnet.zip"
+    archive.parent.mkdir(parents=True)
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as stream:
+        for path in sorted(DEBIAN_DICT_DIR.iterdir()):
+            if path.name in READER_FILES:
+                stream.write(path, f"wordnet/{path.name}")
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nltk_data")])
+    source = locate_wordnet(None)
+    assert source.description.startswith("NLTK data")
+    corpus = build_nltk_corpus(source, tmp_path / "built")
+    assert (corpus / "data.noun").read_bytes() == (DEBIAN_DICT_DIR / "data.noun").read_bytes()
+    assert len((corpus / "lexnames").read_text().splitlines()) == 45

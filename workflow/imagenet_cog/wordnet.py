@@ -106,12 +106,11 @@ def _nltk_wordnet():
     """NLTK's downloaded WordNet as a path pointer, or None."""
     import nltk
 
-    for resource in ("corpora/wordnet", "corpora/wordnet.zip/wordnet/"):
-        try:
-            return nltk.data.find(resource)
-        except LookupError:
-            continue
-    return None
+    try:
+        # The trailing slash also finds corpora/wordnet.zip, as the downloader leaves it.
+        return nltk.data.find("corpora/wordnet/")
+    except LookupError:
+        return None
 
 
 def locate_wordnet(dict_dir: str | None) -> _Source:
