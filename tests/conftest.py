@@ -39,7 +39,12 @@ def snakemake(workdir: Path, *arguments: str, check: bool = True, timeout: int =
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            # rules run `python -m imagenet_cog`: the interpreter running the tests
+            "PATH": f"{executable.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
     )
     if check and result.returncode != 0:
         raise AssertionError(

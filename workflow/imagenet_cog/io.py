@@ -16,6 +16,17 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 
+def _default_file_mode() -> int:
+    """The mode ``open()`` would give a new file; mkstemp's 0600 would hide results from a
+    cluster group."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+DEFAULT_FILE_MODE = _default_file_mode()
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it to ``path`` on success.
@@ -31,6 +42,8 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     temporary_path = Path(temporary)
     try:
         yield temporary_path
+        if temporary_path.is_file():
+            temporary_path.chmod(DEFAULT_FILE_MODE)
         os.replace(temporary_path, destination)
     except BaseException:
         temporary_path.unlink(missing_ok=True)
