@@ -143,3 +143,15 @@ def test_nltk_downloader_zip_is_used_when_no_dict_dir_is_set(tmp_path, monkeypat
     corpus = build_nltk_corpus(source, tmp_path / "built")
     assert (corpus / "data.noun").read_bytes() == (DEBIAN_DICT_DIR / "data.noun").read_bytes()
     assert len((corpus / "lexnames").read_text().splitlines()) == 45
+
+
+def test_no_wordnet_anywhere_names_both_ways(tmp_path, monkeypatch):
+    import nltk
+
+    import imagenet_cog.wordnet as wordnet
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    monkeypatch.setattr(wordnet, "DEBIAN_DICT_DIR", tmp_path / "absent")
+    with pytest.raises(WordNetError) as error:
+        wordnet.locate_wordnet(None)
+    assert "nltk.download('wordnet')" in str(error.value) and "wordnet.dict_dir" in str(error.value)

@@ -76,7 +76,7 @@ def wnid(offset: int) -> str:
 # Finding WordNet ------------------------------------------------------------------
 
 
-class _Source:
+class WordNetSource:
     """A WordNet dict folder, or NLTK's (possibly zipped) copy, as readable files."""
 
     def __init__(self, description: str, folder: Path | None = None, nltk_pointer=None):
@@ -113,7 +113,7 @@ def _nltk_wordnet():
         return None
 
 
-def locate_wordnet(dict_dir: str | None) -> _Source:
+def locate_wordnet(dict_dir: str | None) -> WordNetSource:
     """The WordNet to use: ``dict_dir`` if given, else NLTK's data, else Debian's folder."""
     if dict_dir:
         folder = Path(dict_dir)
@@ -122,16 +122,16 @@ def locate_wordnet(dict_dir: str | None) -> _Source:
                 f"wordnet.dict_dir = {dict_dir!r} holds no data.noun; point it at a WordNet 3.0 "
                 f"dict folder (e.g. /usr/share/wordnet) or set it to null.\n{MISSING_WORDNET_HELP}"
             )
-        return _Source(f"dict folder {folder}", folder=folder)
+        return WordNetSource(f"dict folder {folder}", folder=folder)
     pointer = _nltk_wordnet()
     if pointer is not None:
-        return _Source(f"NLTK data {pointer}", nltk_pointer=pointer)
+        return WordNetSource(f"NLTK data {pointer}", nltk_pointer=pointer)
     if (DEBIAN_DICT_DIR / "data.noun").is_file():
-        return _Source(f"dict folder {DEBIAN_DICT_DIR}", folder=DEBIAN_DICT_DIR)
+        return WordNetSource(f"dict folder {DEBIAN_DICT_DIR}", folder=DEBIAN_DICT_DIR)
     raise WordNetError(MISSING_WORDNET_HELP)
 
 
-def build_nltk_corpus(source: _Source, nltk_data: Path) -> Path:
+def build_nltk_corpus(source: WordNetSource, nltk_data: Path) -> Path:
     """Copy ``source`` into ``<nltk_data>/corpora/wordnet`` in the layout NLTK reads.
 
     Returns the corpus folder. Raises :class:`WordNetError` if files are missing or the
