@@ -236,6 +236,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
     batches = len(loader)
     report_every = max(1, batches // 10)
     done = 0
+    loop_started = time.perf_counter()
     for number, (images, positions, errors) in enumerate(loader, start=1):
         output_batch = extractor(images).cpu().numpy()
         positions = positions.numpy()
@@ -248,9 +249,8 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         features[positions] = output_batch.astype(storage)
         done += len(positions)
         if number % report_every == 0 or number == batches:
-            elapsed = time.perf_counter() - started
             log.info("batch %d/%d, %d/%d images, %.1f images/s", number, batches, done,
-                     len(rows.paths), done / elapsed)
+                     len(rows.paths), done / (time.perf_counter() - loop_started))
     if not np.isfinite(features).all():
         raise FloatingPointError(
             f"model '{spec.name}' produced non-finite features in shard {shard}; with "

@@ -25,8 +25,8 @@ rule extract_features:
     threads: config["features"]["num_workers"] + 1
     resources:
         gpu=0 if config["features"]["device"] == "cpu" else 1,
-        # Model, prefetched uint8 batches (4 per worker) and the shard's features.
-        mem_mb=lambda wildcards, threads: 6000 + threads * 800,
+        # Model and framework (~2 GB), 4 prefetched uint8 batches per worker, the shard's features.
+        mem_mb=lambda wildcards, threads: 4000 + threads * 600,
         runtime=15 + config["features"]["shard_size"] // 400,
     log:
         "logs/features/{model}/{dataset}/{split}/shard-{shard}.log",
