@@ -52,7 +52,8 @@ rule probe:
         PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}"),
     params:
         study=lambda wildcards: PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed),
-        probes=config["probes"],
+        # seeds and shots are wildcards: listing them here would rerun every probe when one is added
+        probes={key: value for key, value in config["probes"].items() if key not in ("seeds", "shots")},
         lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
         wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
     threads: 2

@@ -1,0 +1,215 @@
+"""How fast is our linear probe, against a probe loop written the way the reference scripts are?
+
+CPU mode (default): on generated clustered features, for each seed, train
+* ours: ``imagenet_cog.probe.train_probes`` (closed-form gradient, in-place SGD, no host
+  synchronisation inside an epoch, scored once at the end), and
+* the baseline: ``nn.Linear`` + ``CrossEntropyLoss`` + autograd + ``torch.optim.SGD``, a
+  Python loop over shuffled mini-batches with per-batch loss/accuracy bookkeeping and a
+  finiteness check (each a host synchronisation), and a test evaluation every epoch,
+with the same (lr, weight decay), epochs and batch size, then print both test accuracies
+(mean over seeds), the time ratio, our training FLOP/s, and the matmul FLOP/s this machine
+reaches in the same run (a large square product, and the probe's own forward shape).
+
+GPU mode (``--device cuda --full``): the full IN-1K-size problem, 1000 classes x 1.1M
+training features of 2048 dimensions (generated as float16, like the feature files), run
+through the whole tuned protocol (``probe_dataset``: 30 trials of 100 epochs on the 80%
+split, then the final fit), timed against the roofline of its matrix-product FLOPs at the
+GPU's measured TF32 matmul rate.
+
+    python benchmarks/probe_benchmark.py                      # about 1-2 minutes on 2 cores
+    python benchmarks/probe_benchmark.py --device cuda --full # on a GPU node
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+from imagenet_cog.probe import SGDSchedule, l2_normalise, train_probes
+
+
+def clustered_features(classes: int, per_class: int, dim: int, seed: int, spread: float, device="cpu"):
+    """Gaussian clusters whose overlap (``spread``) makes the task neither trivial nor hopeless."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    centres = torch.randn(classes, dim, generator=generator, device=device)
+    labels = torch.arange(classes, device=device).repeat_interleave(per_class)
+    features = torch.randn(labels.numel(), dim, generator=generator, device=device).mul_(spread).add_(centres[labels])
+    return features, labels
+
+
+def synchronise(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_flops_per_second(m: int, k: int, n: int, device: torch.device, repeats: int = 10) -> float:
+    left = torch.randn(m, k, device=device)
+    right = torch.randn(k, n, device=device)
+    torch.mm(left, right)
+    synchronise(device)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        torch.mm(left, right)
+    synchronise(device)
+    return 2.0 * m * k * n * repeats / (time.perf_counter() - started)
+
+
+def baseline_probe(train_x, train_y, test_x, test_y, classes, lr, weight_decay, schedule, seed):
+    """The reference scripts' structure: autograd, an optimizer, per-batch bookkeeping."""
+    torch.manual_seed(seed)
+    device = train_x.device
+    model = torch.nn.Linear(train_x.shape[1], classes).to(device)
+    criterion = torch.nn.CrossEntropyLoss()
+    optimiser = torch.optim.SGD(model.parameters(), lr=lr, momentum=schedule.momentum, weight_decay=weight_decay)
+    test_top1 = []
+    for epoch in range(schedule.epochs):
+        for group in optimiser.param_groups:
+            group["lr"] = lr * schedule.learning_rate_factor(epoch)
+        model.train()
+        seen, loss_sum, correct_sum = 0, 0.0, 0.0
+        order = torch.randperm(train_x.shape[0], device=device)
+        diverged = False
+        for start in range(0, order.numel(), schedule.batch_size):
+            index = order[start : start + schedule.batch_size]
+            inputs, targets = train_x[index], train_y[index]
+            output = model(inputs)
+            loss = criterion(output, targets)
+            if not torch.isfinite(loss):
+                diverged = True
+                break
+            loss_sum += loss.item() * targets.numel()
+            correct_sum += (output.argmax(dim=1) == targets).sum().item()
+            seen += targets.numel()
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+        model.eval()
+        with torch.no_grad():
+            hits = 0
+            for start in range(0, test_x.shape[0], schedule.batch_size):
+                output = model(test_x[start : start + schedule.batch_size])
+                hits += (output.argmax(dim=1) == test_y[start : start + schedule.batch_size]).sum().item()
+            test_top1.append(100.0 * hits / test_x.shape[0])
+        if diverged:
+            break
+    return test_top1[-1]
+
+
+def cpu_comparison(args) -> None:
+    device = torch.device(args.device)
+    torch.set_num_threads(args.threads)
+    schedule = SGDSchedule(args.epochs, args.batch_size, 0.9)
+    square = matmul_flops_per_second(2048, 2048, 2048, device)
+    probe_shape = matmul_flops_per_second(args.batch_size, args.dim, args.classes, device, repeats=50)
+    ours_accuracy, baseline_accuracy, ours_time, baseline_time = [], [], 0.0, 0.0
+    for seed in args.seeds:
+        features, labels = clustered_features(args.classes, args.per_class + args.test_per_class, args.dim, seed, args.spread, device)
+        position = torch.arange(labels.numel(), device=device) % (args.per_class + args.test_per_class)
+        is_test = position >= args.per_class
+        features = l2_normalise(features)
+        train_x, train_y = features[~is_test].contiguous(), labels[~is_test].contiguous()
+        test_x, test_y = features[is_test].contiguous(), labels[is_test].contiguous()
+
+        synchronise(device)
+        started = time.perf_counter()
+        probes = train_probes(train_x, train_y, args.classes, [args.lr], [args.weight_decay], schedule, seed)
+        ours_accuracy.append(probes.topk_accuracy(test_x, test_y, ks=(1,))[0, 0].item())
+        ours_time += time.perf_counter() - started
+
+        started = time.perf_counter()
+        baseline_accuracy.append(
+            baseline_probe(train_x, train_y, test_x, test_y, args.classes, args.lr, args.weight_decay, schedule, seed)
+        )
+        synchronise(device)
+        baseline_time += time.perf_counter() - started
+        print(f"seed {seed}: ours {ours_accuracy[-1]:.2f}%  baseline {baseline_accuracy[-1]:.2f}%", flush=True)
+
+    # candidates trained together (probes.trials_per_batch): one pass, larger matrix products
+    together = [args.lr * 2.0 ** (k - args.together // 2) for k in range(args.together)]
+    synchronise(device)
+    started = time.perf_counter()
+    train_probes(train_x, train_y, args.classes, together, [args.weight_decay] * args.together, schedule, 0)
+    synchronise(device)
+    together_time = time.perf_counter() - started
+
+    flops_per_fit = 4.0 * args.classes * args.per_class * args.dim * args.classes * args.epochs
+    achieved = flops_per_fit * len(args.seeds) / ours_time
+    achieved_together = flops_per_fit * args.together / together_time
+    print(f"problem: {args.classes} classes x {args.per_class} train / {args.test_per_class} test, {args.dim} dims, "
+          f"{args.epochs} epochs, batch {args.batch_size}, lr {args.lr}, wd {args.weight_decay}, "
+          f"seeds {args.seeds}, {args.threads} threads on {device}")
+    print(f"test top-1 (mean over seeds): ours {np.mean(ours_accuracy):.2f}%  baseline {np.mean(baseline_accuracy):.2f}%  "
+          f"difference {np.mean(ours_accuracy) - np.mean(baseline_accuracy):+.2f} points")
+    print(f"time: ours {ours_time:.2f} s  baseline {baseline_time:.2f} s  speed-up {baseline_time / ours_time:.2f}x")
+    print(f"ours: {achieved / 1e9:.1f} GFLOP/s of training matmuls = "
+          f"{100 * achieved / square:.0f}% of this machine's square matmul ({square / 1e9:.1f} GFLOP/s), "
+          f"{100 * achieved / probe_shape:.0f}% of its matmul at the probe's shape "
+          f"{args.batch_size}x{args.dim}x{args.classes} ({probe_shape / 1e9:.1f} GFLOP/s)")
+    print(f"ours, {args.together} candidates in one pass: {together_time / args.together:.2f} s per candidate "
+          f"(alone: {ours_time / len(args.seeds):.2f} s), {achieved_together / 1e9:.1f} GFLOP/s = "
+          f"{100 * achieved_together / square:.0f}% of the square matmul rate")
+
+
+def gpu_full_protocol(args) -> None:
+    from imagenet_cog.search import SearchSettings, probe_dataset
+
+    device = torch.device(args.device)
+    torch.set_float32_matmul_precision("high")
+    classes, per_class, test_per_class, dim = 1000, 1100, 50, 2048
+    features, labels = clustered_features(classes, per_class + test_per_class, dim, 0, args.spread, device)
+    is_test = (torch.arange(labels.numel(), device=device) % (per_class + test_per_class)) >= per_class
+    train_x = features[~is_test].half().cpu().numpy()
+    test_x = features[is_test].half().cpu().numpy()
+    train_y, test_y = labels[~is_test].cpu().numpy(), labels[is_test].cpu().numpy()
+    del features, labels
+    torch.cuda.empty_cache()
+    settings = SearchSettings(trials=args.trials, epochs=100, batch_size=1024, trials_per_batch=args.trials_per_batch)
+    tf32 = matmul_flops_per_second(8192, 8192, 8192, device)
+    with tempfile.TemporaryDirectory() as folder:
+        result = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
+                               journal=f"{folder}/study.jsonl", device=args.device)
+    search_rows = train_y.size - classes * int(settings.val_fraction * per_class)
+    flops = 4.0 * dim * classes * settings.epochs * (search_rows * settings.trials + train_y.size)
+    roofline = flops / tf32
+    total = result["timings"]["search_s"] + result["timings"]["final_s"]
+    print(f"{result['device']}: {settings.trials} trials + final fit of {classes} classes x {train_y.size} "
+          f"features, {dim} dims, {settings.epochs} epochs, trials_per_batch {settings.trials_per_batch}")
+    print(f"search {result['timings']['search_s']:.1f} s, final {result['timings']['final_s']:.1f} s, "
+          f"test top-1 {result['test_top1']:.2f}%")
+    print(f"{flops / 1e15:.2f} PFLOP of training matmuls; roofline at the measured TF32 matmul rate "
+          f"({tf32 / 1e12:.1f} TFLOP/s): {roofline:.1f} s; achieved {100 * roofline / total:.0f}% of it")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--full", action="store_true", help="GPU only: the full-size tuned protocol")
+    parser.add_argument("--classes", type=int, default=100)
+    parser.add_argument("--per-class", type=int, default=100, help="training samples per class")
+    parser.add_argument("--test-per-class", type=int, default=20)
+    parser.add_argument("--dim", type=int, default=2048)
+    parser.add_argument("--spread", type=float, default=12.0, help="per-dimension cluster noise (centres are standard normal)")
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--lr", type=float, default=10.0)
+    parser.add_argument("--weight-decay", type=float, default=1e-6)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[22, 37])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--together", type=int, default=4, help="candidates trained in one pass, timed as well")
+    parser.add_argument("--trials", type=int, default=30, help="--full: search trials")
+    parser.add_argument("--trials-per-batch", type=int, default=1, help="--full: candidates trained together")
+    args = parser.parse_args()
+    if args.full:
+        if args.device != "cuda":
+            parser.error("--full is the GPU-size problem (1.1M x 2048 features); use it with --device cuda")
+        gpu_full_protocol(args)
+    else:
+        cpu_comparison(args)
+
+
+if __name__ == "__main__":
+    main()
