@@ -56,7 +56,8 @@ rule probe:
         probes={key: value for key, value in config["probes"].items() if key not in ("seeds", "shots")},
         lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
         wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
-    threads: 2
+    # On a GPU the host only feeds it; on a CPU the matrix products use every thread given.
+    threads: 8 if config["probes"]["device"] == "cpu" else 1
     resources:
         gpu=0 if config["probes"]["device"] == "cpu" else 1,
         mem_mb=probe_mem_mb,
