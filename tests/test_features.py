@@ -12,11 +12,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
-from imagenet_cog.extract import extract_shard
+from imagenet_cog.extract import MIXED_PRECISION_TOLERANCE, FeatureExtractor, extract_shard
 from imagenet_cog.features import merge_shards, read_features, read_metadata
-from imagenet_cog.models import ModelSpec
+from imagenet_cog.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, ModelSpec, Preprocessing
 
 TINY_FACTORY = """
 import torch
@@ -242,3 +243,45 @@ def test_command_line_extract_and_merge(tmp_path, tiny):
               "--model-name", "tiny", "--arch", "custom", "--factory", "tiny_backbones:tiny",
               "--weights", "random:1", "--weights-identity", "random:9",
               "--device", "cpu", "--output", str(shard)])
+
+
+class _Cancelling(torch.nn.Module):
+    """Features that are a small difference of large numbers: lost in reduced precision."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(3, 4)
+        with torch.no_grad():
+            self.up.weight.fill_(1.0)
+            self.up.bias.fill_(3e4)
+
+    def forward(self, images):
+        pooled = images.mean(dim=(2, 3))
+        return self.up(pooled) - self.up.bias
+
+
+def _loaded(network, size=16):
+    return LoadedModel(ModelSpec("m", "custom", "random", "x:y"), network.eval(),
+                       Preprocessing(size=size), 4, "random:0")
+
+
+@pytest.mark.parametrize("network, kept", [
+    (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()), True),
+    (_Cancelling(), False),
+])
+def test_mixed_precision_only_when_within_tolerance(network, kept):
+    torch.manual_seed(0)
+    extractor = FeatureExtractor(_loaded(network), torch.device("cpu"), mixed_precision=True)
+    images = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8)
+    with torch.inference_mode():
+        reference = network(((images.float() / 255) - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1))
+                            / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1))
+    features = extractor(images)
+    assert features.dtype == torch.float32
+    assert (extractor.precision == "bfloat16-autocast") is kept
+    assert (extractor.precision_error <= MIXED_PRECISION_TOLERANCE) is kept
+    relative = ((features - reference).norm(dim=1) / reference.norm(dim=1)).max()
+    assert relative <= (MIXED_PRECISION_TOLERANCE if kept else 1e-5)
+    # later batches keep the decision made on the first
+    extractor(images)
+    assert (extractor.precision == "bfloat16-autocast") is kept
