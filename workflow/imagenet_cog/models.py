@@ -450,8 +450,10 @@ def load_checkpoint(network, checkpoint: str) -> str:
     own = network.state_dict()
     expected = set(own)
     mapped, prefix, unexpected = map_checkpoint_keys(state, expected)
-    # Some checkpoints predate BatchNorm's step counter; it plays no part in eval mode.
-    missing = sorted(k for k in expected - set(mapped) if not k.endswith("num_batches_tracked"))
+    # Some checkpoints predate BatchNorm's step counter, and Inception-v3's auxiliary
+    # classifier is often left out; neither plays a part in eval-mode features.
+    missing = sorted(k for k in expected - set(mapped)
+                     if not (k.endswith("num_batches_tracked") or k.startswith("AuxLogits.")))
     wrong_shape = sorted(k for k, v in mapped.items() if tuple(v.shape) != tuple(own[k].shape))
     if missing or unexpected or wrong_shape:
         def listing(keys: list[str]) -> str:
