@@ -211,9 +211,11 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
             f"model '{spec.name}': weights changed since the workflow was planned "
             f"({expected_identity} -> {identity}); re-run Snakemake to re-plan."
         )
-    if threads:
-        torch.set_num_threads(max(1, threads - num_workers))
     target = choose_device(device)
+    if threads:
+        # On a CPU the model needs every core and the decoding workers mostly wait for it;
+        # on a GPU the workers need the cores.
+        torch.set_num_threads(threads if target.type == "cpu" else max(1, threads - num_workers))
     if target.type == "cuda":
         # Deterministic convolution algorithms: re-extracting a shard gives the same bytes.
         torch.backends.cudnn.benchmark = False

@@ -18,10 +18,11 @@ rule extract_features:
         shard=lambda wildcards: int(wildcards.shard),
         shard_size=config["features"]["shard_size"],
         batch_size=config["features"]["batch_size"],
-        num_workers=config["features"]["num_workers"],
         dtype=config["features"]["dtype"],
         device=config["features"]["device"],
         mixed_precision=str(config["features"]["mixed_precision"]).lower(),
+    # One thread runs the model, the others decode images; with fewer cores than asked
+    # for, Snakemake lowers threads and the loader workers follow.
     threads: config["features"]["num_workers"] + 1
     resources:
         gpu=0 if config["features"]["device"] == "cpu" else 1,
@@ -39,7 +40,7 @@ rule extract_features:
         " --shard {params.shard} --shard-size {params.shard_size}"
         " --model-name {wildcards.model} --arch {params.arch} --weights {params.weights:q}"
         " {params.factory} --weights-identity {params.weights_identity:q}"
-        " --batch-size {params.batch_size} --num-workers {params.num_workers} --threads {threads}"
+        " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
         " --dtype {params.dtype} --device {params.device}"
         " --mixed-precision {params.mixed_precision} --output {output} > {log} 2>&1"
 
