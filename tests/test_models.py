@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import textwrap
 
 import pytest
@@ -96,7 +97,8 @@ def test_prefixed_resnet50_checkpoint_loads_onto_torchvision(tmp_path, container
     state["module.encoder_k.conv1.weight"] = torch.zeros(64, 3, 7, 7)
     state["queue"] = torch.zeros(128, 16)
     checkpoint = tmp_path / "ssl.pth"
-    torch.save({container: state, "epoch": 200} if container else state, checkpoint)
+    # InfoMin-style files also pickle their training options.
+    torch.save({container: state, "epoch": 200, "opt": argparse.Namespace(lr=0.03)} if container else state, checkpoint)
 
     model = build_model(ModelSpec("ssl", "resnet50", str(checkpoint)))
     reference.fc = torch.nn.Identity()
@@ -106,6 +108,7 @@ def test_prefixed_resnet50_checkpoint_loads_onto_torchvision(tmp_path, container
     assert model.weights_identity.startswith("sha256:") and not model.random_weights
     backbone_tensors = len(reference.state_dict())
     assert f"loaded {backbone_tensors} tensors" in model.notes[0]
+    assert ("full unpickling" in model.notes[0]) is bool(container)
 
 
 def test_checkpoint_of_another_network_names_file_and_keys(tmp_path):

@@ -445,7 +445,14 @@ def load_checkpoint(network, checkpoint: str) -> str:
     """Load a checkpoint file into ``network`` (already cut); returns a line for the log."""
     import torch
 
-    payload = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    try:
+        payload = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        loaded_as = "tensors only"
+    except Exception:
+        # Some published checkpoints pickle their training options (e.g. InfoMin's argparse
+        # Namespace); those need full unpickling, which runs code from the file.
+        payload = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        loaded_as = "full unpickling (the file holds Python objects besides tensors)"
     state = _unwrap_state_dict(payload, checkpoint)
     own = network.state_dict()
     expected = set(own)
@@ -474,7 +481,7 @@ def load_checkpoint(network, checkpoint: str) -> str:
     network.load_state_dict(mapped, strict=False)
     ignored = len(state) - len(mapped)
     return (f"checkpoint {checkpoint}: loaded {len(mapped)} tensors under prefix '{prefix}', "
-            f"ignored {ignored} (heads and other networks)")
+            f"ignored {ignored} (heads and other networks); read with {loaded_as}")
 
 
 def describe_registry() -> list[dict[str, Any]]:
