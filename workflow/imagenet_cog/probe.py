@@ -106,21 +106,31 @@ def train_probes(
     flat_weight_velocity = weight_velocity.view(trials * num_classes, dim)
     minus_one = torch.full((schedule.batch_size, trials, 1), -1.0, device=device)
     momentum = schedule.momentum
+    # Batch-sized buffers are allocated once: a fresh multi-megabyte CPU tensor per step
+    # costs page faults that take longer than the gather itself.
+    gathered = torch.empty(schedule.batch_size, dim, dtype=features.dtype, device=device)
+    widened = gathered if features.dtype == torch.float32 else torch.empty_like(gathered, dtype=torch.float32)
+    logits = torch.empty(schedule.batch_size, trials * num_classes, device=device)
+    weight_at_start = torch.empty_like(weight)
+    bias_at_start = torch.empty_like(bias)
 
     for epoch in range(schedule.epochs):
         step = base_lr * schedule.learning_rate_factor(epoch)
         step_weight = step.view(trials, 1, 1)
         step_bias = step.view(trials, 1)
-        weight_at_start = weight.clone()
-        bias_at_start = bias.clone()
+        weight_at_start.copy_(weight)
+        bias_at_start.copy_(bias)
         order = torch.randperm(count, generator=generator, device=device)
         for start in range(0, count, schedule.batch_size):
             index = order[start : start + schedule.batch_size]
             size = index.shape[0]
-            batch = features.index_select(0, index).float()
+            torch.index_select(features, 0, index, out=gathered[:size])
+            batch = widened[:size]
+            if widened is not gathered:
+                batch.copy_(gathered[:size])
             targets = labels.index_select(0, index)
             # softmax(logits) - onehot(targets), computed in place in the logits buffer
-            gradient = torch.addmm(flat_bias, batch, flat_weight.t()).view(size, trials, num_classes)
+            gradient = torch.addmm(flat_bias, batch, flat_weight.t(), out=logits[:size]).view(size, trials, num_classes)
             gradient.sub_(gradient.amax(dim=2, keepdim=True)).exp_()
             gradient.div_(gradient.sum(dim=2, keepdim=True))
             gradient.scatter_add_(2, targets.view(size, 1, 1).expand(size, trials, 1), minus_one[:size])
