@@ -99,8 +99,9 @@ def few_shot_subset(
         members = candidates[labels[candidates] == label]
         if members.size < shots:
             raise ProbeDataError(
-                f"{where}: class {label} has {members.size} samples, fewer than shots={shots}; "
-                f"remove {shots} from probes.shots in config.yaml, or give this class more images."
+                f"{where}: class {label} has {members.size} samples, fewer than shots={shots} "
+                f"(the class is the split table's label {label}); remove {shots} from probes.shots "
+                f"in config.yaml, or give this class more images."
             )
         chosen.append(rng.choice(members, size=shots, replace=False))
     return np.sort(np.concatenate(chosen))
@@ -240,7 +241,8 @@ def probe_dataset(
         # TF32 products with float32 accumulation: ample for a convex linear probe
         torch.set_float32_matmul_precision("high")
     train_y, test_y, num_classes = contiguous_labels(train_labels, test_labels, test_path)
-    search_part, validation_part = validation_split(train_y, settings.val_fraction, seed)
+    # selections group by the file's own labels, so errors name classes as the split table does
+    search_part, validation_part = validation_split(train_labels, settings.val_fraction, seed)
     if validation_part.size == 0:
         raise ProbeDataError(
             f"{where}: val_fraction={settings.val_fraction} leaves no validation sample in any class "
@@ -249,10 +251,10 @@ def probe_dataset(
     final_part = np.arange(train_y.size)
     if shots != "all":
         search_part = few_shot_subset(
-            train_y, search_part, int(shots), seed, SEARCH_SHOTS_STREAM,
+            train_labels, search_part, int(shots), seed, SEARCH_SHOTS_STREAM,
             f"{where}, search split (training samples left after holding out validation)",
         )
-        final_part = few_shot_subset(train_y, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
+        final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
 
     features = l2_normalise(torch.from_numpy(np.ascontiguousarray(train_features)).to(target))
     labels = torch.from_numpy(train_y.astype(np.int64)).to(target)
