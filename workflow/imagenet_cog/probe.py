@@ -32,7 +32,12 @@ class SGDSchedule:
     momentum: float
 
     def learning_rate_factor(self, epoch: int) -> float:
-        """Cosine decay, set once per epoch: lr_e = lr * 0.5 * (1 + cos(pi * e / E))."""
+        """Cosine decay, set once per epoch: lr_e = lr * 0.5 * (1 + cos(pi * e / E)).
+
+        This is the paper's formula for epoch e (0-based). The reference scripts update the
+        rate after each epoch, so there epoch e trains with factor(e - 1) and the first two
+        epochs both use the full rate: a one-epoch shift of the same schedule.
+        """
         return 0.5 * (1.0 + math.cos(math.pi * epoch / self.epochs))
 
 
