@@ -222,3 +222,11 @@ def test_killed_probe_job_resumes_and_finishes_with_exactly_the_requested_trials
     assert result["n_trials"] == 6 and result["study"]["resumed_trials"] >= 2
     study = open_study(str(tmp_path / "study.jsonl"), result["study"]["name"], seed=93)
     assert len(scored_trials(study, 100)) == 6
+
+
+def test_non_finite_features_are_a_clear_error(tmp_path):
+    train_x, train_y = blobs()
+    train_x[5, 3] = np.nan
+    with pytest.raises(ProbeDataError, match="l2 train.h5: the features contain NaN"):
+        probe_dataset(train_x, train_y, *blobs(seed=4), shots="all", seed=22, settings=QUICK,
+                      journal=str(tmp_path / "study.jsonl"), device="cpu", where="l2 train.h5")

@@ -216,6 +216,22 @@ def contiguous_labels(train_labels: np.ndarray, test_labels: np.ndarray, test_pa
     return np.searchsorted(classes, train_labels), np.searchsorted(classes, test_labels), int(classes.size)
 
 
+def normalised_on_device(features: np.ndarray, device, where: str):
+    """L2-normalised features on the probe device; non-finite values are an extraction fault."""
+    import torch
+
+    from imagenet_cog.probe import l2_normalise
+
+    on_device = l2_normalise(torch.from_numpy(np.ascontiguousarray(features)).to(device))
+    if not bool(torch.isfinite(on_device).all()):
+        raise ProbeDataError(
+            f"{where}: the features contain NaN or infinite values; delete the feature files of "
+            f"this model and dataset and extract them again (features.dtype: float32 if a model's "
+            f"activations overflow float16)."
+        )
+    return on_device
+
+
 def probe_dataset(
     train_features: np.ndarray,
     train_labels: np.ndarray,
@@ -233,7 +249,7 @@ def probe_dataset(
     """Search, final fit and test scores of one probe job; the result fields of the module doc."""
     import torch
 
-    from imagenet_cog.probe import SGDSchedule, l2_normalise, resolve_device, train_probes
+    from imagenet_cog.probe import SGDSchedule, resolve_device, train_probes
 
     started = time.perf_counter()
     target = resolve_device(device)
@@ -256,7 +272,7 @@ def probe_dataset(
         )
         final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
 
-    features = l2_normalise(torch.from_numpy(np.ascontiguousarray(train_features)).to(target))
+    features = normalised_on_device(train_features, target, where)
     labels = torch.from_numpy(train_y.astype(np.int64)).to(target)
 
     def on_device(indices: np.ndarray):
@@ -279,7 +295,7 @@ def probe_dataset(
         schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
         seed=int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0]),
     )
-    test_features_on_device = l2_normalise(torch.from_numpy(np.ascontiguousarray(test_features)).to(target))
+    test_features_on_device = normalised_on_device(test_features, target, test_path)
     test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
     test_top1, test_top5 = probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist()
     finished = time.perf_counter()
@@ -354,6 +370,10 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(max(1, args.threads))
     train = read_features(args.train)
     test = read_features(args.test)
+    for name, (low, high) in (("lr_range", args.lr_range), ("wd_range", args.wd_range)):
+        if not 0 < low < high:
+            log.error("probes.%s must be [low, high] with 0 < low < high, not [%s, %s]; fix config.yaml.", name, low, high)
+            return 1
     settings = SearchSettings(
         trials=args.trials,
         epochs=args.epochs,
