@@ -328,7 +328,7 @@ def timings_table(runs: pd.DataFrame, benchmarks: pd.DataFrame, models: dict[str
     )
     stages = benchmarks.pivot_table(index=["model", "dataset"], columns="stage", values="seconds", aggfunc="sum")
     stages.columns = [f"{stage}_s" for stage in stages.columns]
-    table = probe.join(stages, how="outer").reset_index()
+    table = probe.join(stages, how="outer")[[*stages.columns, *probe.columns]].reset_index()
     table.insert(1, "label", [model_label(model, models.get(model, {})) for model in table["model"]])
     order = {model: index for index, model in enumerate(models)}
     table = table.sort_values(["model", "dataset"], key=lambda column: column.map(order) if column.name == "model" else column)
