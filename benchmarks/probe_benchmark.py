@@ -10,7 +10,7 @@ with the same (lr, weight decay), epochs and batch size, then print both test ac
 (mean over seeds), the time ratio, our training FLOP/s, and the matmul FLOP/s this machine
 reaches in the same run (a large square product, and the probe's own forward shape).
 
-GPU mode (``--device cuda --full``): the full IN-1K-size problem, 1000 classes x 1.1M
+Full mode (``--device cuda --full``): the full IN-1K-size problem, 1000 classes x 1.1M
 training features of 2048 dimensions (generated as float16, like the feature files), run
 through the whole tuned protocol (``probe_dataset``: 30 trials of 100 epochs on the 80%
 split, then the final fit), timed against the roofline of its matrix-product FLOPs at the
@@ -160,12 +160,13 @@ def cpu_comparison(args) -> None:
           f"{100 * achieved_together / square:.0f}% of the square matmul rate")
 
 
-def gpu_full_protocol(args) -> None:
+def full_protocol(args) -> None:
     from imagenet_cog.search import SearchSettings, probe_dataset
 
     device = torch.device(args.device)
+    torch.set_num_threads(args.threads)
     torch.set_float32_matmul_precision("high")
-    classes, per_class, test_per_class, dim = 1000, 1100, 50, 2048
+    classes, per_class, test_per_class, dim = args.classes, args.per_class, args.test_per_class, args.dim
     features, labels = clustered_features(classes, per_class + test_per_class, dim, 0, args.spread, device)
     is_test = (torch.arange(labels.numel(), device=device) % (per_class + test_per_class)) >= per_class
     train_x = features[~is_test].half().cpu().numpy()
@@ -173,33 +174,37 @@ def gpu_full_protocol(args) -> None:
     train_y, test_y = labels[~is_test].cpu().numpy(), labels[is_test].cpu().numpy()
     del features, labels
     torch.cuda.empty_cache()
-    settings = SearchSettings(trials=args.trials, epochs=100, batch_size=1024, trials_per_batch=args.trials_per_batch)
-    tf32 = matmul_flops_per_second(8192, 8192, 8192, device, rounds=10)
+    settings = SearchSettings(trials=args.trials, epochs=args.epochs, batch_size=args.batch_size,
+                              trials_per_batch=args.trials_per_batch)
+    side = 8192 if device.type == "cuda" else 2048
+    peak = matmul_flops_per_second(side, side, side, device, rounds=10)
     with tempfile.TemporaryDirectory() as folder:
         result = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
                                journal=f"{folder}/study.jsonl", device=args.device)
     search_rows = train_y.size - classes * int(settings.val_fraction * per_class)
     flops = 4.0 * dim * classes * settings.epochs * (search_rows * settings.trials + train_y.size)
-    roofline = flops / tf32
+    roofline = flops / peak
     total = result["timings"]["search_s"] + result["timings"]["final_s"]
     print(f"{result['device']}: {settings.trials} trials + final fit of {classes} classes x {train_y.size} "
           f"features, {dim} dims, {settings.epochs} epochs, trials_per_batch {settings.trials_per_batch}")
     print(f"search {result['timings']['search_s']:.1f} s, final {result['timings']['final_s']:.1f} s, "
           f"test top-1 {result['test_top1']:.2f}%")
-    print(f"{flops / 1e15:.2f} PFLOP of training matmuls; roofline at the measured TF32 matmul rate "
-          f"({tf32 / 1e12:.1f} TFLOP/s): {roofline:.1f} s; achieved {100 * roofline / total:.0f}% of it")
+    print(f"{flops / 1e12:.1f} TFLOP of training matmuls; roofline at the measured {side}^3 matmul rate "
+          f"({peak / 1e12:.2f} TFLOP/s, TF32 on a GPU): {roofline:.1f} s; achieved {100 * roofline / total:.0f}% of it")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--full", action="store_true", help="GPU only: the full-size tuned protocol")
-    parser.add_argument("--classes", type=int, default=100)
-    parser.add_argument("--per-class", type=int, default=100, help="training samples per class")
-    parser.add_argument("--test-per-class", type=int, default=20)
+    parser.add_argument("--full", action="store_true",
+                        help="the whole tuned protocol at IN-1K size (1000 classes x 1100 + 50, 2048 dims, "
+                             "100 epochs): meant for a GPU; give smaller sizes to try it on a CPU")
+    parser.add_argument("--classes", type=int, help="default 100, --full 1000")
+    parser.add_argument("--per-class", type=int, help="training samples per class; default 100, --full 1100")
+    parser.add_argument("--test-per-class", type=int, help="default 20, --full 50")
     parser.add_argument("--dim", type=int, default=2048)
     parser.add_argument("--spread", type=float, default=12.0, help="per-dimension cluster noise (centres are standard normal)")
-    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--epochs", type=int, help="default 30, --full 100")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--lr", type=float, default=10.0)
     parser.add_argument("--weight-decay", type=float, default=1e-6)
@@ -209,10 +214,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30, help="--full: search trials")
     parser.add_argument("--trials-per-batch", type=int, default=1, help="--full: candidates trained together")
     args = parser.parse_args()
+    sizes = {"classes": (100, 1000), "per_class": (100, 1100), "test_per_class": (20, 50), "epochs": (30, 100)}
+    for name, (comparison, full) in sizes.items():
+        if getattr(args, name) is None:
+            setattr(args, name, full if args.full else comparison)
     if args.full:
-        if args.device != "cuda":
-            parser.error("--full is the GPU-size problem (1.1M x 2048 features); use it with --device cuda")
-        gpu_full_protocol(args)
+        full_protocol(args)
     else:
         cpu_comparison(args)
 

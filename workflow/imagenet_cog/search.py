@@ -100,8 +100,8 @@ def few_shot_subset(
         if members.size < shots:
             raise ProbeDataError(
                 f"{where}: class {label} has {members.size} samples, fewer than shots={shots} "
-                f"(the class is the split table's label {label}); remove {shots} from probes.shots "
-                f"in config.yaml, or give this class more images."
+                f"(classes are the split table's labels); remove {shots} from probes.shots in "
+                f"config.yaml, or give this class more images."
             )
         chosen.append(rng.choice(members, size=shots, replace=False))
     return np.sort(np.concatenate(chosen))
