@@ -233,6 +233,7 @@ def latex_escape(text: str) -> str:
 def latex_table(table: pd.DataFrame, caption: str, notes: Sequence[str]) -> str:
     columns = "l" + "r" * (len(table.columns) - 1)
     lines = [
+        r"% needs \usepackage{booktabs}",
         r"\begin{table}[t]", r"\centering", r"\small",
         rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
         " & ".join(latex_escape(column) for column in table.columns) + r" \\", r"\midrule",
