@@ -29,6 +29,7 @@ import pandas as pd
 
 from .io import atomic_output, write_text
 from .layout import Layout
+from .models import is_random_weights
 
 SUMMARY_COLUMNS = [
     "model", "label", "category", "random_weights", "dataset", "shots",
@@ -114,7 +115,7 @@ def summarise(
     rows = []
     for model, metadata in models.items():
         model_runs = runs[runs["model"] == model]
-        random_weights = bool(model_runs["random_weights"].any()) or metadata.get("weights") == "random"
+        random_weights = bool(model_runs["random_weights"].any()) or is_random_weights(str(metadata.get("weights", "")))
         for dataset in datasets:
             for shot in shots:
                 cell = model_runs[(model_runs["dataset"] == dataset) & (model_runs["shots"] == str(shot))]
