@@ -33,4 +33,5 @@ include: "workflow/rules/results.smk"
 rule all:
     input:
         final_outputs(),
+        all_feature_shards,
     default_target: True

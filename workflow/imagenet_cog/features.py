@@ -78,6 +78,21 @@ def write_shard(path: str | os.PathLike, features: np.ndarray, labels: Sequence[
                 handle.attrs[key] = value
 
 
+def open_feature_file(path: str | os.PathLike):
+    """Open an HDF5 file for reading; a truncated or foreign file is named with the fix."""
+    import h5py
+
+    try:
+        return h5py.File(path, "r")
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise ValueError(
+            f"{path}: not a readable HDF5 file ({error}); a crashed job or an interrupted "
+            f"copy cut it short: delete it and re-run Snakemake, which rebuilds it."
+        ) from error
+
+
 def read_attributes(handle) -> dict[str, Any]:
     """An HDF5 object's attributes as plain Python values (preprocessing JSON decoded)."""
     metadata: dict[str, Any] = {}
@@ -101,7 +116,7 @@ def merge_shards(shards: Sequence[str | os.PathLike], output: str | os.PathLike)
     output = Path(output)
     infos = []
     for shard in shards:
-        with h5py.File(shard, "r") as handle:
+        with open_feature_file(shard) as handle:
             missing = [name for name in (*ROW_DATASETS, "path") if name not in handle]
             if missing:
                 raise ValueError(f"{shard}: not a feature shard (no {', '.join(missing)}); delete it and re-run.")
@@ -154,9 +169,7 @@ def merge_shards(shards: Sequence[str | os.PathLike], output: str | os.PathLike)
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """A feature file's attributes without reading its arrays (``random_weights`` included,
     so that tables and figures can flag numbers of randomly initialised models)."""
-    import h5py
-
-    with h5py.File(path, "r") as handle:
+    with open_feature_file(path) as handle:
         metadata = read_attributes(handle)
     metadata["random_weights"] = bool(metadata.get("random_weights", False))
     return metadata
@@ -178,19 +191,17 @@ def read_features(path: str | os.PathLike) -> FeatureSet:
     Features are converted to float32 chunk by chunk straight into the one output array,
     so the file's float16 copy of an ImageNet-size set is never held in memory whole.
     """
-    import h5py
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: feature file not found; run the workflow's merge_features rule.")
     # Virtual sources are resolved relative to the merged file, whatever the working folder.
-    with h5py.File(path, "r") as handle:
+    with open_feature_file(path) as handle:
         missing = [name for name in (*ROW_DATASETS, "path") if name not in handle]
         if missing:
             raise ValueError(f"{path}: not a feature file (no {', '.join(missing)})")
-        valid = handle["valid"][...].astype(bool)
         if handle["features"].is_virtual:
             _check_virtual_sources(handle["features"], path)
+        valid = handle["valid"][...].astype(bool)
         labels = handle["labels"][...].astype(np.int64)[valid]
         invalid_paths = list(handle["path"].asstr()[...][~valid]) if (~valid).any() else []
         source = handle["features"]
@@ -220,3 +231,5 @@ def _check_virtual_sources(dataset, path: Path) -> None:
                 f"{path}: shard {candidate} is missing; the merged file only points at its "
                 f"shards, keep them next to it (or delete {path} and re-run)."
             )
+        # HDF5 also reads an unreadable source as zeros: open each one to be sure.
+        open_feature_file(candidate).close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import json
 import os
 import tempfile
@@ -45,9 +46,24 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         if temporary_path.is_file():
             temporary_path.chmod(DEFAULT_FILE_MODE)
         os.replace(temporary_path, destination)
+    except Exception as error:
+        temporary_path.unlink(missing_ok=True)
+        if is_disk_full(error):
+            raise OSError(
+                errno.ENOSPC,
+                f"{destination}: the disk is full (no space left in {destination.parent}); "
+                f"nothing was written there. Free space (or move results/ to a larger disk) "
+                f"and re-run Snakemake: only this job and the ones after it run again.",
+            ) from error
+        raise
     except BaseException:
         temporary_path.unlink(missing_ok=True)
         raise
+
+
+def is_disk_full(error: Exception) -> bool:
+    # h5py reports HDF5's failed writes as a RuntimeError carrying the C library's text.
+    return getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(error)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -6,6 +6,7 @@ import math
 import re
 import shlex
 import os
+from types import SimpleNamespace
 
 from imagenet_cog.layout import Layout
 
@@ -229,6 +230,19 @@ def result_probe_inputs():
     if config["results"]["allow_missing"]:
         return [path for path in expected if os.path.exists(path)]
     return expected
+
+
+def all_feature_shards(wildcards):
+    """Every shard behind the probes' feature files, for rule all. A merged file only points
+    at its shards, and Snakemake re-creates a deleted file only when a target asks for it:
+    listed here, a lost shard is extracted again and the probes reading it re-run."""
+    return [
+        shard
+        for model in result_models()
+        for dataset in DATASETS
+        for split in SPLITS
+        for shard in feature_shards(SimpleNamespace(model=model, dataset=dataset, split=split))
+    ]
 
 
 def final_outputs():
