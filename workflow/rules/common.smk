@@ -178,6 +178,11 @@ def model_spec(model):
         raise WorkflowError(str(error))
 
 
+# Every model entry is checked now, so that a typo fails the run before any job starts.
+for configured_model in MODELS:
+    model_spec(configured_model)
+
+
 @functools.cache
 def model_weights_identity(model):
     """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
