@@ -8,7 +8,13 @@
 # Run from this folder: `snakemake --cores 8` (the demo in config.yaml), or on SLURM with
 # `snakemake --profile slurm`. See README.md.
 
+import os
+import sys
+
 from snakemake.utils import min_version, validate
+
+# The workflow's own package, importable without installation.
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 
 min_version("9.3")
 

@@ -2,13 +2,16 @@
 # Paths are built only here, so each stage's rules and the README describe one layout.
 
 import functools
+import json
 import math
 import re
 import shlex
 import os
 from types import SimpleNamespace
 
-from imagenet_cog.layout import Layout
+from snakemake.exceptions import IncompleteCheckpointException
+
+from imagenet_cog.layout import RESULT_FIGURES, TABLE_FORMATS, Layout, result_table_names
 
 
 MODELS = list(config["models"])
@@ -18,6 +21,8 @@ SPLITS = ["train", "test"]
 SHOTS = [str(shots) for shots in config["probes"]["shots"]]
 SEEDS = [str(seed) for seed in config["probes"]["seeds"]]
 PATHS = Layout("results")
+# One environment for every rule (--sdm conda); the package itself comes from the checkout.
+CONDA_ENVIRONMENT = "../../envs/imagenet-cog.yaml"
 
 if config["results"]["baseline_model"] not in config["models"]:
     raise WorkflowError(
@@ -43,8 +48,12 @@ wildcard_constraints:
 
 
 def python_command(command):
-    """The shell prefix of a rule running one of the package's commands."""
-    return f"python -m imagenet_cog {command}"
+    """The shell prefix of a rule running one of the package's commands, importing the
+    package from this checkout (so jobs on cluster nodes and in conda environments run
+    the same code as the Snakefile)."""
+    package_parent = shlex.quote(os.path.join(workflow.basedir, "workflow"))
+    # doubled braces: the result is formatted again by Snakemake as part of a shell command
+    return f"PYTHONPATH={package_parent}${{{{PYTHONPATH:+:$PYTHONPATH}}}} python -m imagenet_cog {command}"
 
 
 # levels stage ----------------------------------------------------------------------
@@ -257,3 +266,78 @@ def final_outputs():
         *probe_results(models=result_models()),
         *PATHS.result_targets(DATASETS),
     ]
+
+
+# probes stage: job sizes ---------------------------------------------------------------
+
+# Feature files present their shards as HDF5 virtual datasets, so their own size says
+# nothing; the job sizes below assume 2048-dimensional float32 features per image of the
+# dataset's split lists (ResNet-50's width; wider models: raise with --set-resources).
+ASSUMED_FEATURE_BYTES = 2048 * 4
+
+
+def probe_feature_mb(wildcards):
+    try:
+        rows = sum(split_row_count(wildcards.dataset, split) for split in SPLITS)
+    except IncompleteCheckpointException:
+        # Before the split tables exist (a dry run of a fresh copy) Snakemake 9 substitutes
+        # a bare 0 for the resource and crashes on it; real runs size probes only once the
+        # split tables exist, so this size is shown in dry runs only.
+        return 0.0
+    return rows * ASSUMED_FEATURE_BYTES / 2**20
+
+
+def probe_mem_mb(wildcards):
+    """The host holds the features read from disk; on a CPU also the normalised copies."""
+    copies = 1 if config["probes"]["device"] != "cpu" else 3
+    return int(2000 + copies * probe_feature_mb(wildcards))
+
+
+def probe_runtime_minutes(wildcards):
+    """A generous wall-clock limit for schedulers, in proportion to trials x epochs x data.
+
+    Calibrated for a GPU at a conservative 20 GB of features per second of training; CPU jobs
+    on real data need far longer (set probes.device: cpu and raise it with --set-resources).
+    """
+    probes = config["probes"]
+    passes_mb = (probes["trials"] + 1) * probes["epochs"] * probe_feature_mb(wildcards)
+    return int(30 + passes_mb / (20 * 1024) / 60)
+
+
+# results stage ---------------------------------------------------------------------------
+
+def models_json():
+    """Config entries of the models the results cover, for the aggregation commands."""
+    return json.dumps({model: config["models"][model] for model in result_models()})
+
+
+def grid_arguments():
+    return (
+        f"--results-root {PATHS.root} --models {shlex.quote(models_json())} "
+        f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)}"
+    )
+
+
+def table_report(name):
+    """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
+    absolute = name.startswith("top1_")
+    across_levels = name.endswith("_levels")
+    dataset = "IN-1K and levels" if across_levels else name.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
+    kind = ("Top-1" if absolute else "Relative to baseline") + (", all images" if across_levels else " per N")
+    caption = f"table_{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
+    return report(
+        PATHS.table(name, "csv"),
+        caption=f"../report/{caption}",
+        category="Tables",
+        subcategory=kind,
+        labels={"table": kind, "dataset": dataset},
+    )
+
+
+def figure_report(name, caption):
+    return report(
+        PATHS.figure(name, "png"),
+        caption=f"../report/{caption}",
+        category="Figures",
+        labels={"figure": name},
+    )

@@ -4,6 +4,8 @@
 
 
 rule extract_features:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         split_table=PATHS.image_splits("{dataset}"),
         images=lambda wildcards: image_root(wildcards.dataset),
@@ -46,6 +48,8 @@ rule extract_features:
 
 
 rule merge_features:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         feature_shards,
     output:

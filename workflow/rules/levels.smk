@@ -2,11 +2,10 @@
 # -> eligible unseen concepts -> ranking by Lin similarity to IN-1K -> levels l1..lN.
 # Logic: imagenet_cog/{wordnet,concepts,similarity,levels,levels_figure}.py.
 
-import shlex
-
-
 
 rule wordnet_corpus:
+    conda:
+        CONDA_ENVIRONMENT
     output:
         directory(PATHS.wordnet_corpus()),
     params:
@@ -23,6 +22,8 @@ rule wordnet_corpus:
 
 
 rule concept_catalogue:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         unpack(concept_list_inputs),
         wordnet=PATHS.wordnet_corpus(),
@@ -38,6 +39,8 @@ rule concept_catalogue:
 
 
 rule image_counts:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         unpack(image_count_inputs),
         catalogue=PATHS.concept_catalogue(),
@@ -62,6 +65,8 @@ rule image_counts:
 
 
 rule cut_levels:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         unpack(published_levels_input),
         wordnet=PATHS.wordnet_corpus(),
@@ -109,6 +114,8 @@ rule cut_levels:
 
 
 rule levels_figure:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         PATHS.ranking(),
     output:

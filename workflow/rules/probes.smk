@@ -7,44 +7,9 @@
 # the outputs of a failed job, and the journal is what lets a re-run resume the search.
 
 
-from snakemake.exceptions import IncompleteCheckpointException
-
-
-# Feature files present their shards as HDF5 virtual datasets, so their own size says
-# nothing; the job sizes below assume 2048-dimensional float32 features per image of the
-# dataset's split lists (ResNet-50's width; wider models: raise with --set-resources).
-ASSUMED_FEATURE_BYTES = 2048 * 4
-
-
-def probe_feature_mb(wildcards):
-    try:
-        rows = sum(split_row_count(wildcards.dataset, split) for split in SPLITS)
-    except IncompleteCheckpointException:
-        # Before the split tables exist (a dry run of a fresh copy) Snakemake 9 substitutes
-        # a bare 0 for the resource and crashes on it; real runs size probes only once the
-        # split tables exist, so this size is shown in dry runs only.
-        return 0.0
-    return rows * ASSUMED_FEATURE_BYTES / 2**20
-
-
-def probe_mem_mb(wildcards):
-    """The host holds the features read from disk; on a CPU also the normalised copies."""
-    copies = 1 if config["probes"]["device"] != "cpu" else 3
-    return int(2000 + copies * probe_feature_mb(wildcards))
-
-
-def probe_runtime_minutes(wildcards):
-    """A generous wall-clock limit for schedulers, in proportion to trials x epochs x data.
-
-    Calibrated for a GPU at a conservative 20 GB of features per second of training; CPU jobs
-    on real data need far longer (set probes.device: cpu and raise it with --set-resources).
-    """
-    probes = config["probes"]
-    passes_mb = (probes["trials"] + 1) * probes["epochs"] * probe_feature_mb(wildcards)
-    return int(30 + passes_mb / (20 * 1024) / 60)
-
-
 rule probe:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         train=PATHS.features("{model}", "{dataset}", "train"),
         test=PATHS.features("{model}", "{dataset}", "test"),

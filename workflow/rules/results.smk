@@ -11,50 +11,10 @@
 #   snakemake tables --configfile partial.yaml                    "results: {allow_missing: true}":
 #       tables from the probe results that exist (failed jobs show as missing seeds).
 
-import json
-import shlex
-
-from imagenet_cog.layout import RESULT_FIGURES, TABLE_FORMATS, result_table_names
-
-
-def models_json():
-    """Config entries of the models the results cover, for the aggregation commands."""
-    return json.dumps({model: config["models"][model] for model in result_models()})
-
-
-def grid_arguments():
-    return (
-        f"--results-root {PATHS.root} --models {shlex.quote(models_json())} "
-        f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)}"
-    )
-
-
-def table_report(name):
-    """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
-    absolute = name.startswith("top1_")
-    across_levels = name.endswith("_levels")
-    dataset = "IN-1K and levels" if across_levels else name.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
-    kind = ("Top-1" if absolute else "Relative to baseline") + (", all images" if across_levels else " per N")
-    caption = f"table_{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
-    return report(
-        PATHS.table(name, "csv"),
-        caption=f"../report/{caption}",
-        category="Tables",
-        subcategory=kind,
-        labels={"table": kind, "dataset": dataset},
-    )
-
-
-def figure_report(name, caption):
-    return report(
-        PATHS.figure(name, "png"),
-        caption=f"../report/{caption}",
-        category="Figures",
-        labels={"figure": name},
-    )
-
 
 rule aggregate_probes:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         result_probe_inputs(),
     output:
@@ -74,6 +34,8 @@ rule aggregate_probes:
 
 
 rule result_tables:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         PATHS.results_summary(),
     output:
@@ -90,6 +52,8 @@ rule result_tables:
 
 
 rule result_figures:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         PATHS.results_summary(),
     output:
@@ -113,6 +77,8 @@ rule result_figures:
 # Reads the benchmark files of the extraction and probe jobs, which exist once the probe
 # results (its inputs) do; they are not declared inputs because no rule lists them as outputs.
 rule result_timings:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         result_probe_inputs(),
     output:

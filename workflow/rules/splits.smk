@@ -4,6 +4,8 @@
 
 
 rule demo_world:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         ranking=PATHS.ranking(),
         levels=demo_level_lists(),
@@ -34,6 +36,8 @@ rule demo_world:
 
 
 checkpoint image_splits:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         unpack(image_split_inputs),
     output:
@@ -62,6 +66,8 @@ checkpoint image_splits:
 
 
 rule split_summary:
+    conda:
+        CONDA_ENVIRONMENT
     input:
         tables=[PATHS.image_splits(dataset) for dataset in DATASETS],
     output:
