@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "resources", "slurm"]
+WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "resources", "envs", "slurm"]
 
 
 def copy_workflow(destination: Path) -> Path:
