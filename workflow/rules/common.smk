@@ -47,13 +47,18 @@ wildcard_constraints:
     seed=r"[0-9]+",
 
 
+# Jobs import the package from this checkout (so jobs on cluster nodes and in conda
+# environments run the same code as the Snakefile). Set in the environment jobs inherit,
+# not in their shell commands: a path there would make Snakemake see changed code, and
+# re-run everything, whenever the project folder is moved or copied.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    path for path in (os.path.join(workflow.basedir, "workflow"), os.environ.get("PYTHONPATH")) if path
+)
+
+
 def python_command(command):
-    """The shell prefix of a rule running one of the package's commands, importing the
-    package from this checkout (so jobs on cluster nodes and in conda environments run
-    the same code as the Snakefile)."""
-    package_parent = shlex.quote(os.path.join(workflow.basedir, "workflow"))
-    # doubled braces: the result is formatted again by Snakemake as part of a shell command
-    return f"PYTHONPATH={package_parent}${{{{PYTHONPATH:+:$PYTHONPATH}}}} python -m imagenet_cog {command}"
+    """The shell prefix of a rule running one of the package's commands."""
+    return f"python -m imagenet_cog {command}"
 
 
 # levels stage ----------------------------------------------------------------------
