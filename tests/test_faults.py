@@ -1,22 +1,16 @@
 """Faults: each ends with a message naming the cause and the fix, and loses no finished result.
 
 Unit level where the fault lives in one function (bad images, a full disk, files cut short);
-workflow level where Snakemake's part matters (a config rejected before any job starts, a
-job killed mid-way and the re-run that follows). Faults the stage tests already cover
-(corrupt JPEG headers, images or synset folders missing, a wrong ImageNet root, checkpoint
-keys that do not fit) are not repeated here.
+workflow level where Snakemake's part matters (a config rejected before any job starts).
+Faults the stage tests already cover (corrupt JPEG headers, images or synset folders
+missing, a wrong ImageNet root, checkpoint keys that do not fit, a killed extraction) are
+not repeated here.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -28,9 +22,7 @@ from conftest import copy_workflow, snakemake
 from imagenet_cog.aggregate import read_probe_result
 from imagenet_cog.features import merge_shards, read_features, write_shard
 from imagenet_cog.io import write_tsv
-from imagenet_cog.layout import Layout
 from test_features import extract, make_world, tiny  # noqa: F401  (tiny is a fixture)
-from test_staleness import planned_jobs
 
 # What h5py raises when HDF5 cannot write (measured on a full 256 KB tmpfs): a RuntimeError
 # carrying the C library's errno text, not an OSError.
@@ -181,101 +173,3 @@ def test_bad_config_is_rejected_before_any_job(fresh_copy, settings, named):
     assert named in output, output[-3000:]
     assert not (fresh_copy / "results").exists()
     assert "rule " not in result.stdout
-
-
-# a job killed mid-way -----------------------------------------------------------------------------
-
-
-def test_killed_extraction_job_leaves_no_shard_and_only_it_reruns(demo_run, tmp_path):
-    """The node dies while a shard is extracted (Snakemake and the job killed at once)."""
-    layout = Layout()
-    workdir = Path(shutil.copytree(demo_run, tmp_path / "copy", symlinks=True, copy_function=shutil.copy2))
-    model, dataset, split = "resnet50", "l1", "train"
-    shard = workdir / layout.feature_shard(model, dataset, split, "00000")
-    reference = read_features(shard)
-    shard.unlink()
-    log = workdir / "logs" / "features" / model / dataset / split / "shard-00000.log"
-    log.unlink(missing_ok=True)
-    executable = Path(sys.executable).with_name("snakemake")
-    run = subprocess.Popen(
-        [str(executable), "--cores", "1", layout.features(model, dataset, split)],
-        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        # The extractor logs the model once built, before the first batch.
-        while time.monotonic() < deadline and run.poll() is None:
-            if log.exists() and f"model {model}" in log.read_text(errors="replace"):
-                break
-            time.sleep(0.05)
-        assert run.poll() is None, "the run ended before the extraction could be killed"
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait(timeout=30)
-    assert not shard.exists()
-    leftovers = [path.name for path in shard.parent.iterdir() if path.name.startswith(".")]
-    assert all(name.endswith(".partial") for name in leftovers), leftovers
-    # The re-run plans this shard and what reads it, nothing of the finished rest.
-    jobs = planned_jobs(workdir, "--rerun-incomplete")
-    assert [w for rule, w in jobs if rule == "extract_features"] == [
-        {"model": model, "dataset": dataset, "split": split, "shard": "00000"}
-    ]
-    assert {(w["model"], w["dataset"]) for rule, w in jobs if rule in ("merge_features", "probe")} == {(model, dataset)}
-    snakemake(workdir, "--cores", "1", "--rerun-incomplete", layout.features(model, dataset, split))
-    redone = read_features(shard)
-    np.testing.assert_array_equal(redone.labels, reference.labels)
-    np.testing.assert_allclose(redone.features, reference.features, rtol=1e-3, atol=1e-3)
-
-
-def test_killed_probe_search_resumes_from_its_journal(demo_run, tmp_path):
-    """A probe job killed after some trials: the re-run keeps them and runs only the rest."""
-    layout = Layout()
-    workdir = Path(shutil.copytree(demo_run, tmp_path / "copy", symlinks=True, copy_function=shutil.copy2))
-    target = ("resnet50", "l1", "all", "22")
-    result, journal = workdir / layout.probe_result(*target), workdir / layout.probe_study(*target)
-    result.unlink()
-    journal.unlink(missing_ok=True)
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
-    trials = config["probes"]["trials"]
-    # Long epochs make each trial last long enough to kill the job between two of them.
-    overlay = workdir / "slow.yaml"
-    overlay.write_text(yaml.safe_dump({"probes": {"epochs": 400}}))
-    executable = Path(sys.executable).with_name("snakemake")
-    command = [str(executable), "--cores", "1", "--configfile", str(overlay), layout.probe_result(*target)]
-    run = subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and run.poll() is None and finished_trials(journal) < 1:
-            time.sleep(0.05)
-        assert run.poll() is None, "the probe ended before it could be killed"
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait(timeout=30)
-    done = finished_trials(journal)
-    assert 1 <= done < trials and not result.exists()
-    snakemake(workdir, "--cores", "1", "--rerun-incomplete", "--configfile", str(overlay), layout.probe_result(*target))
-    payload = json.loads(result.read_text())
-    assert payload["n_trials"] == trials
-    assert payload["study"]["resumed_trials"] >= done
-
-
-def finished_trials(journal: Path) -> int:
-    """Trials an Optuna journal records as finished (state COMPLETE, PRUNED or FAIL)."""
-    if not journal.exists():
-        return 0
-    finished = 0
-    for line in journal.read_text(errors="replace").splitlines():
-        try:
-            operation = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the line being written when the job was killed
-        if operation.get("op_code") == 6 and operation.get("state") in (1, 2, 3):
-            finished += 1
-    return finished
