@@ -21,8 +21,9 @@ install: $(BIN)/python system-deps
 system-deps:
 	@bash scripts/install-system-deps.sh
 
+# The report lands in results/ beside the tables and figures it shows.
 demo: install
-	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES) --report-after-run --report results/report.html
 
 test: install
 	$(BIN)/python -m pytest -ra
