@@ -29,4 +29,5 @@ test: install
 	$(BIN)/python -m pytest -ra
 
 clean:
-	rm -rf results logs .snakemake report.html
+	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -rf logs .snakemake report.html
