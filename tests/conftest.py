@@ -60,3 +60,15 @@ def demo_run(tmp_path_factory) -> Path:
     workdir = copy_workflow(tmp_path_factory.mktemp("demo") / "workflow-copy")
     snakemake(workdir, "--cores", "2")
     return workdir
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a test module: probes this small gain nothing from threads, and
+    on a busy machine threads spin."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

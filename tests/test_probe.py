@@ -11,13 +11,7 @@ import torch
 from imagenet_cog.probe import LinearProbes, SGDSchedule, l2_normalise, resolve_device, train_probes
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Probes this small gain nothing from threads, and on a busy machine threads spin."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def clustered_features(classes=5, per_class=40, dim=16, seed=0):

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
@@ -36,13 +35,7 @@ from imagenet_cog.search import (
 QUICK = SearchSettings(trials=4, epochs=5, batch_size=32)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Probes this small gain nothing from threads, and on a busy machine threads spin."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def blobs(classes=4, per_class=30, dim=8, seed=0, spread=1.0):
