@@ -25,16 +25,14 @@ import argparse
 import functools
 import math
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from imagenet_cog.io import atomic_output, read_lines, read_tsv, write_lines
+from imagenet_cog.io import atomic_directory, atomic_output, read_lines, read_tsv, write_lines
 from imagenet_cog.splits import derived_rng
 
 # A canvas larger than the images leaves room for crops at different positions.
@@ -201,13 +199,6 @@ def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
     return pairs
 
 
-def _replace_folder(built: Path, destination: Path) -> None:
-    """Put a finished folder in place; a killed job leaves only the hidden build folder."""
-    if destination.exists():
-        shutil.rmtree(destination)
-    os.replace(built, destination)
-
-
 def demo_world(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m imagenet_cog demo-world", description=__doc__.split("\n\n")[0]
@@ -251,21 +242,10 @@ def demo_world(argv: Sequence[str]) -> int:
     chosen = {dataset: wnids for dataset, wnids in chosen.items() if dataset in outputs}
 
     folders = {"in21k": Path(args.in21k_images), "in1k": Path(args.in1k_images)}
-    built = {}
-    for name, folder in folders.items():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        built[name] = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".partial", dir=folder.parent))
-        built[name].chmod(0o755)  # mkdtemp's private mode would outlive the rename
-    try:
+    with atomic_directory(folders["in21k"]) as in21k, atomic_directory(folders["in1k"]) as in1k:
         count = draw_images(
-            chosen, ranking, built["in21k"], built["in1k"], args.train_images, args.test_images,
-            args.seed, args.image_size,
+            chosen, ranking, in21k, in1k, args.train_images, args.test_images, args.seed, args.image_size,
         )
-        for name, folder in folders.items():
-            _replace_folder(built[name], folder)
-    finally:
-        for folder in built.values():
-            shutil.rmtree(folder, ignore_errors=True)
     if args.preview:
         preview(chosen, folders["in21k"], folders["in1k"], args.preview)
     for dataset, path in outputs.items():

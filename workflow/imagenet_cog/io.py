@@ -12,6 +12,7 @@ import csv
 import errno
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -26,6 +27,8 @@ def _default_file_mode() -> int:
 
 
 DEFAULT_FILE_MODE = _default_file_mode()
+# Folders as mkdir would make them: the file mode plus search permission where read is allowed.
+DEFAULT_DIRECTORY_MODE = DEFAULT_FILE_MODE | (DEFAULT_FILE_MODE & 0o444) >> 2
 
 
 @contextlib.contextmanager
@@ -58,6 +61,27 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         raise
     except BaseException:
         temporary_path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty hidden folder next to ``path``; on success it replaces ``path`` whole.
+
+    On any exception the hidden folder is removed and ``path`` is left untouched, so a
+    killed job never leaves a folder that looks complete.
+    """
+    destination = Path(path)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
+    staging.chmod(DEFAULT_DIRECTORY_MODE)  # mkdtemp's private mode would outlive the rename
+    try:
+        yield staging
+        if destination.exists():
+            shutil.rmtree(destination)
+        os.replace(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise
 
 

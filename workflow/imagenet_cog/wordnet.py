@@ -15,14 +15,14 @@ Where WordNet comes from, first match wins:
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+
+from imagenet_cog.io import atomic_directory
 
 DEBIAN_DICT_DIR = Path("/usr/share/wordnet")
 
@@ -145,12 +145,7 @@ def build_nltk_corpus(source: WordNetSource, nltk_data: Path) -> Path:
             f"{', '.join(READER_FILES)}.\n{MISSING_WORDNET_HELP}"
         )
     # Built under a temporary name and renamed, so a killed job leaves no complete-looking corpus.
-    nltk_data.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{nltk_data.name}.", suffix=".partial", dir=nltk_data.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the corpus is ordinary data
-    try:
+    with atomic_directory(nltk_data) as staging:
         corpus = staging / "corpora" / "wordnet"
         corpus.mkdir(parents=True)
         for name in READER_FILES + [n for n in OPTIONAL_FILES if source.exists(n)]:
@@ -162,12 +157,6 @@ def build_nltk_corpus(source: WordNetSource, nltk_data: Path) -> Path:
                 "".join(f"{number:02d}\t{name}\t{category}\n" for number, (name, category) in enumerate(LEXNAMES))
             )
         check_version(corpus / "data.noun", source.description)
-        if nltk_data.exists():
-            shutil.rmtree(nltk_data)
-        staging.rename(nltk_data)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return nltk_data / "corpora" / "wordnet"
 
 
