@@ -2,21 +2,25 @@
 
 CPU mode (default): on generated clustered features, for each seed, train
 * ours: ``imagenet_cog.probe.train_probes`` (closed-form gradient, in-place SGD, no host
-  synchronisation inside an epoch, scored once at the end), and
+  synchronisation inside an epoch, scored once at the end), at the matmul precision the
+  workflow picks on this machine (``--precision auto``: bfloat16 where the CPU multiplies
+  it natively) and, when that is not float32, once more in float32, and
 * the baseline: ``nn.Linear`` + ``CrossEntropyLoss`` + autograd + ``torch.optim.SGD``, a
   Python loop over shuffled mini-batches with per-batch loss/accuracy bookkeeping and a
   finiteness check (each a host synchronisation), and a test evaluation every epoch,
-with the same (lr, weight decay), epochs and batch size, then print both test accuracies
-(mean over seeds), the time ratio, our training FLOP/s, and the matmul FLOP/s this machine
-reaches in the same run (a large square product, and the probe's own forward shape).
+with the same (lr, weight decay), epochs and batch size, then print the test accuracies
+(mean over seeds), the time ratios, our training FLOP/s, and the matmul FLOP/s this machine
+reaches in the same run in the same operand dtype (a large square product, and the probe's
+own forward shape).
 
 Full mode (``--device cuda --full``): the full IN-1K-size problem, 1000 classes x 1.1M
 training features of 2048 dimensions (generated as float16, like the feature files), run
 through the whole tuned protocol (``probe_dataset``: 30 trials of 100 epochs on the 80%
 split, then the final fit), timed against the roofline of its matrix-product FLOPs at the
-GPU's measured TF32 matmul rate.
+GPU's measured matmul rate in the operand dtype the probes used (bfloat16, or TF32 with
+``--precision float32``).
 
-    python benchmarks/probe_benchmark.py                      # about 1-2 minutes on 2 cores
+    python benchmarks/probe_benchmark.py                      # about 1 minute on 2 cores
     python benchmarks/probe_benchmark.py --device cuda --full # on a GPU node
 """
 
@@ -29,7 +33,7 @@ import time
 import numpy as np
 import torch
 
-from imagenet_cog.probe import SGDSchedule, l2_normalise, train_probes
+from imagenet_cog.probe import PRECISIONS, SGDSchedule, feature_dtype, l2_normalise, resolve_precision, train_probes
 
 
 def clustered_features(classes: int, per_class: int, dim: int, seed: int, spread: float, device="cpu"):
@@ -46,10 +50,12 @@ def synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def matmul_flops_per_second(m: int, k: int, n: int, device: torch.device, rounds: int = 5) -> float:
+def matmul_flops_per_second(
+    m: int, k: int, n: int, device: torch.device, dtype: torch.dtype = torch.float32, rounds: int = 5
+) -> float:
     """The best of several timed rounds: other jobs on a shared machine only slow rounds down."""
-    left = torch.randn(m, k, device=device)
-    right = torch.randn(k, n, device=device)
+    left = torch.randn(m, k, device=device, dtype=dtype)
+    right = torch.randn(k, n, device=device, dtype=dtype)
     torch.mm(left, right)
     repeats = max(1, int(2e9 / (2.0 * m * k * n)))  # about 2 GFLOP a round
     best = 0.0
@@ -108,56 +114,65 @@ def cpu_comparison(args) -> None:
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     schedule = SGDSchedule(args.epochs, args.batch_size, 0.9)
-    ours_accuracy, baseline_accuracy, ours_time, baseline_time = [], [], 0.0, 0.0
+    precision = resolve_precision(args.precision, device)
+    # ours at the precision the workflow would pick here, and ours in float32 like the baseline
+    variants = [precision] if precision == "float32" else [precision, "float32"]
+    accuracy = {name: [] for name in [*variants, "baseline"]}
+    seconds = dict.fromkeys(accuracy, 0.0)
     for seed in args.seeds:
         features, labels = clustered_features(args.classes, args.per_class + args.test_per_class, args.dim, seed, args.spread, device)
-        position = torch.arange(labels.numel(), device=device) % (args.per_class + args.test_per_class)
-        is_test = position >= args.per_class
-        features = l2_normalise(features)
-        train_x, train_y = features[~is_test].contiguous(), labels[~is_test].contiguous()
-        test_x, test_y = features[is_test].contiguous(), labels[is_test].contiguous()
-
-        synchronise(device)
-        started = time.perf_counter()
-        probes = train_probes(train_x, train_y, args.classes, [args.lr], [args.weight_decay], schedule, seed)
-        ours_accuracy.append(probes.topk_accuracy(test_x, test_y, ks=(1,))[0, 0].item())
-        ours_time += time.perf_counter() - started
-
-        started = time.perf_counter()
-        baseline_accuracy.append(
-            baseline_probe(train_x, train_y, test_x, test_y, args.classes, args.lr, args.weight_decay, schedule, seed)
-        )
-        synchronise(device)
-        baseline_time += time.perf_counter() - started
-        print(f"seed {seed}: ours {ours_accuracy[-1]:.2f}%  baseline {baseline_accuracy[-1]:.2f}%", flush=True)
+        is_test = torch.arange(labels.numel(), device=device) % (args.per_class + args.test_per_class) >= args.per_class
+        train_y, test_y = labels[~is_test].contiguous(), labels[is_test].contiguous()
+        for name in accuracy:
+            normalised = l2_normalise(features, feature_dtype(name, device, features.dtype) if name != "baseline" else torch.float32)
+            train_x, test_x = normalised[~is_test].contiguous(), normalised[is_test].contiguous()
+            synchronise(device)
+            started = time.perf_counter()
+            if name == "baseline":
+                top1 = baseline_probe(train_x, train_y, test_x, test_y, args.classes, args.lr, args.weight_decay, schedule, seed)
+            else:
+                probes = train_probes(train_x, train_y, args.classes, [args.lr], [args.weight_decay], schedule, seed, precision=name)
+                top1 = probes.topk_accuracy(test_x, test_y, ks=(1,))[0, 0].item()
+            synchronise(device)
+            seconds[name] += time.perf_counter() - started
+            accuracy[name].append(top1)
+        print(f"seed {seed}: " + "  ".join(f"{label(name)} {accuracy[name][-1]:.2f}%" for name in accuracy), flush=True)
 
     # candidates trained together (probes.trials_per_batch): one pass, larger matrix products
     together = [args.lr * 2.0 ** (k - args.together // 2) for k in range(args.together)]
     synchronise(device)
     started = time.perf_counter()
-    train_probes(train_x, train_y, args.classes, together, [args.weight_decay] * args.together, schedule, 0)
+    train_probes(train_x, train_y, args.classes, together, [args.weight_decay] * args.together, schedule, 0, precision=precision)
     synchronise(device)
     together_time = time.perf_counter() - started
 
-    # the machine's rates, measured in this run right after the probes
-    square = matmul_flops_per_second(2048, 2048, 2048, device)
-    probe_shape = matmul_flops_per_second(args.batch_size, args.dim, args.classes, device)
+    # the machine's rates, measured in this run right after the probes, in each operand dtype
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    square = {name: matmul_flops_per_second(2048, 2048, 2048, device, dtypes[name]) for name in variants}
+    probe_shape = {name: matmul_flops_per_second(args.batch_size, args.dim, args.classes, device, dtypes[name]) for name in variants}
     flops_per_fit = 4.0 * args.classes * args.per_class * args.dim * args.classes * args.epochs
-    achieved = flops_per_fit * len(args.seeds) / ours_time
-    achieved_together = flops_per_fit * args.together / together_time
     print(f"problem: {args.classes} classes x {args.per_class} train / {args.test_per_class} test, {args.dim} dims, "
           f"{args.epochs} epochs, batch {args.batch_size}, lr {args.lr}, wd {args.weight_decay}, "
-          f"seeds {args.seeds}, {args.threads} threads on {device}")
-    print(f"test top-1 (mean over seeds): ours {np.mean(ours_accuracy):.2f}%  baseline {np.mean(baseline_accuracy):.2f}%  "
-          f"difference {np.mean(ours_accuracy) - np.mean(baseline_accuracy):+.2f} points")
-    print(f"time: ours {ours_time:.2f} s  baseline {baseline_time:.2f} s  speed-up {baseline_time / ours_time:.2f}x")
-    print(f"ours: {achieved / 1e9:.1f} GFLOP/s of training matmuls = "
-          f"{100 * achieved / square:.0f}% of this machine's square matmul ({square / 1e9:.1f} GFLOP/s), "
-          f"{100 * achieved / probe_shape:.0f}% of its matmul at the probe's shape "
-          f"{args.batch_size}x{args.dim}x{args.classes} ({probe_shape / 1e9:.1f} GFLOP/s)")
-    print(f"ours, {args.together} candidates in one pass: {together_time / args.together:.2f} s per candidate "
-          f"(alone: {ours_time / len(args.seeds):.2f} s), {achieved_together / 1e9:.1f} GFLOP/s = "
-          f"{100 * achieved_together / square:.0f}% of the square matmul rate")
+          f"seeds {args.seeds}, {args.threads} threads on {device}; probes.precision {args.precision} -> {precision}")
+    baseline_mean = np.mean(accuracy["baseline"])
+    for name in variants:
+        achieved = flops_per_fit * len(args.seeds) / seconds[name]
+        print(f"{label(name)}: test top-1 {np.mean(accuracy[name]):.2f}% (baseline {baseline_mean:.2f}%, "
+              f"difference {np.mean(accuracy[name]) - baseline_mean:+.2f} points), "
+              f"time {seconds[name]:.2f} s (baseline {seconds['baseline']:.2f} s), "
+              f"speed-up {seconds['baseline'] / seconds[name]:.2f}x")
+        print(f"{label(name)}: {achieved / 1e9:.1f} GFLOP/s of training matmuls = "
+              f"{100 * achieved / square[name]:.0f}% of this machine's {name} square matmul "
+              f"({square[name] / 1e9:.1f} GFLOP/s), {100 * achieved / probe_shape[name]:.0f}% of its {name} matmul "
+              f"at the probe's shape {args.batch_size}x{args.dim}x{args.classes} ({probe_shape[name] / 1e9:.1f} GFLOP/s)")
+    achieved_together = flops_per_fit * args.together / together_time
+    print(f"{label(precision)}, {args.together} candidates in one pass: {together_time / args.together:.2f} s per candidate "
+          f"(alone: {seconds[precision] / len(args.seeds):.2f} s), {achieved_together / 1e9:.1f} GFLOP/s = "
+          f"{100 * achieved_together / square[precision]:.0f}% of the {precision} square matmul rate")
+
+
+def label(name: str) -> str:
+    return "baseline" if name == "baseline" else f"ours ({name})"
 
 
 def full_protocol(args) -> None:
@@ -173,11 +188,14 @@ def full_protocol(args) -> None:
     test_x = features[is_test].half().cpu().numpy()
     train_y, test_y = labels[~is_test].cpu().numpy(), labels[is_test].cpu().numpy()
     del features, labels
-    torch.cuda.empty_cache()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     settings = SearchSettings(trials=args.trials, epochs=args.epochs, batch_size=args.batch_size,
-                              trials_per_batch=args.trials_per_batch)
+                              trials_per_batch=args.trials_per_batch, precision=args.precision)
+    precision = resolve_precision(args.precision, device)
     side = 8192 if device.type == "cuda" else 2048
-    peak = matmul_flops_per_second(side, side, side, device, rounds=10)
+    operand = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    peak = matmul_flops_per_second(side, side, side, device, operand, rounds=10)
     with tempfile.TemporaryDirectory() as folder:
         result = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
                                journal=f"{folder}/study.jsonl", device=args.device)
@@ -186,11 +204,13 @@ def full_protocol(args) -> None:
     roofline = flops / peak
     total = result["timings"]["search_s"] + result["timings"]["final_s"]
     print(f"{result['device']}: {settings.trials} trials + final fit of {classes} classes x {train_y.size} "
-          f"features, {dim} dims, {settings.epochs} epochs, trials_per_batch {settings.trials_per_batch}")
+          f"features, {dim} dims, {settings.epochs} epochs, trials_per_batch {settings.trials_per_batch}, "
+          f"matmul precision {result['matmul_precision']}")
     print(f"search {result['timings']['search_s']:.1f} s, final {result['timings']['final_s']:.1f} s, "
           f"test top-1 {result['test_top1']:.2f}%")
-    print(f"{flops / 1e12:.1f} TFLOP of training matmuls; roofline at the measured {side}^3 matmul rate "
-          f"({peak / 1e12:.2f} TFLOP/s, TF32 on a GPU): {roofline:.1f} s; achieved {100 * roofline / total:.0f}% of it")
+    print(f"{flops / 1e12:.1f} TFLOP of training matmuls; roofline at the measured {side}^3 "
+          f"{result['matmul_precision']} matmul rate ({peak / 1e12:.2f} TFLOP/s): {roofline:.1f} s; "
+          f"achieved {100 * roofline / total:.0f}% of it")
 
 
 def main() -> None:
@@ -208,8 +228,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--lr", type=float, default=10.0)
     parser.add_argument("--weight-decay", type=float, default=1e-6)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[22, 37])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[22, 37, 45])
     parser.add_argument("--threads", type=int, default=1, help="one thread measures steadily on a shared machine")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS,
+                        help="ours: matmul operands (auto: bfloat16 where the device has it natively)")
     parser.add_argument("--together", type=int, default=4, help="candidates trained in one pass, timed as well")
     parser.add_argument("--trials", type=int, default=30, help="--full: search trials")
     parser.add_argument("--trials-per-batch", type=int, default=1, help="--full: candidates trained together")

@@ -61,9 +61,10 @@ def sklearn_tuned_on_validation(train_x, train_y, test_x, test_y, fit_part, vali
     return scores, 100 * LogisticRegression(C=best_c, max_iter=5000).fit(train_x, train_y).score(test_x, test_y)
 
 
-def test_digits_accuracy_matches_tuned_sklearn_logistic_regression(digits, tmp_path):
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_digits_accuracy_matches_tuned_sklearn_logistic_regression(digits, tmp_path, precision):
     train_x, test_x, train_y, test_y = digits
-    settings = SearchSettings(trials=20, epochs=60, batch_size=128)
+    settings = SearchSettings(trials=20, epochs=60, batch_size=128, precision=precision)
     ours = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
                          journal=str(tmp_path / "study.jsonl"), device="cpu")
     # sklearn's C picked on the same validation split, then refitted on the whole training set
@@ -77,6 +78,7 @@ def test_digits_accuracy_matches_tuned_sklearn_logistic_regression(digits, tmp_p
     assert ours["n_classes"] == 10 and ours["feature_dim"] == 64
     assert ours["val_top1"] == max(trial["val_top1"] for trial in ours["trials"])
     assert ours["test_top1"] <= ours["test_top5"] <= 100
+    assert ours["matmul_precision"] == precision and ours["settings"]["precision"] == precision
 
 
 def test_validation_split_is_disjoint_complete_and_per_class():
@@ -142,6 +144,21 @@ def test_interrupted_study_resumes_to_exactly_the_requested_trials(tmp_path):
     changed = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=5, epochs=6),
                             journal=journal, device="cpu")
     assert changed["study"]["name"] != first["study"]["name"] and changed["study"]["resumed_trials"] == 0
+
+
+def test_a_study_is_bound_to_the_precision_its_trials_ran_at(tmp_path):
+    data = (*blobs(), *blobs(seed=4))
+    journal = str(tmp_path / "study.jsonl")
+    names = {}
+    for precision in ("float32", "bfloat16"):
+        result = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=2, precision=precision),
+                               journal=journal, device="cpu")
+        assert result["study"]["resumed_trials"] == 0 and result["matmul_precision"] == precision
+        names[precision] = result["study"]["name"]
+    assert names["float32"] != names["bfloat16"]
+    # "auto" resumes whichever study matches what it resolves to on this machine
+    auto = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=2), journal=journal, device="cpu")
+    assert auto["study"]["name"] == names[auto["matmul_precision"]] and auto["study"]["resumed_trials"] == 2
 
 
 def test_diverging_learning_rates_are_scored_not_fatal(tmp_path):

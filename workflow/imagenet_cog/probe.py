@@ -12,6 +12,14 @@ Several (lr, weight decay) candidates can be trained in one pass (``len(lrs) > 1
 weight matrices are stacked so each mini-batch is gathered once and multiplied by all of
 them in one larger matrix product. All candidates of one pass see the same batch order.
 
+Precision: ``float32`` multiplies float32 operands (TF32 on a GPU when the caller allows
+it). ``bfloat16`` multiplies bfloat16 copies of the batch, the weights and the logit
+gradient (the products accumulate in float32 inside the kernel); everything else, the
+softmax, the master weights, the momentum buffers and the scoring, stays float32. This is
+the usual mixed-precision recipe; where the hardware multiplies bfloat16 natively (CPUs with
+AVX512-BF16 or AMX, GPUs from Ampere on) it runs several times faster, and
+``benchmarks/probe_benchmark.py`` measures that the accuracy is the same.
+
 Divergence: after each epoch, a candidate whose weights stopped being finite (the loss of
 some batch overflowed) is rolled back to its weights at the start of that epoch, frozen,
 and marked diverged; it is then scored as it stands, as the protocol asks.
@@ -71,10 +79,51 @@ class LinearProbes:
         return hits * (100.0 / max(1, features.shape[0]))
 
 
-def l2_normalise(features: torch.Tensor) -> torch.Tensor:
-    """Rows scaled to unit L2 norm (all-zero rows stay zero); float32 unless kept half on a GPU."""
-    norms = torch.linalg.vector_norm(features.float(), dim=1, keepdim=True).clamp_min_(1e-12)
-    return (features.float() / norms).to(features.dtype if features.is_cuda else torch.float32)
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices in hardware rather than emulating them."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    # torch.cpu exposes the CPU's instruction sets only through these underscored helpers
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return device.type == "cpu" and any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """``auto`` is bfloat16 where the device multiplies it natively, float32 elsewhere."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {requested!r}")
+    if requested == "auto":
+        return "bfloat16" if native_bfloat16(device) else "float32"
+    return requested
+
+
+def feature_dtype(precision: str, device: torch.device, stored: torch.dtype) -> torch.dtype:
+    """The dtype normalised features are kept in on the probe device.
+
+    bfloat16 probes read bfloat16 batches; float32 probes keep half-precision files half on
+    a GPU (memory is scarce there, batches are widened as they are gathered) and widen them
+    once on a CPU (a per-batch conversion would cost as much as the product).
+    """
+    if precision == "bfloat16":
+        return torch.bfloat16
+    return stored if device.type == "cuda" and stored == torch.float16 else torch.float32
+
+
+def l2_normalise(features: torch.Tensor, dtype: torch.dtype = torch.float32, chunk: int = 65536) -> torch.Tensor:
+    """Rows scaled to unit L2 norm in float32 (all-zero rows stay zero), returned as ``dtype``.
+
+    Rows are widened a chunk at a time, so a float16 feature set of IN-1K's size (4.5 GB)
+    never needs a full float32 copy beside it on a 16 GB GPU.
+    """
+    normalised = torch.empty(features.shape, dtype=dtype, device=features.device)
+    for start in range(0, features.shape[0], chunk):
+        rows = features[start : start + chunk].to(torch.float32, copy=True)
+        rows.div_(torch.linalg.vector_norm(rows, dim=1, keepdim=True).clamp_min_(1e-12))
+        normalised[start : start + chunk] = rows
+    return normalised
 
 
 def train_probes(
@@ -85,14 +134,18 @@ def train_probes(
     weight_decays: list[float],
     schedule: SGDSchedule,
     seed: int,
+    precision: str = "float32",
 ) -> LinearProbes:
     """Train one probe per (lr, weight decay) pair on normalised ``features`` [n, D].
 
     ``features`` and ``labels`` must already live on the device the probes train on.
     ``seed`` fixes the initial weights and the batch order shared by all candidates.
+    ``precision`` is ``float32`` or ``bfloat16``, the operands of the matrix products.
     """
     if len(lrs) != len(weight_decays) or not lrs:
         raise ValueError("train_probes needs one weight decay per learning rate")
+    if precision not in ("float32", "bfloat16"):
+        raise ValueError(f"train_probes multiplies in float32 or bfloat16, not {precision!r}")
     device = features.device
     count, dim = features.shape
     trials = len(lrs)
@@ -109,15 +162,26 @@ def train_probes(
     flat_weight = weight.view(trials * num_classes, dim)
     flat_bias = bias.view(-1)
     flat_weight_velocity = weight_velocity.view(trials * num_classes, dim)
-    minus_one = torch.full((schedule.batch_size, trials, 1), -1.0, device=device)
+    minus_one = torch.full((trials, 1, schedule.batch_size), -1.0, device=device)
     momentum = schedule.momentum
     # Batch-sized buffers are allocated once: a fresh multi-megabyte CPU tensor per step
-    # costs page faults that take longer than the gather itself.
+    # costs page faults that take longer than the gather itself. Logits are kept transposed,
+    # [T * C, batch], so both products of a step read contiguous operands.
+    operand = torch.bfloat16 if precision == "bfloat16" else torch.float32
     gathered = torch.empty(schedule.batch_size, dim, dtype=features.dtype, device=device)
-    widened = gathered if features.dtype == torch.float32 else torch.empty_like(gathered, dtype=torch.float32)
-    logits = torch.empty(schedule.batch_size, trials * num_classes, device=device)
+    converted = gathered if features.dtype == operand else torch.empty_like(gathered, dtype=operand)
+    logits = torch.empty(trials * num_classes * schedule.batch_size, device=device)
+    if operand is torch.float32:
+        low_weight = low_logits = low_gradient = low_product = widened_product = None
+    else:
+        low_weight = torch.empty(trials * num_classes, dim, dtype=operand, device=device)
+        low_logits = torch.empty_like(logits, dtype=operand)
+        low_gradient = torch.empty_like(logits, dtype=operand)
+        low_product = torch.empty_like(low_weight)
+        widened_product = torch.empty_like(flat_weight)
     weight_at_start = torch.empty_like(weight)
     bias_at_start = torch.empty_like(bias)
+    column_bias = flat_bias.view(-1, 1)
 
     for epoch in range(schedule.epochs):
         step = base_lr * schedule.learning_rate_factor(epoch)
@@ -130,21 +194,34 @@ def train_probes(
             index = order[start : start + schedule.batch_size]
             size = index.shape[0]
             torch.index_select(features, 0, index, out=gathered[:size])
-            batch = widened[:size]
-            if widened is not gathered:
+            batch = converted[:size]
+            if converted is not gathered:
                 batch.copy_(gathered[:size])
             targets = labels.index_select(0, index)
+            shape = (trials * num_classes, size)
+            gradient = logits[: shape[0] * size].view(shape)
+            if low_weight is None:
+                torch.addmm(column_bias, flat_weight, batch.t(), out=gradient)
+            else:
+                low_weight.copy_(flat_weight)
+                product = torch.mm(low_weight, batch.t(), out=low_logits[: shape[0] * size].view(shape))
+                torch.add(product, column_bias, out=gradient)
             # softmax(logits) - onehot(targets), computed in place in the logits buffer
-            gradient = torch.addmm(flat_bias, batch, flat_weight.t(), out=logits[:size]).view(size, trials, num_classes)
-            gradient.sub_(gradient.amax(dim=2, keepdim=True)).exp_()
-            gradient.div_(gradient.sum(dim=2, keepdim=True))
-            gradient.scatter_add_(2, targets.view(size, 1, 1).expand(size, trials, 1), minus_one[:size])
-            gradient = gradient.view(size, trials * num_classes)
+            per_trial = gradient.view(trials, num_classes, size)
+            per_trial.sub_(per_trial.amax(dim=1, keepdim=True)).exp_()
+            per_trial.div_(per_trial.sum(dim=1, keepdim=True))
+            per_trial.scatter_add_(1, targets.view(1, 1, size).expand(trials, 1, size), minus_one[:, :, :size])
             # velocity = momentum * velocity + (mean gradient + weight_decay * parameter)
             weight_velocity.mul_(momentum).addcmul_(weight, decay.view(trials, 1, 1))
-            flat_weight_velocity.addmm_(gradient.t(), batch, alpha=1.0 / size)
+            if low_weight is None:
+                flat_weight_velocity.addmm_(gradient, batch, alpha=1.0 / size)
+            else:
+                low = low_gradient[: shape[0] * size].view(shape).copy_(gradient)
+                torch.mm(low, batch, out=low_product)
+                # widened into a buffer of its own: a mixed-dtype add_ would allocate one
+                flat_weight_velocity.add_(widened_product.copy_(low_product), alpha=1.0 / size)
             bias_velocity.mul_(momentum).addcmul_(bias, decay.view(trials, 1))
-            bias_velocity.view(-1).add_(gradient.sum(dim=0), alpha=1.0 / size)
+            bias_velocity.view(-1).add_(gradient.sum(dim=1), alpha=1.0 / size)
             weight.addcmul_(weight_velocity, step_weight, value=-1.0)
             bias.addcmul_(bias_velocity, step_bias, value=-1.0)
         finite = torch.isfinite(weight).flatten(1).all(dim=1) & torch.isfinite(bias).all(dim=1)

@@ -27,9 +27,9 @@ Result JSON (``Layout.probe_result``), one object:
     n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials)
     n_train (samples of the final fit), n_test, n_classes, feature_dim, random_weights
     settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
-              trials_per_batch}, study {journal, name, resumed_trials}
+              trials_per_batch, precision (as configured)}, study {journal, name, resumed_trials}
     timings {search_s, final_s, total_s}, versions {imagenet_cog, torch, optuna, numpy},
-    device, matmul_precision
+    device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import logging
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +65,7 @@ class SearchSettings:
     wd_range: tuple[float, float] = (1e-12, 1e-4)
     val_fraction: float = 0.2
     trials_per_batch: int = 1
+    precision: str = "auto"
 
 
 # data selection -------------------------------------------------------------------------
@@ -161,10 +162,11 @@ def scored_trials(study, limit: int) -> list[dict]:
     ]
 
 
-def run_search(study, train, validation, num_classes: int, settings: SearchSettings, seed: int) -> None:
+def run_search(study, train, validation, num_classes: int, settings: SearchSettings, seed: int, precision: str) -> None:
     """Run trials until the study has ``settings.trials`` complete ones.
 
-    ``train`` and ``validation`` are (features, labels) tensor pairs on the probe device.
+    ``train`` and ``validation`` are (features, labels) tensor pairs on the probe device;
+    ``precision`` is the resolved matmul precision (float32 or bfloat16).
     """
     from optuna.distributions import FloatDistribution
     from optuna.trial import TrialState
@@ -188,6 +190,7 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
             weight_decays=[t.params["weight_decay"] for t in asked],
             schedule=schedule,
             seed=int(np.random.SeedSequence([seed, asked[0].number]).generate_state(1)[0]),
+            precision=precision,
         )
         accuracies = probes.topk_accuracy(*validation, ks=(1,))[:, 0].tolist()
         for trial, accuracy, diverged in zip(asked, accuracies, probes.diverged):
@@ -216,13 +219,14 @@ def contiguous_labels(train_labels: np.ndarray, test_labels: np.ndarray, test_pa
     return np.searchsorted(classes, train_labels), np.searchsorted(classes, test_labels), int(classes.size)
 
 
-def normalised_on_device(features: np.ndarray, device, where: str):
+def normalised_on_device(features: np.ndarray, device, precision: str, where: str):
     """L2-normalised features on the probe device; non-finite values are an extraction fault."""
     import torch
 
-    from imagenet_cog.probe import l2_normalise
+    from imagenet_cog.probe import feature_dtype, l2_normalise
 
-    on_device = l2_normalise(torch.from_numpy(np.ascontiguousarray(features)).to(device))
+    loaded = torch.from_numpy(np.ascontiguousarray(features)).to(device)
+    on_device = l2_normalise(loaded, feature_dtype(precision, device, loaded.dtype))
     if not bool(torch.isfinite(on_device).all()):
         raise ProbeDataError(
             f"{where}: the features contain NaN or infinite values; delete the feature files of "
@@ -249,10 +253,11 @@ def probe_dataset(
     """Search, final fit and test scores of one probe job; the result fields of the module doc."""
     import torch
 
-    from imagenet_cog.probe import SGDSchedule, resolve_device, train_probes
+    from imagenet_cog.probe import SGDSchedule, resolve_device, resolve_precision, train_probes
 
     started = time.perf_counter()
     target = resolve_device(device)
+    precision = resolve_precision(settings.precision, target)
     if target.type == "cuda":
         # TF32 products with float32 accumulation: ample for a convex linear probe
         torch.set_float32_matmul_precision("high")
@@ -272,7 +277,7 @@ def probe_dataset(
         )
         final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
 
-    features = normalised_on_device(train_features, target, where)
+    features = normalised_on_device(train_features, target, precision, where)
     labels = torch.from_numpy(train_y.astype(np.int64)).to(target)
 
     def on_device(indices: np.ndarray):
@@ -281,10 +286,11 @@ def probe_dataset(
         selected = torch.from_numpy(indices).to(target)
         return features.index_select(0, selected), labels.index_select(0, selected)
 
-    name = study_name(train_features, train_y, settings, shots, seed)
+    # the study is bound to the precision its trials ran at, not to how it was asked for
+    name = study_name(train_features, train_y, replace(settings, precision=precision), shots, seed)
     study = open_study(journal, name, seed)
     resumed = len(scored_trials(study, settings.trials))
-    run_search(study, on_device(search_part), on_device(validation_part), num_classes, settings, seed)
+    run_search(study, on_device(search_part), on_device(validation_part), num_classes, settings, seed, precision)
     trials = scored_trials(study, settings.trials)
     best = max(trials, key=lambda t: t["val_top1"])
     searched = time.perf_counter()
@@ -296,8 +302,9 @@ def probe_dataset(
         lrs=[best["lr"]], weight_decays=[best["weight_decay"]],
         schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
         seed=int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0]),
+        precision=precision,
     )
-    test_features_on_device = normalised_on_device(test_features, target, test_path)
+    test_features_on_device = normalised_on_device(test_features, target, precision, test_path)
     test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
     test_top1, test_top5 = probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist()
     finished = time.perf_counter()
@@ -330,7 +337,7 @@ def probe_dataset(
             "numpy": np.__version__,
         },
         "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
-        "matmul_precision": "tf32" if target.type == "cuda" else "float32",
+        "matmul_precision": "tf32" if precision == "float32" and target.type == "cuda" else precision,
     }
 
 
@@ -354,6 +361,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
     parser.add_argument("--trials-per-batch", type=int, default=defaults.trials_per_batch)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
+                        help="matmul operands; auto: bfloat16 where the device multiplies it natively")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
     return parser
 
@@ -385,6 +394,7 @@ def main(argv: list[str]) -> int:
         wd_range=tuple(args.wd_range),
         val_fraction=args.val_fraction,
         trials_per_batch=args.trials_per_batch,
+        precision=args.precision,
     )
     try:
         result = probe_dataset(

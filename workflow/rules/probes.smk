@@ -41,4 +41,5 @@ rule probe:
         " --lr-range {params.lr_range} --wd-range {params.wd_range}"
         " --val-fraction {params.probes[val_fraction]}"
         " --trials-per-batch {params.probes[trials_per_batch]}"
-        " --device {params.probes[device]} --threads {threads} > {log} 2>&1"
+        " --device {params.probes[device]} --precision {params.probes[precision]}"
+        " --threads {threads} > {log} 2>&1"
