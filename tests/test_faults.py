@@ -1,7 +1,8 @@
 """Faults: each ends with a message naming the cause and the fix, and loses no finished result.
 
 Unit level where the fault lives in one function (bad images, a full disk, files cut short);
-workflow level where Snakemake's part matters (a config rejected before any job starts).
+workflow level where Snakemake's part matters (a config rejected before any job starts, a
+whole run killed in the middle of a probe search).
 Faults the stage tests already cover (corrupt JPEG headers, images or synset folders
 missing, a wrong ImageNet root, checkpoint keys that do not fit, a killed extraction) are
 not repeated here.
@@ -10,7 +11,13 @@ not repeated here.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -22,6 +29,7 @@ from conftest import copy_workflow, snakemake
 from imagenet_cog.aggregate import read_probe_result
 from imagenet_cog.features import merge_shards, read_features, write_shard
 from imagenet_cog.io import write_tsv
+from imagenet_cog.layout import Layout
 from test_features import extract, make_world, tiny  # noqa: F401  (tiny is a fixture)
 
 # What h5py raises when HDF5 cannot write (measured on a full 256 KB tmpfs): a RuntimeError
@@ -173,3 +181,51 @@ def test_bad_config_is_rejected_before_any_job(fresh_copy, settings, named):
     assert named in output, output[-3000:]
     assert not (fresh_copy / "results").exists()
     assert "rule " not in result.stdout
+
+
+# a run killed in the middle of a probe search -----------------------------------------------
+
+
+def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp_path):
+    """SIGKILL to Snakemake and its jobs at once (a node lost, an OOM killer): the re-run
+    keeps every finished output and the probe's finished trials, and redoes only the rest."""
+    workdir = Path(shutil.copytree(demo_run, tmp_path / "copy", symlinks=True, copy_function=shutil.copy2))
+    layout = Layout()
+    key = ("resnet50", "l3", "all", "22")
+    result, journal = workdir / layout.probe_result(*key), workdir / layout.probe_study(*key)
+    log = workdir / "logs/probes/resnet50/l3/shots-all/seed-22.log"
+    for stale in (result, journal, log):  # the finished run's log already names its trials
+        stale.unlink()
+    finished = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*") if path.is_file()}
+    # long trials, so that the kill surely lands between the first trial and the last
+    slow = workdir / "slow-probes.yaml"
+    slow.write_text(yaml.safe_dump({"probes": {"trials": 4, "epochs": 12000}}))
+    # the target first: --configfile takes every argument after it
+    arguments = [layout.probe_result(*key), "--cores", "1", "--configfile", str(slow)]
+    executable = Path(sys.executable).with_name("snakemake")
+    environment = {**os.environ, "PATH": f"{executable.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    output = tmp_path / "killed-run.txt"
+    with open(output, "w") as sink:
+        run = subprocess.Popen([str(executable), *arguments], cwd=workdir, env=environment, start_new_session=True,
+                               stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while run.poll() is None and time.monotonic() < deadline:
+            if log.exists() and "trial 0:" in log.read_text():
+                break
+            time.sleep(0.1)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert run.returncode == -signal.SIGKILL, output.read_text()[-3000:]
+    assert not result.exists(), "the probe finished before the run could be killed"
+    assert journal.exists()
+
+    snakemake(workdir, "--unlock")
+    snakemake(workdir, *arguments)
+    resumed = json.loads(result.read_text())
+    assert resumed["n_trials"] == 4 and 1 <= resumed["study"]["resumed_trials"] < 4, resumed["study"]
+    # nothing finished before the kill was touched, and nothing else was planned
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished
+    assert "Nothing to be done" in snakemake(workdir, *arguments, "--dry-run").stdout
