@@ -276,9 +276,17 @@ def final_outputs():
 # probes stage: job sizes ---------------------------------------------------------------
 
 # Feature files present their shards as HDF5 virtual datasets, so their own size says
-# nothing; the job sizes below assume 2048-dimensional float32 features per image of the
-# dataset's split lists (ResNet-50's width; wider models: raise with --set-resources).
-ASSUMED_FEATURE_BYTES = 2048 * 4
+# nothing; the job sizes below assume float32 features of the registry's width per image of
+# the dataset's split lists (a custom factory's width is unknown until it runs: ResNet-50's
+# 2048 is assumed; raise it with --set-resources if yours is wider).
+ASSUMED_CUSTOM_FEATURE_DIM = 2048
+
+
+def model_feature_dim(model):
+    from imagenet_cog.models import REGISTRY
+
+    arch = model_spec(model).arch
+    return REGISTRY[arch].feature_dim if arch in REGISTRY else ASSUMED_CUSTOM_FEATURE_DIM
 
 
 def probe_feature_mb(wildcards):
@@ -289,7 +297,7 @@ def probe_feature_mb(wildcards):
         # a bare 0 for the resource and crashes on it; real runs size probes only once the
         # split tables exist, so this size is shown in dry runs only.
         return 0.0
-    return rows * ASSUMED_FEATURE_BYTES / 2**20
+    return rows * model_feature_dim(wildcards.model) * 4 / 2**20
 
 
 def probe_mem_mb(wildcards):
