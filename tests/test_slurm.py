@@ -1,7 +1,7 @@
 """The cluster profile on a real SLURM cluster: one node started for the test, a fake GPU.
 
 The demo, cut down to one model, one seed and two shot counts, runs through
-`snakemake --profile slurm` (every rule a SLURM job, probes bundled) and must give the
+`snakemake --profile slurm` (every rule a SLURM job, the levels stage grouped) and must give the
 outputs of the local demo run (the `demo_run` fixture):
 
 * byte-equal: the level lists, the ranking, the split tables (pure functions of config);
@@ -117,10 +117,12 @@ def _datasets(workdir: Path) -> list[str]:
 def test_every_rule_ran_as_a_slurm_job(slurm_run):
     workdir, output = slurm_run
     calls = [line for line in output.splitlines() if "sbatch call:" in line]
-    # One call per SLURM job: levels (a group), splits, shards, merges (groups), probes
-    # (groups of 4), results (groups).
-    assert len(calls) >= 1 + 1 + 12 + 1 + 3 + 1, "\n".join(calls)
-    gpu_calls = [call for call in calls if "extract_features" in call or "group_probes" in call]
+    # One call per SLURM job: levels (a group), splits, shards, merges, and each probe and
+    # results rule on its own.
+    probe_calls = [call for call in calls if "rule_probe" in call]
+    assert len(probe_calls) == len(_datasets(workdir)) * len(SHOTS), "\n".join(calls)
+    assert any("rule_aggregate_probes" in call for call in calls), "\n".join(calls)
+    gpu_calls = [call for call in calls if "extract_features" in call or "rule_probe" in call]
     cpu_calls = [call for call in calls if "image_splits" in call or "group_levels" in call]
     assert gpu_calls and cpu_calls
     assert all("--gpus=1" in call for call in gpu_calls), gpu_calls[0]
