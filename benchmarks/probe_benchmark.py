@@ -33,7 +33,15 @@ import time
 import numpy as np
 import torch
 
-from imagenet_cog.probe import PRECISIONS, SGDSchedule, feature_dtype, l2_normalise, resolve_precision, train_probes
+from imagenet_cog.probe import (
+    PRECISIONS,
+    SGDSchedule,
+    feature_dtype,
+    l2_normalise,
+    operand_dtype,
+    resolve_precision,
+    train_probes,
+)
 
 
 def clustered_features(classes: int, per_class: int, dim: int, seed: int, spread: float, device="cpu"):
@@ -147,9 +155,11 @@ def cpu_comparison(args) -> None:
     together_time = time.perf_counter() - started
 
     # the machine's rates, measured in this run right after the probes, in each operand dtype
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-    square = {name: matmul_flops_per_second(2048, 2048, 2048, device, dtypes[name]) for name in variants}
-    probe_shape = {name: matmul_flops_per_second(args.batch_size, args.dim, args.classes, device, dtypes[name]) for name in variants}
+    square = {name: matmul_flops_per_second(2048, 2048, 2048, device, operand_dtype(name)) for name in variants}
+    probe_shape = {
+        name: matmul_flops_per_second(args.batch_size, args.dim, args.classes, device, operand_dtype(name))
+        for name in variants
+    }
     flops_per_fit = 4.0 * args.classes * args.per_class * args.dim * args.classes * args.epochs
     print(f"problem: {args.classes} classes x {args.per_class} train / {args.test_per_class} test, {args.dim} dims, "
           f"{args.epochs} epochs, batch {args.batch_size}, lr {args.lr}, wd {args.weight_decay}, "
@@ -194,8 +204,7 @@ def full_protocol(args) -> None:
                               trials_per_batch=args.trials_per_batch, precision=args.precision)
     precision = resolve_precision(args.precision, device)
     side = 8192 if device.type == "cuda" else 2048
-    operand = torch.bfloat16 if precision == "bfloat16" else torch.float32
-    peak = matmul_flops_per_second(side, side, side, device, operand, rounds=10)
+    peak = matmul_flops_per_second(side, side, side, device, operand_dtype(precision), rounds=10)
     with tempfile.TemporaryDirectory() as folder:
         result = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
                                journal=f"{folder}/study.jsonl", device=args.device)

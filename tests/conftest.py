@@ -30,21 +30,27 @@ def copy_workflow(destination: Path) -> Path:
     return destination
 
 
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+def snakemake_environment() -> dict[str, str]:
+    """Rules run `python -m imagenet_cog`: the interpreter running the tests comes first."""
+    return {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PATH": f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
 def snakemake(workdir: Path, *arguments: str, check: bool = True, timeout: int = 1500) -> subprocess.CompletedProcess:
     """Run Snakemake from this interpreter's environment in ``workdir``."""
-    executable = Path(sys.executable).with_name("snakemake")
     result = subprocess.run(
-        [str(executable), *arguments],
+        [str(SNAKEMAKE), *arguments],
         cwd=workdir,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            # rules run `python -m imagenet_cog`: the interpreter running the tests
-            "PATH": f"{executable.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        },
+        env=snakemake_environment(),
     )
     if check and result.returncode != 0:
         raise AssertionError(

@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import copy_workflow, snakemake
+from conftest import SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
 from imagenet_cog.aggregate import read_probe_result
 from imagenet_cog.features import merge_shards, read_features, write_shard
 from imagenet_cog.io import write_tsv
@@ -202,12 +201,10 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     slow.write_text(yaml.safe_dump({"probes": {"trials": 4, "epochs": 12000}}))
     # the target first: --configfile takes every argument after it
     arguments = [layout.probe_result(*key), "--cores", "1", "--configfile", str(slow)]
-    executable = Path(sys.executable).with_name("snakemake")
-    environment = {**os.environ, "PATH": f"{executable.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     output = tmp_path / "killed-run.txt"
     with open(output, "w") as sink:
-        run = subprocess.Popen([str(executable), *arguments], cwd=workdir, env=environment, start_new_session=True,
-                               stdout=sink, stderr=subprocess.STDOUT)
+        run = subprocess.Popen([str(SNAKEMAKE), *arguments], cwd=workdir, env=snakemake_environment(),
+                               start_new_session=True, stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
         while run.poll() is None and time.monotonic() < deadline:

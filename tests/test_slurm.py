@@ -20,14 +20,13 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from conftest import copy_workflow
+from conftest import SNAKEMAKE, copy_workflow
 from imagenet_cog.layout import Layout
 from slurm_cluster import LocalSlurmCluster
 
@@ -84,14 +83,13 @@ def slurm_run(demo_run, tmp_path_factory):
     reduce_demo(workdir / "config.yaml")
     cluster_profile(workdir / "slurm" / "config.yaml")
     with LocalSlurmCluster(base / "cluster") as cluster:
-        executable = Path(sys.executable).with_name("snakemake")
         command = [
             "timeout", "-s", "INT", "-k", "10", str(RUN_LIMIT_S),
-            str(executable), "--profile", "slurm", "--jobs", "4", "--verbose",
+            str(SNAKEMAKE), "--profile", "slurm", "--jobs", "4", "--verbose",
         ]
         environment = {
             **cluster.environment,
-            "PATH": f"{executable.parent}:{cluster.environment['PATH']}",
+            "PATH": f"{SNAKEMAKE.parent}:{cluster.environment['PATH']}",
             "PYTHONUNBUFFERED": "1",
         }
         result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, env=environment)

@@ -100,6 +100,11 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return requested
 
 
+def operand_dtype(precision: str) -> torch.dtype:
+    """The dtype the probes' matrix products multiply at a resolved ``precision``."""
+    return torch.bfloat16 if precision == "bfloat16" else torch.float32
+
+
 def feature_dtype(precision: str, device: torch.device, stored: torch.dtype) -> torch.dtype:
     """The dtype normalised features are kept in on the probe device.
 
@@ -108,7 +113,7 @@ def feature_dtype(precision: str, device: torch.device, stored: torch.dtype) -> 
     once on a CPU (a per-batch conversion would cost as much as the product).
     """
     if precision == "bfloat16":
-        return torch.bfloat16
+        return operand_dtype(precision)
     return stored if device.type == "cuda" and stored == torch.float16 else torch.float32
 
 
@@ -167,13 +172,12 @@ def train_probes(
     # Batch-sized buffers are allocated once: a fresh multi-megabyte CPU tensor per step
     # costs page faults that take longer than the gather itself. Logits are kept transposed,
     # [T * C, batch], so both products of a step read contiguous operands.
-    operand = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    operand = operand_dtype(precision)
     gathered = torch.empty(schedule.batch_size, dim, dtype=features.dtype, device=device)
     converted = gathered if features.dtype == operand else torch.empty_like(gathered, dtype=operand)
     logits = torch.empty(trials * num_classes * schedule.batch_size, device=device)
-    if operand is torch.float32:
-        low_weight = low_logits = low_gradient = low_product = widened_product = None
-    else:
+    mixed = operand is not torch.float32
+    if mixed:  # bfloat16 copies of the operands, and a float32 buffer for their product
         low_weight = torch.empty(trials * num_classes, dim, dtype=operand, device=device)
         low_logits = torch.empty_like(logits, dtype=operand)
         low_gradient = torch.empty_like(logits, dtype=operand)
@@ -200,12 +204,12 @@ def train_probes(
             targets = labels.index_select(0, index)
             shape = (trials * num_classes, size)
             gradient = logits[: shape[0] * size].view(shape)
-            if low_weight is None:
-                torch.addmm(column_bias, flat_weight, batch.t(), out=gradient)
-            else:
+            if mixed:
                 low_weight.copy_(flat_weight)
                 product = torch.mm(low_weight, batch.t(), out=low_logits[: shape[0] * size].view(shape))
                 torch.add(product, column_bias, out=gradient)
+            else:
+                torch.addmm(column_bias, flat_weight, batch.t(), out=gradient)
             # softmax(logits) - onehot(targets), computed in place in the logits buffer
             per_trial = gradient.view(trials, num_classes, size)
             per_trial.sub_(per_trial.amax(dim=1, keepdim=True)).exp_()
@@ -213,13 +217,13 @@ def train_probes(
             per_trial.scatter_add_(1, targets.view(1, 1, size).expand(trials, 1, size), minus_one[:, :, :size])
             # velocity = momentum * velocity + (mean gradient + weight_decay * parameter)
             weight_velocity.mul_(momentum).addcmul_(weight, decay.view(trials, 1, 1))
-            if low_weight is None:
-                flat_weight_velocity.addmm_(gradient, batch, alpha=1.0 / size)
-            else:
+            if mixed:
                 low = low_gradient[: shape[0] * size].view(shape).copy_(gradient)
                 torch.mm(low, batch, out=low_product)
                 # widened into a buffer of its own: a mixed-dtype add_ would allocate one
                 flat_weight_velocity.add_(widened_product.copy_(low_product), alpha=1.0 / size)
+            else:
+                flat_weight_velocity.addmm_(gradient, batch, alpha=1.0 / size)
             bias_velocity.mul_(momentum).addcmul_(bias, decay.view(trials, 1))
             bias_velocity.view(-1).add_(gradient.sum(dim=1), alpha=1.0 / size)
             weight.addcmul_(weight_velocity, step_weight, value=-1.0)
