@@ -21,7 +21,7 @@ rule rater_sheets:
     params:
         root=lambda wildcards: image_root(wildcards.dataset),
         features=lambda wildcards, input: f"--features {input.features}" if "features" in input.keys() else "",
-        settings=config["analyses"]["raters"],
+        settings=rater_sheet_settings(),
         negatives=" ".join(config["analyses"]["raters"]["negatives"]),
         variants=" ".join(config["analyses"]["raters"]["variants"]),
     log:

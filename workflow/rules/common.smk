@@ -387,6 +387,13 @@ def rater_sheet_inputs(wildcards):
     return inputs
 
 
+def rater_sheet_settings():
+    """The settings that shape the sheets (params: a change re-runs them); not 'enabled',
+    which only says whether rule all asks for them, nor 'model', whose features are an input."""
+    raters = config["analyses"]["raters"]
+    return {key: raters[key] for key in ("concepts_per_dataset", "tasks_per_concept", "references", "image_size", "seed")}
+
+
 def rater_sheet_outputs(datasets=None):
     return [
         path
