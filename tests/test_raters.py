@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from imagenet_cog.analyses import raters
 from imagenet_cog.features import write_shard
 from imagenet_cog.io import read_tsv, write_tsv
+from PIL import Image
 
 WNIDS = ["n00000001", "n00000002", "n00000003", "n00000004"]
 NAMES = {wnid: f"thing{index}" for index, wnid in enumerate(WNIDS)}
@@ -77,7 +76,7 @@ def test_pages_hold_exactly_the_key_tasks_and_no_answers(world):
             continue
         text = (world / "sheets" / page).read_text()
         rows = [row for row in key if f"{row['variant']}-{row['negatives']}-{int(row['page']):02d}.html" == page]
-        sections = re.findall(r'<section class="task" data-task="([^"]+)">(.*?)</section>', text, re.S)
+        sections = re.findall(r'<section class="task" data-task="([^"]+)">(.*?)</section>', text, re.DOTALL)
         assert [task for task, _ in sections] == [row["task"] for row in sorted(rows, key=lambda r: int(r["position"]))]
         # Nothing on the page names a concept, a file or the answer.
         for wnid in WNIDS:

@@ -43,17 +43,22 @@ import base64
 import csv
 import html
 import io
-import json
 import math
 import os
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from imagenet_cog.io import atomic_directory, read_lines, read_tsv, write_json, write_tsv
+from imagenet_cog.io import (
+    atomic_directory,
+    read_lines,
+    read_tsv,
+    write_json,
+    write_tsv,
+)
 from imagenet_cog.splits import derived_rng
 
 VARIANTS = ("coherence", "describability")
@@ -322,8 +327,8 @@ def render_page(tasks: Sequence[Task], glosses: Mapping[str, str], image: Callab
         f"<style>{PAGE_STYLE}</style><script>{PAGE_SCRIPT}</script></head>",
         f'<body data-sheet="{html.escape(sheet)}" onchange="countAnswers()">',
         f"<h1>Sheet {html.escape(sheet)}</h1>",
-        f"<p>{instruction} When you are not sure, make your best guess. When done, press "
-        f"<em>Download answers</em> at the bottom and send the CSV file it saves.</p>",
+        (f"<p>{instruction} When you are not sure, make your best guess. When done, press "
+         "<em>Download answers</em> at the bottom and send the CSV file it saves.</p>"),
         '<p><label>Your rater ID: <input id="rater" type="text" autocomplete="off"></label></p>',
     ]
     for number, task in enumerate(tasks, start=1):
