@@ -102,6 +102,17 @@ def test_an_added_seed_runs_only_its_probes(finished_copy, demo_config):
     )
 
 
+def test_changed_rater_settings_rerun_only_the_sheets(finished_copy, demo_config):
+    tasks = demo_config["analyses"]["raters"]["tasks_per_concept"] + 1
+    jobs = planned_jobs(finished_copy, "--configfile",
+                        overlay(finished_copy, {"analyses": {"raters": {"tasks_per_concept": tasks}}}))
+    assert rules_of(jobs) - {"all"} == {"rater_sheets"}
+    assert sorted(w["dataset"] for rule, w in jobs if rule == "rater_sheets") == sorted(demo_config["datasets"])
+    # Switching the sheets off only takes them out of rule all's targets.
+    assert planned_jobs(finished_copy, "--configfile",
+                        overlay(finished_copy, {"analyses": {"raters": {"enabled": False}}})) == []
+
+
 def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy, demo_config):
     levels = demo_config["levels"]
     jobs = planned_jobs(finished_copy, "--configfile",

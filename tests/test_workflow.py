@@ -71,3 +71,30 @@ def test_report_builds(demo_run):
     html = (demo_run / "report.html").read_text(errors="replace")
     assert len(html) > 10_000
     assert "ImageNet-CoG" in html
+
+
+def test_rater_sheets_hold_the_key_tasks_and_score(demo_run, demo_config, tmp_path):
+    from imagenet_cog.analyses.raters import NEGATIVE_KINDS, VARIANTS, score_raters_command
+
+    layout = Layout()
+    raters = demo_config["analyses"]["raters"]
+    assert raters["enabled"]
+    concepts = min(raters["concepts_per_dataset"], demo_config["demo"]["concepts_per_dataset"])
+    answers = ["rater,task,choice"]
+    for dataset in demo_config["datasets"]:
+        key = read_tsv(demo_run / layout.rater_key(dataset))
+        assert len(key) == concepts * raters["tasks_per_concept"] * len(VARIANTS) * len(NEGATIVE_KINDS)
+        sheets = demo_run / layout.rater_sheets(dataset)
+        pages = {path.name: path.read_text() for path in sheets.glob("*.html")}
+        assert len(pages) == 1 + len(VARIANTS) * len(NEGATIVE_KINDS) * raters["tasks_per_concept"]
+        shown = "".join(pages.values())
+        assert all(f'data-task="{row["task"]}"' in shown for row in key)
+        assert not any(row["wnid"] in shown or row["query_a"] in shown for row in key)
+        answers += [f"key,{row['task']},{row['answer']}" for row in key]
+    (tmp_path / "answers.csv").write_text("\n".join(answers) + "\n")
+    keys = [str(demo_run / layout.rater_key(dataset)) for dataset in demo_config["datasets"]]
+    assert score_raters_command(["--answers", str(tmp_path / "answers.csv"), "--key", *keys,
+                                 "--output", str(tmp_path / "scores.tsv")]) == 0
+    scores = read_tsv(tmp_path / "scores.tsv")
+    assert len(scores) == len(demo_config["datasets"]) * len(VARIANTS) * len(NEGATIVE_KINDS)
+    assert {row["accuracy"] for row in scores} == {"1"}

@@ -99,6 +99,15 @@ class Layout:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
         return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.optuna.jsonl"
 
+    # analyses stage: human forced-choice sheets -----------------------------------
+    def rater_sheets(self, dataset: str) -> str:
+        """Folder of self-contained HTML pages for raters (index.html lists them)."""
+        return f"{self.root}/analyses/raters/{dataset}/sheets"
+
+    def rater_key(self, dataset: str) -> str:
+        """The sheets' answer key: one row per task (kept apart from the pages)."""
+        return f"{self.root}/analyses/raters/{dataset}/key.tsv"
+
     # results stage ----------------------------------------------------------------
     def table(self, name: str, extension: str) -> str:
         return f"{self.root}/tables/{name}.{extension}"

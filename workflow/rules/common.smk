@@ -270,6 +270,7 @@ def final_outputs():
         PATHS.split_summary(),
         *probe_results(models=result_models()),
         *PATHS.result_targets(DATASETS),
+        *rater_sheet_targets(),
     ]
 
 
@@ -354,3 +355,53 @@ def figure_report(name, caption):
         category="Figures",
         labels={"figure": name},
     )
+
+
+# analyses stage: human forced-choice sheets -------------------------------------------
+
+
+def rater_model():
+    """The model whose test features give the sheets' hard negatives."""
+    model = config["analyses"]["raters"]["model"] or config["results"]["baseline_model"]
+    if model not in config["models"]:
+        raise WorkflowError(
+            f"config.yaml: analyses.raters.model '{model}' is not a key of 'models' "
+            f"({', '.join(MODELS)}); set it to one of them (null: results.baseline_model)."
+        )
+    return model
+
+
+if "hard" in config["analyses"]["raters"]["negatives"]:
+    rater_model()
+
+
+def rater_sheet_inputs(wildcards):
+    """Split table and catalogue; the test features only for hard negatives; in demo mode the
+    generated images (real ImageNet folders stay a param: Snakemake would stat every file)."""
+    dataset = wildcards.dataset
+    inputs = {"split_table": PATHS.image_splits(dataset), "catalogue": PATHS.concept_catalogue()}
+    if "hard" in config["analyses"]["raters"]["negatives"]:
+        inputs["features"] = PATHS.features(rater_model(), dataset, "test")
+    if config["mode"] == "demo":
+        inputs["images"] = image_root(dataset)
+    return inputs
+
+
+def rater_sheet_settings():
+    """The settings that shape the sheets (params: a change re-runs them); not 'enabled',
+    which only says whether rule all asks for them, nor 'model', whose features are an input."""
+    raters = config["analyses"]["raters"]
+    return {key: raters[key] for key in ("concepts_per_dataset", "tasks_per_concept", "references", "image_size", "seed")}
+
+
+def rater_sheet_outputs(datasets=None):
+    return [
+        path
+        for dataset in (datasets or DATASETS)
+        for path in (PATHS.rater_sheets(dataset), PATHS.rater_key(dataset))
+    ]
+
+
+def rater_sheet_targets():
+    """The sheets of every dataset, for rule all, when analyses.raters.enabled."""
+    return rater_sheet_outputs() if config["analyses"]["raters"]["enabled"] else []
