@@ -119,9 +119,10 @@ def run_pipeline(results_root, tmp_path):
     summary_path = tmp_path / "summary.csv"
     grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS),
             "--datasets", *DATASETS, "--shots", *SHOTS, "--seeds", *SEEDS]
-    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
-    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
-                           "--baseline", "resnet50"]) == 0
+    seed_path = tmp_path / "seeds.csv"
+    assert aggregate_command([*grid, "--output", str(summary_path), "--seed-output", str(seed_path)]) == 0
+    assert tables_command(["--summary", str(summary_path), "--seed-results", str(seed_path),
+                           "--results-root", str(results_root), "--baseline", "resnet50"]) == 0
     return summary_path, grid
 
 

@@ -320,14 +320,15 @@ def write_table(layout: Layout, name: str, table: pd.DataFrame, caption: str, no
 
 
 def write_tidy_table(
-    layout: Layout, name: str, table: pd.DataFrame, caption: str, notes: Sequence[str], decimals: dict[str, int]
+    layout: Layout, name: str, table: pd.DataFrame, caption: str, notes: Sequence[str], formats: dict[str, str]
 ) -> None:
-    """A tidy table: full precision in the CSV; rounded, empty for NaN, in Markdown and LaTeX."""
+    """A tidy table: full precision in the CSV; ``formats`` (column -> format spec, e.g. ".2f"),
+    empty for NaN, in Markdown and LaTeX."""
     with atomic_output(layout.table(name, "csv")) as temporary:
         table.to_csv(temporary, index=False)
     rendered = table.copy().astype(object)
-    for column, places in decimals.items():
-        rendered[column] = [f"{value:.{places}f}" if pd.notna(value) else "" for value in table[column]]
+    for column, spec in formats.items():
+        rendered[column] = [format(value, spec) if pd.notna(value) else "" for value in table[column]]
     rendered = rendered.where(rendered.notna(), "")
     write_text(layout.table(name, "md"), markdown_table(rendered, caption, notes))
     write_text(layout.table(name, "tex"), latex_table(rendered, caption, notes))
@@ -472,7 +473,8 @@ def write_statistics(summary: pd.DataFrame, seed_results: pd.DataFrame, layout: 
             f"significant: Holm-corrected p < 0.05 over all {int(tests['p_value'].notna().sum())} tests of this table.",
             "No test (empty p) with fewer than 2 seeds, with equal differences on every seed, or an incomplete cell.",
         ],
-        {"mean_diff": 2, "std_diff": 2, "ci95_low": 2, "ci95_high": 2, "t": 2, "p_value": 4, "p_holm": 4},
+        {"mean_diff": ".2f", "std_diff": ".2f", "ci95_low": ".2f", "ci95_high": ".2f", "t": ".2f",
+         "p_value": ".2g", "p_holm": ".2g"},
     )
     ranks = rank_agreement(summary)
     write_tidy_table(
@@ -480,7 +482,7 @@ def write_statistics(summary: pd.DataFrame, seed_results: pd.DataFrame, layout: 
         "Rank agreement: Kendall's tau-b between the models' top-1 ranking on IN-1K and on each "
         "level, per N, with its two-sided p-value (does IN-1K accuracy predict generalization?).",
         ["Only models with a complete result on both datasets are ranked."],
-        {"kendall_tau": 3, "p_value": 4},
+        {"kendall_tau": ".3f", "p_value": ".2g"},
     )
 
 

@@ -93,7 +93,7 @@ def drop_command(argv: list[str]) -> int:
         f"Concept-generalization drop ({shots_title(shots)}): IN-1K top-1 minus each level's top-1, "
         f"in points and in percent of the model's own IN-1K top-1.",
         ["Means over seeds; a model without complete IN-1K and level results has empty cells."],
-        {column: 1 for column in table.columns if column != "Model"},
+        {column: ".1f" for column in table.columns if column != "Model"},
     )
     sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
     fig = drop_figure(summary)
