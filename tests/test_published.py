@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from imagenet_cog.layout import FIGURE_FORMATS, PUBLISHED_FIGURE, TABLE_FORMATS, Layout, published_table_names
-from imagenet_cog.published import compare, difference_test, read_published, resolve_paper_names, write_comparison
+from imagenet_cog.paper import published_model_names, resolve_paper_names
+from imagenet_cog.published import compare, difference_test, read_published, write_comparison
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "resources" / "published_top1.tsv"
 PAPER_DATASETS = ["in1k", "l1", "l2", "l3", "l4", "l5"]
@@ -56,9 +57,9 @@ def test_cells_against_the_paper_text(published, model, dataset, shots, mean, st
 def test_paper_names_with_or_without_the_category_prefix(published):
     models = {"sup": {"paper_name": "ResNet50"}, "dino": {"paper_name": "DINO"},
               "mix": {"paper_name": "r-mixup"}, "mine": {"arch": "resnet50"}}
-    assert resolve_paper_names(models, published) == {"sup": "ResNet50", "dino": "s-DINO", "mix": "r-Mixup"}
+    assert resolve_paper_names(models, published_model_names(PUBLISHED)) == {"sup": "ResNet50", "dino": "s-DINO", "mix": "r-Mixup"}
     with pytest.raises(ValueError, match="'ResNet-51'.*use one of ResNet50, a-ResNet-152"):
-        resolve_paper_names({"typo": {"paper_name": "ResNet-51"}}, published)
+        resolve_paper_names({"typo": {"paper_name": "ResNet-51"}}, published_model_names(PUBLISHED))
 
 
 def test_one_seed_is_tested_against_the_papers_prediction_interval():
@@ -98,7 +99,7 @@ MODELS = {"sup": {"paper_name": "ResNet50"}, "dino": {"paper_name": "DINO"}, "mi
 
 def test_only_the_planted_difference_is_marked(published):
     summary = summary_like_the_paper(published, {("dino", "l5"): -8.0})
-    comparison = compare(summary, published, resolve_paper_names(MODELS, published))
+    comparison = compare(summary, published, resolve_paper_names(MODELS, published_model_names(PUBLISHED)))
     assert set(comparison["model"]) == {"sup", "dino"}  # no paper_name, no comparison
     assert len(comparison) == 8
     marked = comparison[comparison["differs"]]

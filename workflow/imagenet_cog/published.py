@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 from pathlib import Path
 
 import matplotlib
@@ -36,6 +35,7 @@ from .aggregate import (  # noqa: E402
 )
 from .io import atomic_output  # noqa: E402
 from .layout import FIGURE_FORMATS, PUBLISHED_FIGURE, Layout  # noqa: E402
+from .paper import resolve_paper_names  # noqa: E402
 from .statistics import ALPHA, SIGNIFICANT_MARK, holm  # noqa: E402
 
 PUBLISHED_SEEDS = 5
@@ -64,40 +64,6 @@ def read_published(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: not a table of published top-1 (lacks {', '.join(missing)}).")
     return published
-
-
-def name_key(name: str) -> str:
-    return re.sub(r"\s+", " ", name.strip()).casefold()
-
-
-def paper_names(published: pd.DataFrame) -> dict[str, str]:
-    """Accepted spellings -> the published row's name: as printed ("s-DINO") or without the
-    category prefix ("DINO"), case-insensitive."""
-    names = {}
-    for model in dict.fromkeys(published["model"]):
-        names[name_key(model)] = model
-        names.setdefault(name_key(re.sub(r"^[asrd]-", "", model)), model)
-    return names
-
-
-def resolve_paper_names(models: dict[str, dict], published: pd.DataFrame, source: str = "published top-1") -> dict[str, str]:
-    """Config model -> the published model its ``paper_name`` names; an unknown name is an error."""
-    names = paper_names(published)
-    resolved, unknown = {}, []
-    for model, entry in models.items():
-        paper_name = (entry or {}).get("paper_name")
-        if paper_name is None:
-            continue
-        if name_key(paper_name) not in names:
-            unknown.append(f"{model}: '{paper_name}'")
-            continue
-        resolved[model] = names[name_key(paper_name)]
-    if unknown:
-        raise ValueError(
-            f"models.<name>.paper_name not in {source}: {', '.join(unknown)}; use one of "
-            f"{', '.join(dict.fromkeys(published['model']))} (the category prefix may be left out)."
-        )
-    return resolved
 
 
 def difference_test(diff: float, n_seeds: int, std: float, published_std: float) -> tuple[float, float, float]:
@@ -198,7 +164,7 @@ def comparison_figure(comparison: pd.DataFrame):
 
 
 def write_comparison(summary: pd.DataFrame, published: pd.DataFrame, models: dict[str, dict], layout: Layout) -> pd.DataFrame:
-    mapping = resolve_paper_names(models, published)
+    mapping = resolve_paper_names(models, list(dict.fromkeys(published["model"])))
     comparison = compare(summary, published, mapping)
     notes = [RULE_NOTE] if not comparison.empty else [NO_MODEL_NOTE]
     write_tidy_table(
