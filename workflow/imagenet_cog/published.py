@@ -31,7 +31,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from .aggregate import (  # noqa: E402
-    MISSING, dataset_title, read_summary, shots_title, write_table, write_tidy_table,
+    MISSING, RANDOM_WEIGHTS_NOTE, dataset_title, display_label, read_summary, shots_title, write_table, write_tidy_table,
 )
 from .io import atomic_output  # noqa: E402
 from .layout import FIGURE_FORMATS, PUBLISHED_FIGURE, Layout  # noqa: E402
@@ -91,7 +91,7 @@ def compare(summary: pd.DataFrame, published: pd.DataFrame, mapping: dict[str, s
         if key not in paper.index:
             continue
         row = {
-            "model": cell["model"], "label": cell["label"], "paper_name": key[0], "dataset": cell["dataset"],
+            "model": cell["model"], "label": display_label(cell), "paper_name": key[0], "dataset": cell["dataset"],
             "shots": str(cell["shots"]), "n_seeds": int(cell["n_seeds"]), "mean": cell["mean"], "std": cell["std"],
             "published_mean": float(paper.loc[key, "mean"]), "published_std": float(paper.loc[key, "std"]),
         }
@@ -167,6 +167,8 @@ def write_comparison(summary: pd.DataFrame, published: pd.DataFrame, models: dic
     mapping = resolve_paper_names(models, list(dict.fromkeys(published["model"])))
     comparison = compare(summary, published, mapping)
     notes = [RULE_NOTE] if not comparison.empty else [NO_MODEL_NOTE]
+    if summary.loc[summary["model"].isin(list(mapping)), "random_weights"].any():
+        notes.append(RANDOM_WEIGHTS_NOTE)
     write_tidy_table(
         layout, "published_comparison", comparison,
         "Our top-1 against the paper's published top-1 (supp. Tables 5-10), per model, dataset and N.",
@@ -181,7 +183,7 @@ def write_comparison(summary: pd.DataFrame, published: pd.DataFrame, models: dic
             layout, f"published_{dataset}", table,
             f"Ours minus published top-1 on {dataset_title(dataset)}, per N, in points "
             f"(our mean vs the paper's mean).",
-            [RULE_NOTE] if len(table.columns) > 1 else [NO_MODEL_NOTE],
+            notes if len(table.columns) > 1 else [NO_MODEL_NOTE],
         )
     fig = comparison_figure(comparison)
     for extension in FIGURE_FORMATS:
