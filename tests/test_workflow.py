@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -71,3 +72,54 @@ def test_report_builds(demo_run):
     html = (demo_run / "report.html").read_text(errors="replace")
     assert len(html) > 10_000
     assert "ImageNet-CoG" in html
+
+
+def test_statistics_drop_and_published_comparison_of_the_demo(demo_run, demo_config):
+    from imagenet_cog.aggregate import read_summary
+
+    layout = Layout()
+    models = list(demo_config["models"])
+    baseline = demo_config["results"]["baseline_model"]
+    datasets = demo_config["datasets"]
+    shots = [str(shot) for shot in demo_config["probes"]["shots"]]
+    summary = read_summary(demo_run / layout.results_summary())
+    with_interval = summary[summary["ci95_low"].notna()]
+    assert len(with_interval) == len(summary)  # the demo runs 2 seeds: every cell has one
+    assert (with_interval["ci95_low"] <= with_interval["mean"]).all()
+    assert (with_interval["mean"] <= with_interval["ci95_high"]).all()
+
+    seeds = pd.read_csv(demo_run / layout.seed_results())
+    assert len(seeds) == len(models) * len(datasets) * len(shots) * len(demo_config["probes"]["seeds"])
+    tests = pd.read_csv(demo_run / layout.table("paired_tests", "csv"))
+    assert len(tests) == (len(models) - 1) * len(datasets) * len(shots)
+    assert baseline not in set(tests["model"])
+    ranks = pd.read_csv(demo_run / layout.table("rank_agreement", "csv"))
+    assert len(ranks) == (len(datasets) - 1) * len(shots)
+    drop = pd.read_csv(demo_run / layout.table("generalization_drop", "csv"))
+    assert len(drop) == len(models)
+    assert [column for column in drop.columns if column.endswith("drop (%)")] == [
+        f"{dataset.upper()} drop (%)" for dataset in datasets if dataset != "in1k"
+    ]
+
+    mapped = [model for model, entry in demo_config["models"].items() if entry.get("paper_name")]
+    comparison = pd.read_csv(demo_run / layout.table("published_comparison", "csv"))
+    assert sorted(set(comparison["model"])) == sorted(mapped)
+    assert len(comparison) == len(mapped) * len(datasets) * len(shots)
+    assert comparison["published_mean"].between(0, 100).all()
+    for dataset in datasets:
+        table = pd.read_csv(demo_run / layout.table(f"published_{dataset}", "csv"))
+        assert len(table) == len(mapped)
+
+
+def test_a_finished_demo_after_a_results_change_reruns_only_results_jobs(demo_run, tmp_path):
+    import shutil
+
+    workdir = tmp_path / "changed-baseline"
+    shutil.copytree(demo_run, workdir, symlinks=True)
+    (workdir / "other.yaml").write_text("results: {baseline_model: deit_small}\n")
+    result = snakemake(workdir, "--cores", "1", "--dry-run", "--configfile", "other.yaml")
+    table = (result.stdout + result.stderr).split("Job stats:")[1].split("total")[0]
+    planned = {line.split()[0] for line in table.splitlines()[3:] if line.strip()}
+    assert planned and planned <= {
+        "result_tables", "result_figures", "result_statistics", "result_drop", "result_published", "all",
+    }
