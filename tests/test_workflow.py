@@ -110,16 +110,3 @@ def test_statistics_drop_and_published_comparison_of_the_demo(demo_run, demo_con
         table = pd.read_csv(demo_run / layout.table(f"published_{dataset}", "csv"))
         assert len(table) == len(mapped)
 
-
-def test_a_finished_demo_after_a_results_change_reruns_only_results_jobs(demo_run, tmp_path):
-    import shutil
-
-    workdir = tmp_path / "changed-baseline"
-    shutil.copytree(demo_run, workdir, symlinks=True)
-    (workdir / "other.yaml").write_text("results: {baseline_model: deit_small}\n")
-    result = snakemake(workdir, "--cores", "1", "--dry-run", "--configfile", "other.yaml")
-    table = (result.stdout + result.stderr).split("Job stats:")[1].split("total")[0]
-    planned = {line.split()[0] for line in table.splitlines()[3:] if line.strip()}
-    assert planned and planned <= {
-        "result_tables", "result_figures", "result_statistics", "result_drop", "result_published", "all",
-    }

@@ -343,9 +343,14 @@ def probe_runtime_minutes(wildcards):
 
 # results stage ---------------------------------------------------------------------------
 
-def models_json():
-    """Config entries of the models the results cover, for the aggregation commands."""
-    return json.dumps({model: config["models"][model] for model in result_models()})
+def models_json(with_paper_name=False):
+    """Config entries of the models the results cover, for the aggregation commands; the
+    paper_name only for the comparison with published numbers, so that setting one re-runs
+    that comparison alone."""
+    return json.dumps({
+        model: {key: value for key, value in config["models"][model].items() if with_paper_name or key != "paper_name"}
+        for model in result_models()
+    })
 
 
 def grid_arguments():

@@ -137,7 +137,7 @@ rule result_published:
         PATHS.figure(PUBLISHED_FIGURE, "pdf"),
     params:
         root=PATHS.root,
-        models=shlex.quote(models_json()),
+        models=shlex.quote(models_json(with_paper_name=True)),
     log:
         "logs/results/result_published.log",
     shell:
