@@ -130,3 +130,13 @@ def test_tables_per_dataset_show_ours_minus_published(published, tmp_path):
     assert table.loc["DINO† (s-DINO)", "N=1"] == "+0.0 (23.6 vs 23.6)"
     assert "† randomly initialised weights" in open(layout.table("published_in1k", "md")).read()
     assert r"$^{*}$" in open(layout.table("published_in1k", "tex")).read()
+
+
+def test_an_unknown_paper_name_stops_the_workflow_before_any_job(tmp_path):
+    from conftest import copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path / "workflow-copy")
+    (workdir / "typo.yaml").write_text("models: {resnet50: {paper_name: ResNet-50x}}\n")
+    result = snakemake(workdir, "--dry-run", "--configfile", "typo.yaml", check=False)
+    assert result.returncode != 0
+    assert "paper_name not in resources/published_top1.tsv: resnet50: 'ResNet-50x'" in result.stdout + result.stderr
