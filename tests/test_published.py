@@ -140,3 +140,23 @@ def test_an_unknown_paper_name_stops_the_workflow_before_any_job(tmp_path):
     result = snakemake(workdir, "--dry-run", "--configfile", "typo.yaml", check=False)
     assert result.returncode != 0
     assert "paper_name not in resources/published_top1.tsv: resnet50: 'ResNet-50x'" in result.stdout + result.stderr
+
+
+def test_figure_has_one_point_per_compared_cell_and_the_diagonal(published):
+    import matplotlib.pyplot as plt
+
+    from imagenet_cog.figures import ModelStyles
+    from imagenet_cog.published import comparison_figure
+
+    summary = summary_like_the_paper(published, {("sup", "l5"): 5.0})
+    comparison = compare(summary, published, resolve_paper_names(MODELS, published_model_names(PUBLISHED)))
+    fig = comparison_figure(comparison, ModelStyles(summary))
+    try:
+        (ax,) = fig.axes
+        points = [point for container in ax.containers for point in zip(*container.lines[0].get_data())]
+        assert sorted(points) == sorted(zip(comparison["published_mean"], comparison["mean"]))
+        diagonal = ax.get_lines()[-1]
+        assert list(diagonal.get_xdata()) == list(diagonal.get_ydata())
+        assert ax.get_xlabel().startswith("Published top-1")
+    finally:
+        plt.close(fig)

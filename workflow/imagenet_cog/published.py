@@ -28,11 +28,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from .aggregate import (  # noqa: E402
     MISSING, RANDOM_WEIGHTS_NOTE, dataset_title, display_label, read_summary, shots_title, write_table, write_tidy_table,
 )
+from .figures import ModelStyles  # noqa: E402
 from .io import atomic_output  # noqa: E402
 from .layout import FIGURE_FORMATS, PUBLISHED_FIGURE, Layout  # noqa: E402
 from .paper import resolve_paper_names  # noqa: E402
@@ -130,8 +132,10 @@ def dataset_table(comparison: pd.DataFrame, dataset: str, shots: list[str]) -> p
     return table.reset_index(drop=True)
 
 
-def comparison_figure(comparison: pd.DataFrame):
-    """Ours against published, one point per compared cell, the diagonal y = x."""
+def comparison_figure(comparison: pd.DataFrame, styles: ModelStyles):
+    """Ours against published, one point per compared cell, the diagonal y = x; each model in
+    its colour and marker of the other figures."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
     fig, ax = plt.subplots(figsize=(5.0, 5.0))
     compared = comparison[comparison["diff"].notna()]
     if compared.empty:
@@ -140,11 +144,10 @@ def comparison_figure(comparison: pd.DataFrame):
         ax.set_xlim(0, 100)
         ax.set_ylim(0, 100)
     else:
-        palette = plt.get_cmap("tab10" if compared["model"].nunique() <= 10 else "hsv")
-        for index, (model, rows) in enumerate(compared.groupby("model", sort=False)):
-            colour = palette(index % 10 if compared["model"].nunique() <= 10 else index / compared["model"].nunique())
+        for model, rows in compared.groupby("model", sort=False):
+            colour = styles[model]["color"]
             ax.errorbar(rows["published_mean"], rows["mean"], xerr=rows["published_std"], yerr=rows["std"],
-                        fmt="o", markersize=3.5, color=colour, capsize=1.5, linewidth=0.8,
+                        fmt=styles[model]["marker"], markersize=3.5, color=colour, capsize=1.5, linewidth=0.8,
                         label=f"{rows['label'].iloc[0]} ({rows['paper_name'].iloc[0]})")
             marked = rows[rows["differs"]]
             ax.scatter(marked["published_mean"], marked["mean"], s=50, facecolors="none", edgecolors=colour)
@@ -185,7 +188,7 @@ def write_comparison(summary: pd.DataFrame, published: pd.DataFrame, models: dic
             f"(our mean vs the paper's mean).",
             notes if len(table.columns) > 1 else [NO_MODEL_NOTE],
         )
-    fig = comparison_figure(comparison)
+    fig = comparison_figure(comparison, ModelStyles(summary))
     for extension in FIGURE_FORMATS:
         with atomic_output(layout.figure(PUBLISHED_FIGURE, extension)) as temporary:
             fig.savefig(temporary, format=extension, dpi=200, bbox_inches="tight")
