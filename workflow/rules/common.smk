@@ -11,7 +11,18 @@ from types import SimpleNamespace
 
 from snakemake.exceptions import IncompleteCheckpointException
 
-from imagenet_cog.layout import RESULT_FIGURES, TABLE_FORMATS, Layout, result_table_names
+from imagenet_cog.layout import (
+    DROP_NAME,
+    FIGURE_FORMATS,
+    PUBLISHED_FIGURE,
+    RESULT_FIGURES,
+    STATISTICS_TABLES,
+    TABLE_FORMATS,
+    Layout,
+    published_table_names,
+    result_table_names,
+)
+from imagenet_cog.paper import published_model_names, resolve_paper_names
 
 
 MODELS = list(config["models"])
@@ -35,6 +46,19 @@ for dataset in DATASETS:
             f"config.yaml: dataset '{dataset}' is not IN-1K or one of the "
             f"{len(LEVEL_NAMES)} levels ({', '.join(LEVEL_NAMES)}); fix 'datasets' or 'levels.num_levels'."
         )
+
+# A paper_name that names no row of the published tables fails here, before any job.
+PUBLISHED_TOP1 = config["results"]["published_top1"]
+if any("paper_name" in entry for entry in config["models"].values()):
+    if not os.path.exists(PUBLISHED_TOP1):
+        raise WorkflowError(
+            f"config.yaml: results.published_top1 '{PUBLISHED_TOP1}' does not exist; models with "
+            f"a paper_name are compared with it (the shipped file is resources/published_top1.tsv)."
+        )
+    try:
+        resolve_paper_names(config["models"], published_model_names(PUBLISHED_TOP1), PUBLISHED_TOP1)
+    except ValueError as error:
+        raise WorkflowError(f"config.yaml: {error}") from error
 
 
 wildcard_constraints:
@@ -320,9 +344,14 @@ def probe_runtime_minutes(wildcards):
 
 # results stage ---------------------------------------------------------------------------
 
-def models_json():
-    """Config entries of the models the results cover, for the aggregation commands."""
-    return json.dumps({model: config["models"][model] for model in result_models()})
+def models_json(with_paper_name=False):
+    """Config entries of the models the results cover, for the aggregation commands; the
+    paper_name only for the comparison with published numbers, so that setting one re-runs
+    that comparison alone."""
+    return json.dumps({
+        model: {key: value for key, value in config["models"][model].items() if with_paper_name or key != "paper_name"}
+        for model in result_models()
+    })
 
 
 def grid_arguments():
@@ -345,6 +374,33 @@ def table_report(name):
         category="Tables",
         subcategory=kind,
         labels={"table": kind, "dataset": dataset},
+    )
+
+
+def tidy_report(path, caption, table, subcategory):
+    """A report entry for a table of the results stage other than the paper's tables."""
+    return report(
+        path,
+        caption=f"../report/{caption}",
+        category="Tables",
+        subcategory=subcategory,
+        labels={"table": table, "dataset": "all"},
+    )
+
+
+def published_report(name):
+    """published_comparison (every compared cell) or published_<dataset> as a report entry."""
+    dataset = name.split("_", 1)[1]
+    across = dataset == "comparison"
+    return report(
+        PATHS.table(name, "csv"),
+        caption=f"../report/{'published_comparison' if across else 'published_dataset'}.rst",
+        category="Tables",
+        subcategory="Ours - published",
+        labels={
+            "table": "ours vs published, every cell" if across else "ours - published per N",
+            "dataset": "all" if across else dataset.upper().replace("IN1K", "IN-1K"),
+        },
     )
 
 
