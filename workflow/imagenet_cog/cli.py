@@ -32,6 +32,14 @@ COMMANDS: dict[str, str] = {
     "results-tables": "imagenet_cog.aggregate:tables_command",
     "results-timings": "imagenet_cog.aggregate:timings_command",
     "results-figures": "imagenet_cog.figures:figures_command",
+    # analyses stage
+    "analyses-kmeans": "imagenet_cog.analyses.clustering:kmeans_command",
+    "analyses-geometry": "imagenet_cog.analyses.geometry:geometry_command",
+    "analyses-learnability": "imagenet_cog.analyses.learnability:learnability_command",
+    "analyses-agreement": "imagenet_cog.analyses.agreement:agreement_command",
+    "analyses-summary": "imagenet_cog.analyses.report:summary_command",
+    "analyses-tables": "imagenet_cog.analyses.report:tables_command",
+    "analyses-figures": "imagenet_cog.analyses.report:figures_command",
 }
 
 
