@@ -150,14 +150,15 @@ def cluster_dataset(
     settings: KMeansSettings, where: str,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """The analysis result (without provenance) and the test assignments of the kept run."""
-    k = int(np.unique(train_labels).size)
+    k = int(np.unique(np.concatenate([train_labels, test_labels])).size)
     fit_rows = np.arange(train_labels.size)
     if settings.train_per_concept is not None:
         fit_rows = per_concept_subsample(train_labels, settings.train_per_concept, settings.subsample_seed)
     if k > fit_rows.size:
         raise AnalysisInputError(
             f"{where}: k = {k} concepts but only {fit_rows.size} training samples to fit the "
-            f"centroids on; raise analyses.kmeans.train_per_concept (or set it to null)."
+            f"centroids on; give every concept training images, or raise "
+            f"analyses.kmeans.train_per_concept (null: all training images)."
         )
     if not settings.seeds:
         raise AnalysisInputError("analyses.kmeans.seeds is empty; give at least one seed.")
