@@ -24,8 +24,13 @@ import argparse
 import time
 
 import numpy as np
-
-from imagenet_cog.analyses.clustering import confusion_matrix, faiss_uses_gpu, fit_kmeans, nearest_centroid, paper_purity
+from imagenet_cog.analyses.clustering import (
+    confusion_matrix,
+    faiss_uses_gpu,
+    fit_kmeans,
+    nearest_centroid,
+    paper_purity,
+)
 from imagenet_cog.analyses.common import l2_normalised
 from imagenet_cog.analyses.geometry import uniformity_loss
 

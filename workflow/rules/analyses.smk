@@ -10,14 +10,19 @@
 
 
 rule analyses_kmeans:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         train=PATHS.features("{model}", "{dataset}", "train"),
         test=PATHS.features("{model}", "{dataset}", "test"),
     output:
         result=PATHS.analysis_result("{model}", "{dataset}", "kmeans"),
         assignments=PATHS.kmeans_assignments("{model}", "{dataset}"),
+    log:
+        "logs/analyses/{model}/{dataset}/kmeans.log",
+    benchmark:
+        "logs/analyses/benchmarks/{model}/{dataset}/kmeans.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
     params:
         settings=ANALYSES_CONFIG["kmeans"],
         device=ANALYSES_CONFIG["device"],
@@ -30,11 +35,6 @@ rule analyses_kmeans:
                 else ""
             )
         ),
-    threads: ANALYSES_CONFIG["threads"]
-    log:
-        "logs/analyses/{model}/{dataset}/kmeans.log",
-    benchmark:
-        "logs/analyses/benchmarks/{model}/{dataset}/kmeans.tsv"
     shell:
         python_command("analyses-kmeans")
         + " --train {input.train} --test {input.test} --output {output.result}"
@@ -45,20 +45,20 @@ rule analyses_kmeans:
 
 
 rule analyses_alignment_uniformity:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         test=PATHS.features("{model}", "{dataset}", "test"),
     output:
         PATHS.analysis_result("{model}", "{dataset}", "alignment_uniformity"),
-    params:
-        settings=ANALYSES_CONFIG["alignment_uniformity"],
-        device=ANALYSES_CONFIG["device"],
-    threads: ANALYSES_CONFIG["threads"]
     log:
         "logs/analyses/{model}/{dataset}/alignment_uniformity.log",
     benchmark:
         "logs/analyses/benchmarks/{model}/{dataset}/alignment_uniformity.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        settings=ANALYSES_CONFIG["alignment_uniformity"],
+        device=ANALYSES_CONFIG["device"],
     shell:
         python_command("analyses-geometry")
         + " --test {input.test} --output {output} --model {wildcards.model} --dataset {wildcards.dataset}"
@@ -67,20 +67,20 @@ rule analyses_alignment_uniformity:
 
 
 rule analyses_learnability:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         test=PATHS.features("{model}", "{dataset}", "test"),
         splits=PATHS.image_splits("{dataset}"),
     output:
         result=PATHS.analysis_result("{model}", "{dataset}", "learnability"),
         concepts=PATHS.learnability_concepts("{model}", "{dataset}"),
-    params:
-        settings=ANALYSES_CONFIG["learnability"],
     log:
         "logs/analyses/{model}/{dataset}/learnability.log",
     benchmark:
         "logs/analyses/benchmarks/{model}/{dataset}/learnability.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        settings=ANALYSES_CONFIG["learnability"],
     shell:
         python_command("analyses-learnability")
         + " --test {input.test} --splits {input.splits} --output {output.result}"
@@ -90,24 +90,25 @@ rule analyses_learnability:
 
 
 rule analyses_agreement:
-    conda:
-        CONDA_ENVIRONMENT
     input:
-        lambda wildcards: [PATHS.kmeans_assignments(model, wildcards.dataset) for model in result_models()],
+        lambda wildcards: [
+            PATHS.kmeans_assignments(model, wildcards.dataset)
+            for model in result_models()
+        ],
     output:
         PATHS.agreement_matrix("{dataset}"),
-    params:
-        models=" ".join(result_models()),
     log:
         "logs/analyses/agreement/{dataset}.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        models=" ".join(result_models()),
     shell:
         python_command("analyses-agreement")
         + " --models {params.models} --assignments {input} --output {output} > {log} 2>&1"
 
 
 rule analyses_summary:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         analysis_results(),
     output:
@@ -120,47 +121,62 @@ rule analyses_summary:
         ),
     log:
         "logs/analyses/analyses_summary.log",
+    conda:
+        CONDA_ENVIRONMENT
     shell:
-        python_command("analyses-summary") + " --results {input} --output {output} > {log} 2>&1"
+        python_command("analyses-summary")
+        + " --results {input} --output {output} > {log} 2>&1"
 
 
 rule analyses_tables:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         summary=PATHS.analyses_summary(),
         agreement=list(agreement_matrices().values()),
     output:
         [
-            analysis_table_report(name) if extension == "csv" else PATHS.table(name, extension)
+            (
+                analysis_table_report(name)
+                if extension == "csv"
+                else PATHS.table(name, extension)
+            )
             for name in analysis_table_names(analyses_switched_on(), DATASETS)
             for extension in TABLE_FORMATS
         ],
-    params:
-        arguments=analyses_rendering_arguments(),
     log:
         "logs/analyses/analyses_tables.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        arguments=analyses_rendering_arguments(),
     shell:
-        python_command("analyses-tables") + " --summary {input.summary} {params.arguments} > {log} 2>&1"
+        python_command("analyses-tables")
+        + " --summary {input.summary} {params.arguments} > {log} 2>&1"
 
 
 rule analyses_figures:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         summary=PATHS.analyses_summary(),
         agreement=list(agreement_matrices().values()),
     output:
-        [analysis_figure_report(name) for name in analysis_figure_names(analyses_switched_on())],
-        [PATHS.figure(name, "pdf") for name in analysis_figure_names(analyses_switched_on())],
-    params:
-        arguments=analyses_rendering_arguments(),
+        [
+            analysis_figure_report(name)
+            for name in analysis_figure_names(analyses_switched_on())
+        ],
+        [
+            PATHS.figure(name, "pdf")
+            for name in analysis_figure_names(analyses_switched_on())
+        ],
     log:
         "logs/analyses/analyses_figures.log",
     benchmark:
         "logs/analyses/benchmarks/analyses_figures.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        arguments=analyses_rendering_arguments(),
     shell:
-        python_command("analyses-figures") + " --summary {input.summary} {params.arguments} > {log} 2>&1"
+        python_command("analyses-figures")
+        + " --summary {input.summary} {params.arguments} > {log} 2>&1"
 
 
 # Named target: `snakemake analyses` builds the stage for the configured selection.

@@ -39,7 +39,14 @@ from typing import Any
 import numpy as np
 
 from ..io import write_json, write_tsv
-from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
+from .common import (
+    AnalysisInputError,
+    l2_normalised,
+    load_split,
+    metric,
+    provenance,
+    versions,
+)
 
 log = logging.getLogger("imagenet_cog.analyses.clustering")
 
@@ -91,7 +98,11 @@ def entropy_purity(confusion: np.ndarray) -> float:
 
 
 def clustering_metrics(labels: np.ndarray, clusters: np.ndarray, num_clusters: int) -> dict[str, float]:
-    from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, normalized_mutual_info_score
+    from sklearn.metrics import (
+        adjusted_mutual_info_score,
+        adjusted_rand_score,
+        normalized_mutual_info_score,
+    )
 
     confusion = confusion_matrix(labels, clusters, num_clusters)
     return {

@@ -29,7 +29,15 @@ import time
 import numpy as np
 
 from ..io import write_json
-from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, torch_device, versions
+from .common import (
+    AnalysisInputError,
+    l2_normalised,
+    load_split,
+    metric,
+    provenance,
+    torch_device,
+    versions,
+)
 
 log = logging.getLogger("imagenet_cog.analyses.geometry")
 

@@ -26,7 +26,14 @@ import sys
 import numpy as np
 
 from ..io import read_tsv, write_json, write_tsv
-from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
+from .common import (
+    AnalysisInputError,
+    l2_normalised,
+    load_split,
+    metric,
+    provenance,
+    versions,
+)
 
 log = logging.getLogger("imagenet_cog.analyses.learnability")
 

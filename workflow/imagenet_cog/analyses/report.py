@@ -15,24 +15,36 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
 
-from ..aggregate import RANDOM_WEIGHTS_MARK, RANDOM_WEIGHTS_NOTE, dataset_title, write_table  # noqa: E402
-from ..figures import DATASET_LABEL, ModelStyles, figure_legend, no_data, panel_grid, save_figure  # noqa: E402
-from ..io import atomic_output  # noqa: E402
-from ..layout import Layout  # noqa: E402
-from ..models import is_random_weights  # noqa: E402
-from .clustering import CLUSTERING_METRICS  # noqa: E402
+from ..aggregate import (
+    RANDOM_WEIGHTS_MARK,
+    RANDOM_WEIGHTS_NOTE,
+    dataset_title,
+    write_table,
+)
+from ..figures import (
+    DATASET_LABEL,
+    ModelStyles,
+    figure_legend,
+    no_data,
+    panel_grid,
+    save_figure,
+)
+from ..io import atomic_output
+from ..layout import Layout
+from ..models import is_random_weights
+from .clustering import CLUSTERING_METRICS
 
 SUMMARY_COLUMNS = ["model", "dataset", "metric", "value", "low", "high", "spread"]
 RATIO_REL_IN1K = "alignment_uniformity_ratio_rel_in1k"
@@ -46,6 +58,7 @@ METRIC_TITLES = {
     "learnability_random": "Random negatives", "learnability_hard": "Hard negatives",
 }
 MISSING = "—"
+PURITY_NOTE = "Purity (000 Eq. 3): per concept, the largest share of its test images in one cluster, averaged over concepts."
 
 
 # summary -------------------------------------------------------------------------------------
@@ -134,8 +147,7 @@ def write_analysis_tables(summary: pd.DataFrame, layout: Layout, models: dict[st
             metric_table(summary, models, datasets, CLUSTERING_METRICS, spread_cell),
             "k-means clustering of the test features (k = concepts; centroids of the lowest-inertia "
             "of the seeds' runs, learnt on the training features): value ± std over seeds.",
-            notes_for(models, ["Purity (000 Eq. 3): per concept, the largest share of its test images in one "
-                               "cluster, averaged over concepts."]),
+            notes_for(models, [PURITY_NOTE]),
         )
     if "alignment_uniformity" in analyses:
         write_table(
