@@ -310,3 +310,15 @@ def test_summary_tables_and_figures(tmp_path):
     assert set(figures) == set(analysis_figure_names(analyses))
     assert set(analysis_table_names(analyses, ["l1"])) == {
         "analyses_clustering", "analyses_geometry", "analyses_learnability", "analyses_agreement_l1"}
+
+
+def test_too_many_references_for_the_demo_stops_before_any_job(tmp_path):
+    from conftest import copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path / "copy")
+    (workdir / "more.yaml").write_text("analyses:\n  learnability:\n    references: 8\n")
+    result = snakemake(workdir, "--dry-run", "--cores", "1", "--configfile", "more.yaml", check=False)
+    assert result.returncode != 0
+    assert "analyses.learnability.references is 8" in result.stdout + result.stderr
+    assert "at most 7" in result.stdout + result.stderr
+    assert not (workdir / "results").exists()
