@@ -322,3 +322,11 @@ def test_too_many_references_for_the_demo_stops_before_any_job(tmp_path):
     assert "analyses.learnability.references is 8" in result.stdout + result.stderr
     assert "at most 7" in result.stdout + result.stderr
     assert not (workdir / "results").exists()
+
+
+def test_agreement_in_processes_equals_one_process(tmp_path):
+    labels, clusters = labels_and_clusters(CONFUSION)
+    paths = [f"p{i}" for i in range(labels.size)]
+    files = {name: write_assignments(tmp_path / f"{name}.tsv", paths, labels, np.roll(clusters, shift))
+             for shift, name in enumerate("abc")}
+    pd.testing.assert_frame_equal(agreement.agreement_matrix(files, processes=2), agreement.agreement_matrix(files))

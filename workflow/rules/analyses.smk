@@ -103,9 +103,10 @@ rule analyses_agreement:
         CONDA_ENVIRONMENT
     params:
         models=" ".join(result_models()),
+    threads: ANALYSES_CONFIG["threads"]
     shell:
         python_command("analyses-agreement")
-        + " --models {params.models} --assignments {input} --output {output} > {log} 2>&1"
+        + " --models {params.models} --assignments {input} --output {output} --threads {threads} > {log} 2>&1"
 
 
 rule analyses_summary:
