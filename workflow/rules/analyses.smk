@@ -101,9 +101,9 @@ rule analyses_agreement:
         "logs/analyses/agreement/{dataset}.log",
     conda:
         CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
     params:
         models=" ".join(result_models()),
-    threads: ANALYSES_CONFIG["threads"]
     shell:
         python_command("analyses-agreement")
         + " --models {params.models} --assignments {input} --output {output} --threads {threads} > {log} 2>&1"
