@@ -125,6 +125,11 @@ def spread_cell(row: pd.Series) -> str:
     return f"{row['value']:.3f}" + ("" if pd.isna(row["spread"]) else f" ± {row['spread']:.3f}")
 
 
+def significant_cell(row: pd.Series) -> str:
+    """Four significant digits: alignment and uniformity span orders of magnitude."""
+    return MISSING if pd.isna(row["value"]) else f"{row['value']:.4g}"
+
+
 def interval_cell(row: pd.Series) -> str:
     if pd.isna(row["value"]):
         return MISSING
@@ -152,7 +157,7 @@ def write_analysis_tables(summary: pd.DataFrame, layout: Layout, models: dict[st
     if "alignment_uniformity" in analyses:
         write_table(
             layout, "analyses_geometry",
-            metric_table(summary, models, datasets, GEOMETRY_METRICS, spread_cell),
+            metric_table(summary, models, datasets, GEOMETRY_METRICS, significant_cell),
             "Alignment (lower: a concept's test images lie closer) and uniformity (-log E exp(-2|x-y|^2), "
             "higher: more uniform) of the L2-normalised test features, over all pairs.",
             notes_for(models, ["Align./unif. rel. IN-1K: the ratio divided by the model's ratio on IN-1K."]),
@@ -212,6 +217,8 @@ def levels_figure(summary, datasets, models, panels: Sequence[tuple[str, str, fl
     fig, axes = panel_grid(len(panels), len(panels))
     for ax, (name, ylabel, scale) in zip(axes.flat, panels):
         draw_metric(ax, summary, name, datasets, styles, models, scale)
+        if name.startswith("learnability_"):
+            ax.axhline(50.0, color="black", linewidth=1.0, linestyle="--", label="chance (50%)")
         ax.set_ylabel(ylabel)
         ax.set_xlabel(DATASET_LABEL if len(panels) == 1 else "Dataset")
         ax.set_title(METRIC_TITLES.get(name, name) if len(panels) > 1 else title)
