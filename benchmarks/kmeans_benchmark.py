@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--concepts", type=int, default=200, help="k")
     parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--noise", type=float, default=1.2, help="noise norm relative to the unit centres")
+    parser.add_argument("--noise", type=float, default=4.0, help="noise norm relative to the unit centres")
     parser.add_argument("--uniformity-rows", type=int, default=10000)
     parser.add_argument("--block-size", type=int, default=1024)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
