@@ -140,9 +140,10 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     probes = [w for rule, w in jobs if rule == "probe"]
     assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset)}
     assert len(probes) == len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features"} | FEATURE_READERS
-    readers = [w for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
-    assert {(w["model"], w["dataset"]) for w in readers} == {(model, dataset)} and len(readers) == len(ANALYSES)
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe", "analyses_kmeans"}
+    # Of the analyses, only k-means reads training features.
+    readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
+    assert [(rule, w["model"], w["dataset"]) for rule, w in readers] == [("analyses_kmeans", model, dataset)]
 
 
 def test_a_changed_analysis_setting_reruns_only_that_analysis(finished_copy, demo_config):
@@ -157,17 +158,28 @@ def test_an_analysis_switched_off_or_added_runs_only_its_jobs(finished_copy, dem
     without = overlay(finished_copy, {"analyses": {"alignment_uniformity": {"enabled": False}}})
     # Switched off: only the summary, tables and figures change (they list fewer inputs).
     assert rules_of(planned_jobs(finished_copy, "--configfile", without)) <= ANALYSIS_COLLECTORS - {"analyses_agreement"}
-    # Added to a run that never had it (its results absent): its own jobs and the collectors.
+    # A run that never had it: its results absent, the rest made without it.
     layout = Layout()
     for model in demo_config["models"]:
         for dataset in demo_config["datasets"]:
             (finished_copy / layout.analysis_result(model, dataset, "alignment_uniformity")).unlink()
+    snakemake(finished_copy, "--cores", "2", "--configfile", without)
+    # Added: its own jobs and the collectors, nothing else.
     jobs = planned_jobs(finished_copy)
     assert rules_of(jobs) - ANALYSIS_COLLECTORS == {"analyses_alignment_uniformity"}
     assert "analyses_agreement" not in rules_of(jobs)
     assert Counter(rule for rule, _ in jobs)["analyses_alignment_uniformity"] == (
         len(demo_config["models"]) * len(demo_config["datasets"])
     )
+
+
+def test_a_lost_analysis_result_is_made_again_alone(finished_copy):
+    layout = Layout()
+    (finished_copy / layout.analysis_result("resnet50", "l1", "learnability")).unlink()
+    jobs = planned_jobs(finished_copy)
+    assert [(rule, w) for rule, w in jobs if rule not in ANALYSIS_COLLECTORS] == [
+        ("analyses_learnability", {"model": "resnet50", "dataset": "l1"})
+    ]
 
 
 def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):

@@ -421,11 +421,28 @@ def agreement_matrices():
     return {dataset: PATHS.agreement_matrix(dataset) for dataset in DATASETS} if agreement_enabled() else {}
 
 
+def analysis_side_outputs():
+    """The TSVs written beside the analysis JSONs."""
+    return [
+        path
+        for model in result_models()
+        for dataset in DATASETS
+        for path in (
+            *([PATHS.kmeans_assignments(model, dataset)] if "kmeans" in ENABLED_ANALYSES else []),
+            *([PATHS.learnability_concepts(model, dataset)] if "learnability" in ENABLED_ANALYSES else []),
+        )
+    ]
+
+
 def analysis_targets():
-    """Every file of the analyses stage; none when every analysis is switched off."""
+    """Every file of the analyses stage; none when every analysis is switched off. The
+    per-(model, dataset) results are listed too: Snakemake re-creates a lost file only when
+    a target asks for it, and the summary made from it would otherwise stay as it is."""
     if not analyses_switched_on():
         return []
     return [
+        *analysis_results(),
+        *analysis_side_outputs(),
         PATHS.analyses_summary(),
         *agreement_matrices().values(),
         *PATHS.analysis_tables(analyses_switched_on(), DATASETS),
