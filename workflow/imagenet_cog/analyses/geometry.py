@@ -122,6 +122,9 @@ def geometry_command(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(max(1, args.threads))
+    # Full float32 products on a GPU too: TF32's 10-bit mantissa would move the distances
+    # (2 - 2 x.y) by ~1e-3, far more than the 1e-5 the sums are checked to.
+    torch.set_float32_matmul_precision("highest")
     started = time.perf_counter()
     try:
         test = load_split(args.test)
