@@ -72,6 +72,7 @@ def main() -> None:
 
     faiss.omp_set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision("highest")  # as the analyses stage: no TF32
     test_rows = args.test_rows or 50 * args.concepts
     features, labels = clustered_features(args.rows + test_rows, args.concepts, args.dim, args.noise, seed=0)
     train, test, test_labels = features[: args.rows], features[args.rows :], labels[args.rows :]
