@@ -4,7 +4,8 @@
 #   features each model x dataset x split, sharded, into HDF5
 #   probes   Optuna-tuned logistic-regression probes per model x dataset x shots x seed
 #   results  tables, figures and the Snakemake report
-#   analyses forced-choice sheets for human raters
+#   analyses k-means, alignment/uniformity, learnability and clustering agreement per model x
+#            dataset; forced-choice sheets for human raters
 #
 # Run from this folder: `snakemake --cores 8` (the demo in config.yaml), or on SLURM with
 # `snakemake --profile slurm`. See README.md.

@@ -25,8 +25,13 @@ AGGREGATES = {
     "aggregate_probes", "result_tables", "result_figures", "result_timings",
     "result_statistics", "result_drop", "result_published",
 }
+# Rules that collect every analysis result of a dataset or of all datasets.
+ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
 # Rules that collect every probe: run whenever any probe result changes.
-COLLECTORS = AGGREGATES | {"all", "probes", "tables", "figures"}
+COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {"all", "probes", "tables", "figures"}
+# Rules of one (model, dataset) that read its features.
+FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
+ANALYSES = ("kmeans", "alignment_uniformity", "learnability")
 JOB_HEADER = re.compile(r"^\s*(?:rule|localrule|checkpoint|localcheckpoint) (\w+):\s*$")
 WILDCARDS = re.compile(r"^\s*wildcards: (.*)$")
 
@@ -77,7 +82,7 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     changed = "deit_small"
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe"}
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features"} | FEATURE_READERS
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = demo_config["datasets"], 2
     assert per_rule["merge_features"] == len(datasets) * splits
@@ -85,6 +90,8 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
+    for analysis in ANALYSES:
+        assert per_rule[f"analyses_{analysis}"] == len(datasets)
 
 
 def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
@@ -147,7 +154,10 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     probes = [w for rule, w in jobs if rule == "probe"]
     assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset)}
     assert len(probes) == len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe"}
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe", "analyses_kmeans"}
+    # Of the analyses, only k-means reads training features.
+    readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
+    assert [(rule, w["model"], w["dataset"]) for rule, w in readers] == [("analyses_kmeans", model, dataset)]
 
 
 def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, demo_config):
@@ -160,3 +170,52 @@ def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, dem
     (finished_copy / "paper_name.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
     jobs = planned_jobs(finished_copy, "--configfile", str(finished_copy / "paper_name.yaml"))
     assert rules_of(jobs) == {"result_published", "all"}
+
+
+def test_a_changed_analysis_setting_reruns_only_that_analysis(finished_copy, demo_config):
+    tasks = demo_config["analyses"]["learnability"]["tasks"] + 1
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"analyses": {"learnability": {"tasks": tasks}}}))
+    assert rules_of(jobs) - ANALYSIS_COLLECTORS == {"analyses_learnability"}
+    assert "analyses_agreement" not in rules_of(jobs)
+    assert Counter(rule for rule, _ in jobs)["analyses_learnability"] == len(demo_config["models"]) * len(demo_config["datasets"])
+
+
+def test_an_analysis_switched_off_or_added_runs_only_its_jobs(finished_copy, demo_config):
+    without = overlay(finished_copy, {"analyses": {"alignment_uniformity": {"enabled": False}}})
+    # Switched off: only the summary, tables and figures change (they list fewer inputs).
+    assert rules_of(planned_jobs(finished_copy, "--configfile", without)) <= ANALYSIS_COLLECTORS - {"analyses_agreement"}
+    # A run that never had it: its results absent, the rest made without it.
+    layout = Layout()
+    for model in demo_config["models"]:
+        for dataset in demo_config["datasets"]:
+            (finished_copy / layout.analysis_result(model, dataset, "alignment_uniformity")).unlink()
+    snakemake(finished_copy, "--cores", "2", "--configfile", without)
+    # Added: its own jobs and the collectors, nothing else.
+    jobs = planned_jobs(finished_copy)
+    assert rules_of(jobs) - ANALYSIS_COLLECTORS == {"analyses_alignment_uniformity"}
+    assert "analyses_agreement" not in rules_of(jobs)
+    assert Counter(rule for rule, _ in jobs)["analyses_alignment_uniformity"] == (
+        len(demo_config["models"]) * len(demo_config["datasets"])
+    )
+
+
+def test_a_lost_analysis_result_is_made_again_alone(finished_copy):
+    layout = Layout()
+    (finished_copy / layout.analysis_result("resnet50", "l1", "learnability")).unlink()
+    jobs = planned_jobs(finished_copy)
+    assert [(rule, w) for rule, w in jobs if rule not in ANALYSIS_COLLECTORS] == [
+        ("analyses_learnability", {"model": "resnet50", "dataset": "l1"})
+    ]
+
+
+def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
+    added = "resnet50_b"
+    models = {added: {"arch": "resnet50", "weights": "random:2", "category": "baseline", "label": "ResNet50-b"}}
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": models}))
+    per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
+    assert {rule for rule, _ in per_model} == {"extract_features", "merge_features"} | FEATURE_READERS
+    assert {w["model"] for _, w in per_model} == {added}
+    per_rule = Counter(rule for rule, _ in jobs)
+    for analysis in ANALYSES:
+        assert per_rule[f"analyses_{analysis}"] == len(demo_config["datasets"])
+    assert per_rule["analyses_agreement"] == len(demo_config["datasets"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -99,6 +100,8 @@ def test_rater_sheets_hold_the_key_tasks_and_score(demo_run, demo_config, tmp_pa
     scores = read_tsv(tmp_path / "scores.tsv")
     assert len(scores) == len(demo_config["datasets"]) * len(VARIANTS) * len(NEGATIVE_KINDS)
     assert {row["accuracy"] for row in scores} == {"1"}
+
+
 def test_statistics_drop_and_published_comparison_of_the_demo(demo_run, demo_config):
     from imagenet_cog.aggregate import read_summary
 
@@ -135,3 +138,44 @@ def test_statistics_drop_and_published_comparison_of_the_demo(demo_run, demo_con
         table = pd.read_csv(demo_run / layout.table(f"published_{dataset}", "csv"))
         assert len(table) == len(mapped)
 
+ANALYSIS_METRICS = {
+    "kmeans": {"paper_purity", "cluster_purity", "entropy_purity", "nmi", "ami", "ari"},
+    "alignment_uniformity": {"alignment", "uniformity", "uniformity_loss", "alignment_uniformity_ratio"},
+    "learnability": {"learnability_random", "learnability_hard"},
+}
+
+
+def test_every_analysis_ran_for_every_model_and_dataset(demo_run, demo_config):
+    layout = Layout()
+    datasets, models = demo_config["datasets"], list(demo_config["models"])
+    analyses = demo_config["analyses"]
+    for model in models:
+        for dataset in datasets:
+            for analysis, metrics in ANALYSIS_METRICS.items():
+                result = json.loads((demo_run / layout.analysis_result(model, dataset, analysis)).read_text())
+                assert {record["metric"] for record in result["metrics"]} == metrics
+                assert result["model"] == model and result["dataset"] == dataset
+            kmeans = json.loads((demo_run / layout.analysis_result(model, dataset, "kmeans")).read_text())
+            assert kmeans["k"] == demo_config["demo"]["concepts_per_dataset"]
+            assert [run["seed"] for run in kmeans["runs"]] == analyses["kmeans"]["seeds"]
+            values = {record["metric"]: record["value"] for record in kmeans["metrics"]}
+            assert 1 / kmeans["k"] <= values["paper_purity"] <= 1.0
+            assignments = read_tsv(demo_run / layout.kmeans_assignments(model, dataset))
+            assert len(assignments) == kmeans["n_test"]
+            concepts = read_tsv(demo_run / layout.learnability_concepts(model, dataset))
+            assert len(concepts) == demo_config["demo"]["concepts_per_dataset"]
+            assert all(int(row["tasks"]) == analyses["learnability"]["tasks"] for row in concepts)
+    summary = pd.read_csv(demo_run / layout.analyses_summary())
+    assert list(summary.columns) == ["model", "dataset", "metric", "value", "low", "high", "spread"]
+    learn = summary[summary["metric"].str.startswith("learnability_")]
+    assert len(learn) == 2 * len(models) * len(datasets)
+    assert ((learn["low"] <= learn["value"]) & (learn["value"] <= learn["high"])).all()
+    ratios = summary[(summary["metric"] == "alignment_uniformity_ratio_rel_in1k") & (summary["dataset"] == "in1k")]
+    assert np.allclose(ratios["value"], 1.0) and len(ratios) == len(models)
+    for dataset in datasets:
+        matrix = pd.read_csv(demo_run / layout.agreement_matrix(dataset), index_col="model")
+        assert list(matrix.index) == [*models, "concepts"]
+        assert np.allclose(matrix.to_numpy(), matrix.to_numpy().T)
+    analyses_on = ["kmeans", "alignment_uniformity", "learnability", "agreement"]
+    for target in [*layout.analysis_tables(analyses_on, datasets), *layout.analysis_figures(analyses_on)]:
+        assert (demo_run / target).stat().st_size > 0, target

@@ -38,6 +38,14 @@ COMMANDS: dict[str, str] = {
     # analyses stage
     "rater-sheets": "imagenet_cog.analyses.raters:rater_sheets_command",
     "score-raters": "imagenet_cog.analyses.raters:score_raters_command",
+    # analyses stage
+    "analyses-kmeans": "imagenet_cog.analyses.clustering:kmeans_command",
+    "analyses-geometry": "imagenet_cog.analyses.geometry:geometry_command",
+    "analyses-learnability": "imagenet_cog.analyses.learnability:learnability_command",
+    "analyses-agreement": "imagenet_cog.analyses.agreement:agreement_command",
+    "analyses-summary": "imagenet_cog.analyses.report:summary_command",
+    "analyses-tables": "imagenet_cog.analyses.report:tables_command",
+    "analyses-figures": "imagenet_cog.analyses.report:figures_command",
 }
 
 

@@ -26,6 +26,33 @@ def published_table_names(datasets: list[str]) -> list[str]:
     return ["published_comparison", *(f"published_{dataset}" for dataset in datasets)]
 
 
+# analyses stage: the per-(model, dataset) analyses, and the tables and figures of each
+ANALYSES = ("kmeans", "alignment_uniformity", "learnability")
+ANALYSIS_TABLES = {
+    "kmeans": ("analyses_clustering",),
+    "alignment_uniformity": ("analyses_geometry",),
+    "learnability": ("analyses_learnability",),
+}
+ANALYSIS_FIGURES = {
+    "kmeans": ("analyses_purity_levels",),
+    "alignment_uniformity": ("analyses_ratio_levels", "analyses_alignment_uniformity"),
+    "learnability": ("analyses_learnability_levels",),
+    "agreement": ("analyses_agreement",),
+}
+
+
+def analysis_table_names(analyses: list[str], datasets: list[str]) -> list[str]:
+    """Tables of the switched-on analyses (``agreement``: one matrix per dataset)."""
+    names = [name for analysis in ANALYSES if analysis in analyses for name in ANALYSIS_TABLES[analysis]]
+    if "agreement" in analyses:
+        names += [f"analyses_agreement_{dataset}" for dataset in datasets]
+    return names
+
+
+def analysis_figure_names(analyses: list[str]) -> list[str]:
+    return [name for analysis, names in ANALYSIS_FIGURES.items() if analysis in analyses for name in names]
+
+
 def result_table_names(datasets: list[str]) -> list[str]:
     """Models x datasets at N=all (absolute, relative) and models x N per dataset (both)."""
     return [
@@ -174,3 +201,31 @@ class Layout:
             self.timings("md"),
             *self.result_figures(),
         ]
+
+    # analyses stage -----------------------------------------------------------------
+    def analysis_result(self, model: str, dataset: str, analysis: str) -> str:
+        """JSON of one analysis: ``metrics`` [{metric, value, low, high, spread}], settings."""
+        return f"{self.root}/analyses/{model}/{dataset}/{analysis}.json"
+
+    def kmeans_assignments(self, model: str, dataset: str) -> str:
+        """path, label, cluster of every test image (the kept k-means run)."""
+        return f"{self.root}/analyses/{model}/{dataset}/kmeans_test_assignments.tsv"
+
+    def learnability_concepts(self, model: str, dataset: str) -> str:
+        """Per concept: correct answers and accuracy with random and hard negatives."""
+        return f"{self.root}/analyses/{model}/{dataset}/learnability_concepts.tsv"
+
+    def agreement_matrix(self, dataset: str) -> str:
+        """Adjusted NMI between every pair of models' k-means clusterings (and the labels)."""
+        return f"{self.root}/analyses/agreement/{dataset}.csv"
+
+    def analyses_summary(self) -> str:
+        """Tidy CSV: model, dataset, metric, value, low, high, spread."""
+        return f"{self.root}/analyses/summary.csv"
+
+    def analysis_tables(self, analyses: list[str], datasets: list[str]) -> list[str]:
+        return [self.table(name, extension) for name in analysis_table_names(analyses, datasets)
+                for extension in TABLE_FORMATS]
+
+    def analysis_figures(self, analyses: list[str]) -> list[str]:
+        return [self.figure(name, extension) for name in analysis_figure_names(analyses) for extension in FIGURE_FORMATS]

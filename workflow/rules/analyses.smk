@@ -1,4 +1,189 @@
-# Analyses stage: what the extracted features say beyond the linear probes (issue 10).
+# Analyses stage: representation analyses of the features already extracted (paper 000
+# Sec. 4.3 and supp. D; paper 002 Sec. 3 and 5.1), per model x dataset, each switched on or
+# off under `analyses:` in config.yaml. See imagenet_cog/analyses/ for what each computes.
+#
+#   snakemake analyses                     every switched-on analysis, its tables and figures
+#   snakemake analyses --configfile a.yaml with e.g. "analyses: {learnability: {enabled: false}}"
+#
+# Each analysis's settings are params of its own rule only, so changing one re-runs that
+# analysis and the summary, tables and figures, nothing else.
+
+
+rule analyses_kmeans:
+    input:
+        train=PATHS.features("{model}", "{dataset}", "train"),
+        test=PATHS.features("{model}", "{dataset}", "test"),
+    output:
+        result=PATHS.analysis_result("{model}", "{dataset}", "kmeans"),
+        assignments=PATHS.kmeans_assignments("{model}", "{dataset}"),
+    log:
+        "logs/analyses/{model}/{dataset}/kmeans.log",
+    benchmark:
+        "logs/analyses/benchmarks/{model}/{dataset}/kmeans.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        settings=ANALYSES_CONFIG["kmeans"],
+        device=ANALYSES_CONFIG["device"],
+        seeds=" ".join(str(seed) for seed in ANALYSES_CONFIG["kmeans"]["seeds"]),
+        options=(
+            ("" if ANALYSES_CONFIG["kmeans"]["l2_normalise"] else " --no-l2-normalise")
+            + (
+                f" --train-per-concept {ANALYSES_CONFIG['kmeans']['train_per_concept']}"
+                if ANALYSES_CONFIG["kmeans"]["train_per_concept"]
+                else ""
+            )
+        ),
+    shell:
+        python_command("analyses-kmeans")
+        + " --train {input.train} --test {input.test} --output {output.result}"
+        " --assignments {output.assignments} --model {wildcards.model} --dataset {wildcards.dataset}"
+        " --seeds {params.seeds} --iterations {params.settings[iterations]}"
+        " --subsample-seed {params.settings[subsample_seed]}{params.options}"
+        " --device {params.device} --threads {threads} > {log} 2>&1"
+
+
+rule analyses_alignment_uniformity:
+    input:
+        test=PATHS.features("{model}", "{dataset}", "test"),
+    output:
+        PATHS.analysis_result("{model}", "{dataset}", "alignment_uniformity"),
+    log:
+        "logs/analyses/{model}/{dataset}/alignment_uniformity.log",
+    benchmark:
+        "logs/analyses/benchmarks/{model}/{dataset}/alignment_uniformity.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        settings=ANALYSES_CONFIG["alignment_uniformity"],
+        device=ANALYSES_CONFIG["device"],
+    shell:
+        python_command("analyses-geometry")
+        + " --test {input.test} --output {output} --model {wildcards.model} --dataset {wildcards.dataset}"
+        " --alpha {params.settings[alpha]} --t {params.settings[t]} --block-size {params.settings[block_size]}"
+        " --device {params.device} --threads {threads} > {log} 2>&1"
+
+
+rule analyses_learnability:
+    input:
+        test=PATHS.features("{model}", "{dataset}", "test"),
+        splits=PATHS.image_splits("{dataset}"),
+    output:
+        result=PATHS.analysis_result("{model}", "{dataset}", "learnability"),
+        concepts=PATHS.learnability_concepts("{model}", "{dataset}"),
+    log:
+        "logs/analyses/{model}/{dataset}/learnability.log",
+    benchmark:
+        "logs/analyses/benchmarks/{model}/{dataset}/learnability.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        settings=ANALYSES_CONFIG["learnability"],
+    shell:
+        python_command("analyses-learnability")
+        + " --test {input.test} --splits {input.splits} --output {output.result}"
+        " --concepts {output.concepts} --model {wildcards.model} --dataset {wildcards.dataset}"
+        " --tasks {params.settings[tasks]} --references {params.settings[references]}"
+        " --seed {params.settings[seed]} > {log} 2>&1"
+
+
+rule analyses_agreement:
+    input:
+        lambda wildcards: [
+            PATHS.kmeans_assignments(model, wildcards.dataset)
+            for model in result_models()
+        ],
+    output:
+        PATHS.agreement_matrix("{dataset}"),
+    log:
+        "logs/analyses/agreement/{dataset}.log",
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        models=" ".join(result_models()),
+    shell:
+        python_command("analyses-agreement")
+        + " --models {params.models} --assignments {input} --output {output} --threads {threads} > {log} 2>&1"
+
+
+rule analyses_summary:
+    input:
+        analysis_results(),
+    output:
+        report(
+            PATHS.analyses_summary(),
+            caption="../report/analyses_summary.rst",
+            category="Analyses",
+            subcategory="Tables",
+            labels={"table": "summary (tidy CSV)", "dataset": "all"},
+        ),
+    log:
+        "logs/analyses/analyses_summary.log",
+    conda:
+        CONDA_ENVIRONMENT
+    shell:
+        python_command("analyses-summary")
+        + " --results {input} --output {output} > {log} 2>&1"
+
+
+rule analyses_tables:
+    input:
+        summary=PATHS.analyses_summary(),
+        agreement=list(agreement_matrices().values()),
+    output:
+        [
+            (
+                analysis_table_report(name)
+                if extension == "csv"
+                else PATHS.table(name, extension)
+            )
+            for name in analysis_table_names(analyses_switched_on(), DATASETS)
+            for extension in TABLE_FORMATS
+        ],
+    log:
+        "logs/analyses/analyses_tables.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        arguments=analyses_rendering_arguments(),
+    shell:
+        python_command("analyses-tables")
+        + " --summary {input.summary} {params.arguments} > {log} 2>&1"
+
+
+rule analyses_figures:
+    input:
+        summary=PATHS.analyses_summary(),
+        agreement=list(agreement_matrices().values()),
+    output:
+        [
+            analysis_figure_report(name)
+            for name in analysis_figure_names(analyses_switched_on())
+        ],
+        [
+            PATHS.figure(name, "pdf")
+            for name in analysis_figure_names(analyses_switched_on())
+        ],
+    log:
+        "logs/analyses/analyses_figures.log",
+    benchmark:
+        "logs/analyses/benchmarks/analyses_figures.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        arguments=analyses_rendering_arguments(),
+    shell:
+        python_command("analyses-figures")
+        + " --summary {input.summary} {params.arguments} > {log} 2>&1"
+
+
+# Named target: `snakemake analyses` builds the stage for the configured selection.
+rule analyses:
+    input:
+        analysis_targets(),
 
 
 # human forced-choice sheets (002 Sec. 3) ------------------------------------------------
@@ -27,7 +212,7 @@ rule rater_sheets:
     log:
         "logs/analyses/raters/{dataset}.log",
     benchmark:
-        "logs/benchmarks/analyses/raters/{dataset}.tsv"
+        "logs/analyses/benchmarks/raters/{dataset}.tsv"
     shell:
         python_command("rater-sheets")
         + " --dataset {wildcards.dataset} --split-table {input.split_table} --image-root {params.root:q}"

@@ -1,1 +1,14 @@
-"""Analyses of the extracted features beyond the linear probes (issue 10)."""
+"""Representation analyses of the frozen features (analyses stage).
+
+Each per-(model, dataset) analysis reads the feature files the features stage wrote and
+writes one JSON ``Layout.analysis_result(model, dataset, analysis)`` holding a list
+``metrics`` of ``{"metric", "value", "low", "high", "spread"}`` records plus its settings
+and provenance; :mod:`.report` gathers every such JSON into one tidy summary CSV.
+
+- :mod:`.clustering`: k-means on the training features, metrics of the test assignments
+  (paper 000 Sec. 3.4, 4.3.1, supp. D.1; paper 002 Sec. 5.1).
+- :mod:`.geometry`: alignment and uniformity of the test features (000 Sec. 4.3.2, supp. D.2).
+- :mod:`.learnability`: forced-choice tasks answered in feature space (002 Eq. 1-2).
+- :mod:`.agreement`: adjusted NMI between models' clusterings (002 Sec. 5.1).
+- :mod:`.raters`: forced-choice HTML sheets for human raters and their scorer (002 Sec. 3).
+"""
