@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .aggregate import RANDOM_WEIGHTS_MARK, dataset_title, read_summary, with_relative  # noqa: E402
+from .aggregate import RANDOM_WEIGHTS_MARK, dataset_title, lin_rows, read_summary, with_relative  # noqa: E402
 from .io import atomic_output  # noqa: E402
 from .layout import FIGURE_FORMATS, Layout  # noqa: E402
 
@@ -227,7 +227,7 @@ def figures_command(argv: list[str]) -> int:
     parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
-    for name, fig in build_figures(read_summary(args.summary), args.baseline).items():
+    for name, fig in build_figures(lin_rows(read_summary(args.summary)), args.baseline).items():
         save_figure(fig, layout, name)
         plt.close(fig)
     return 0
