@@ -110,6 +110,14 @@ def write_view(
         number, rows, _ = rows_of.get(wnid, (0, [], []))
         pieces.extend((number, start, stop, label) for start, stop in row_runs(rows))
     total = sum(stop - start for _, start, stop, _ in pieces)
+    # Counted from the sources opened read-only: HDF5 opens the sources of a virtual dataset
+    # with its file's intent, so reading them through the file being written would lock them
+    # for writing against the other jobs reading the same shards.
+    source_valid = []
+    for _, _, merged in sources:
+        with open_feature_file(merged) as handle:
+            source_valid.append(handle["valid"][...].astype(bool))
+    invalid = sum(int((~source_valid[number][start:stop]).sum()) for number, start, stop, _ in pieces)
     dim = first["dim"]
     with atomic_output(output) as temporary:
         with h5py.File(temporary, "w", track_order=True) as handle:
@@ -138,11 +146,10 @@ def write_view(
             handle.create_dataset("index", data=index.astype(np.int64))
             handle.create_dataset("source", data=source_numbers.astype(np.int16))
             handle.create_dataset("path", data=np.array(paths, dtype=object), dtype=h5py.string_dtype())
-            valid = handle["valid"][...].astype(bool) if total else np.array([], dtype=bool)
             kept = {key: value for key, value in first.items() if key not in ("dtypes", "dim", "shard", "num_shards", "num_invalid")}
             kept["preprocessing"] = json.dumps(kept["preprocessing"]) if isinstance(kept.get("preprocessing"), dict) else kept.get("preprocessing")
             kept.update(dataset=dataset, sources=json.dumps([name for name, _, _ in sources]),
-                        num_concepts=len(chosen), num_invalid=int((~valid).sum()))
+                        num_concepts=len(chosen), num_invalid=invalid)
             for key, value in kept.items():
                 if value is not None:
                     handle.attrs[key] = value
