@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import math
 
-import numpy as np
 import pandas as pd
 
 from .aggregate import markdown_table, latex_table, read_summary
@@ -65,9 +64,10 @@ def level_set_figure(frame: pd.DataFrame, shots: str):
     band = random_band(frame)
     columns = min(3, max(1, len(models)))
     rows = math.ceil(len(models) / columns) if models else 1
-    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows + 0.8), squeeze=False)
     sets = [s for s in dict.fromkeys(frame["level_set"]) if s != "random"]
-    colours = dict(zip(sets, plt.get_cmap("tab10")(np.arange(len(sets)))))
+    # orange is the random band's
+    colours = dict(zip(sets, plt.get_cmap("tab10")([i for i in range(10) if i != 1][: len(sets)])))
     for ax, model in zip(axes.flat, models):
         cells = frame[frame["model"] == model]
         levels = sorted(int(level) for level in cells["level"].dropna().unique())
@@ -87,8 +87,8 @@ def level_set_figure(frame: pd.DataFrame, shots: str):
     for ax in list(axes.flat)[len(models):]:
         ax.axis("off")
     handles, names = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(6, len(names)) or 1, frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.legend(handles, names, loc="lower center", ncol=max(1, min(2 * columns, len(names))), frameon=False)
+    fig.tight_layout(rect=(0, 0.8 / (3.2 * rows + 0.8) + 0.02, 1, 1))
     return fig
 
 
