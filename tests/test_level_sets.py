@@ -189,3 +189,49 @@ def test_word2vec_level_set_reranks_lin_levels_only(small_world, tmp_path):
     assert [row["level"] for row in ranking] == ["l1", "l1", "l2", "l2"]  # consecutive: no gaps
     status, _ = _level_set(small_world, lin_out, "word2vec", "--embeddings", str(tmp_path / "nope.txt"))
     assert status == 1
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory) -> Path:
+    from conftest import copy_workflow
+
+    return copy_workflow(tmp_path_factory.mktemp("level-set-config") / "workflow")
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"level_sets": {"sets": ["wup", "lch"]}}, "level_sets.sets names 'lch'"),
+        ({"mode": "imagenet", "level_sets": {"sets": ["word2vec"]}}, "level_sets.word2vec.embeddings is not set"),
+        ({"level_sets": {"sets": ["word2vec"], "word2vec": {"embeddings": "/nonexistent/vectors.txt"}}},
+         "level_sets.word2vec.embeddings = '/nonexistent/vectors.txt' does not exist"),
+        ({"level_sets": {"sets": ["word2vec"], "word2vec": {"embeddings": "config.yaml"}}},
+         "is not in word2vec format"),
+    ],
+)
+def test_bad_level_set_settings_stop_before_any_job(workflow_copy, settings, message):
+    import yaml
+
+    from conftest import snakemake
+
+    overlay = workflow_copy / "bad.yaml"
+    overlay.write_text(yaml.safe_dump(settings))
+    result = snakemake(workflow_copy, "--dry-run", "--cores", "1", "--configfile", str(overlay), check=False)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert "rule " not in result.stdout  # no job was planned
+
+
+def test_a_random_draw_larger_than_the_eligible_concepts_stops_the_run(workflow_copy):
+    import yaml
+
+    from conftest import snakemake
+
+    ranking = workflow_copy / "results" / "levels" / "ranking.tsv"
+    write_tsv(ranking, ["rank", "wnid", "level"], [(k, f"n{k:08d}", "l1") for k in range(1, 11)])
+    overlay = workflow_copy / "draws.yaml"
+    overlay.write_text(yaml.safe_dump({"level_sets": {"sets": ["random"], "random": {"concepts": 11}}}))
+    result = snakemake(workflow_copy, "--dry-run", "--cores", "1", "--configfile", str(overlay), check=False)
+    assert result.returncode != 0
+    assert "level_sets.random.concepts is 11 but only 10 concepts are eligible" in result.stdout + result.stderr
+    ranking.unlink()
