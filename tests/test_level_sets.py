@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from imagenet_cog.io import read_lines, read_tsv, write_tsv
 from imagenet_cog.level_sets import (
     LevelError,
@@ -19,8 +18,12 @@ from imagenet_cog.level_sets import (
     random_draw,
     random_level_command,
 )
-from imagenet_cog.word_vectors import WordVectorError, max_cosine_similarity, write_demo_embeddings
-from test_levels import IN1K, _cut, small_world  # noqa: F401 (fixture)
+from imagenet_cog.word_vectors import (
+    WordVectorError,
+    max_cosine_similarity,
+    write_demo_embeddings,
+)
+from test_levels import IN1K, _cut, small_world
 
 
 def _level_set(world, lin_out, measure, *extra, levels=2, per_level=2):
@@ -211,7 +214,6 @@ def workflow_copy(tmp_path_factory) -> Path:
 )
 def test_bad_level_set_settings_stop_before_any_job(workflow_copy, settings, message):
     import yaml
-
     from conftest import snakemake
 
     overlay = workflow_copy / "bad.yaml"
@@ -224,7 +226,6 @@ def test_bad_level_set_settings_stop_before_any_job(workflow_copy, settings, mes
 
 def test_a_random_draw_larger_than_the_eligible_concepts_stops_the_run(workflow_copy):
     import yaml
-
     from conftest import snakemake
 
     ranking = workflow_copy / "results" / "levels" / "ranking.tsv"

@@ -9,10 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from imagenet_cog.features import merge_shards, read_features
 from imagenet_cog.io import write_lines, write_tsv
-from imagenet_cog.views import ViewError, choose_view_concepts, row_runs, view_command, write_view
+from imagenet_cog.views import (
+    ViewError,
+    choose_view_concepts,
+    row_runs,
+    view_command,
+    write_view,
+)
 
 ATTRIBUTES = {"model": "m", "arch": "resnet50", "weights": "random", "random_weights": True,
               "preprocessing": json.dumps({"size": 8}), "feature_dim": 3, "features_dtype": "float32", "split": "train"}

@@ -13,10 +13,10 @@ import math
 
 import pandas as pd
 
-from .aggregate import markdown_table, latex_table, read_summary
+from .aggregate import latex_table, markdown_table, read_summary
 from .io import atomic_output, write_text
-from .level_sets import MEASURE_TITLES
 from .layout import Layout
+from .level_sets import MEASURE_TITLES
 
 
 def level_set_frame(summary: pd.DataFrame, shots: str) -> pd.DataFrame:

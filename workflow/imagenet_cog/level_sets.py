@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Sequence
 
 from imagenet_cog.io import read_lines, read_tsv, write_lines, write_tsv
-from imagenet_cog.levels import LevelError, RankedConcept, assign_levels, summarise_levels, _format
+from imagenet_cog.levels import (
+    LevelError,
+    RankedConcept,
+    _format,
+    assign_levels,
+    summarise_levels,
+)
 from imagenet_cog.similarity import MEASURES, Taxonomy, max_similarity
 from imagenet_cog.splits import derived_rng
 from imagenet_cog.wordnet import load_noun_graph, nltk_synset_names

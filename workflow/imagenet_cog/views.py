@@ -22,7 +22,11 @@ from typing import Sequence
 import numpy as np
 
 from imagenet_cog.demo import spread
-from imagenet_cog.features import IDENTITY_ATTRIBUTES, open_feature_file, read_attributes
+from imagenet_cog.features import (
+    IDENTITY_ATTRIBUTES,
+    open_feature_file,
+    read_attributes,
+)
 from imagenet_cog.io import atomic_output, read_lines, read_tsv
 
 

@@ -83,6 +83,11 @@ def concept_vectors(vectors, catalogue: Sequence[Mapping[str, str]], wnids: Sequ
     return total, covered, report
 
 
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1; zero rows (no word vector) stay zero."""
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-300)
+
+
 def max_cosine_similarity(
     path: str | Path | None, binary: bool, catalogue: Sequence[Mapping[str, str]],
     concepts: Sequence[str], references: Sequence[str],
@@ -97,8 +102,7 @@ def max_cosine_similarity(
                 f"{SETTING} = {str(path)!r} has no vector for any word of {report['concepts_without_vector']} of "
                 f"the {report['concepts']} {label}; it is not a file of English word vectors (lower-case words)."
             )
-    unit = lambda m: m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-300)  # noqa: E731
-    cosine = unit(concept_matrix) @ unit(reference_matrix).T
+    cosine = unit_rows(concept_matrix) @ unit_rows(reference_matrix).T
     cosine[:, ~reference_covered] = -1.0
     best = np.argmax(cosine, axis=1)
     similarity = np.where(concept_covered, cosine[np.arange(len(concepts)), best], -1.0)
