@@ -45,8 +45,9 @@ rule level_set:
             if wildcards.level_set == "word2vec"
             else ""
         ),
+    # gensim holds the whole embeddings file (Wikipedia2Vec's 300-d export: ~6 GB)
     resources:
-        mem_mb=3000,
+        mem_mb=lambda wildcards: 16000 if wildcards.level_set == "word2vec" else 3000,
     log:
         "logs/levels/{level_set}/level_set.log",
     benchmark:
