@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from imagenet_cog.io import read_lines, read_tsv, write_tsv
+from imagenet_cog.io import read_lines, read_tsv, write_lines, write_tsv
 from imagenet_cog.level_sets import (
     LevelError,
     check_level_sets,
@@ -236,3 +236,22 @@ def test_a_random_draw_larger_than_the_eligible_concepts_stops_the_run(workflow_
     assert result.returncode != 0
     assert "level_sets.random.concepts is 11 but only 10 concepts are eligible" in result.stdout + result.stderr
     ranking.unlink()
+
+
+def test_demo_pool_draws_images_for_a_spread_beside_the_drawn_concepts(tmp_path):
+    from imagenet_cog.demo import demo_pool_command
+
+    ranking = tmp_path / "ranking.tsv"
+    wnids = [f"n{k:08d}" for k in range(30)]
+    write_tsv(ranking, ["rank", "wnid", "sim_in1k", "nearest_in1k_wnid", "level"],
+              [(k + 1, w, repr(1 - k / 30), "n99999999", "l1") for k, w in enumerate(wnids)])
+    drawn = tmp_path / "l1.txt"
+    write_lines(drawn, wnids[:4])
+    arguments = ["--ranking", str(ranking), "--exclude", str(drawn), "--count", "5", "--images", str(tmp_path / "pool"),
+                 "--output", str(tmp_path / "pool.txt"), "--train-images", "2", "--test-images", "1", "--image-size", "16"]
+    assert demo_pool_command(arguments) == 0
+    pool = read_lines(tmp_path / "pool.txt")
+    assert len(pool) == 5 and not set(pool) & set(wnids[:4])
+    assert pool[0] == wnids[4] and pool[-1] == wnids[-1]  # spread over the rest of the ranking
+    assert sorted(p.name for p in (tmp_path / "pool").iterdir()) == pool
+    assert all(len(list((tmp_path / "pool" / w).glob("*.JPEG"))) == 3 for w in pool)
