@@ -23,7 +23,7 @@ from imagenet_cog.word_vectors import (
     max_cosine_similarity,
     write_demo_embeddings,
 )
-from test_levels import IN1K, _cut, small_world
+from test_levels import IN1K, _cut, small_world  # noqa: F401 (fixture)
 
 
 def _level_set(world, lin_out, measure, *extra, levels=2, per_level=2):
