@@ -32,6 +32,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/levels.smk"
+include: "workflow/rules/level_sets.smk"
 include: "workflow/rules/splits.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/probes.smk"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from imagenet_cog.concepts import read_wnids, timm_info_file
-from imagenet_cog.similarity import Taxonomy, max_lin_similarity
-from imagenet_cog.wordnet import load_noun_graph, nltk_reader
+from imagenet_cog.similarity import Taxonomy, max_lin_similarity, max_similarity
+from imagenet_cog.wordnet import load_noun_graph, nltk_reader, nltk_synset_names
 from wordnet_world import real_corpus, synthetic_graph  # noqa: F401 (fixture)
 
 E, A, B, C, D, F = (f"n0000000{i}" for i in range(1, 7))
@@ -102,5 +102,71 @@ def test_agrees_with_nltk_lin_similarity(real_corpus):
         ]
         for reference, value in zip(references, expected):
             assert taxonomy.lin(concept, reference) == pytest.approx(value, rel=1e-12, abs=1e-15)
+        assert result.similarity[index] == pytest.approx(max(expected), rel=1e-12, abs=1e-15)
+        assert result.nearest[index] == references[int(np.argmax(expected))]
+
+
+MEASURES_BY_NLTK = {
+    "wup": lambda s, o, ic: s.wup_similarity(o),
+    "path": lambda s, o, ic: s.path_similarity(o),
+    "jcn": lambda s, o, ic: s.jcn_similarity(o, ic),
+    "res": lambda s, o, ic: s.res_similarity(o, ic),
+}
+
+
+def test_pair_measures_by_hand():
+    taxonomy = small_taxonomy()
+    # D -> C -> {A, B} -> E; F -> B. Minimum depths: E 0, A 1, B 1, C 2, D 3, F 2.
+    assert taxonomy.depth(D, longest=False) == 3 and taxonomy.depth(D, longest=True) == 3
+    assert taxonomy.path(D, F) == pytest.approx(1 / (3 + 1))  # D C B F
+    assert taxonomy.wup_subsumer(D, F) == B
+    assert taxonomy.wup(D, F) == pytest.approx(2 * 2 / (2 + 1 + 2 * 2))
+    assert taxonomy.res(D, F) == pytest.approx(math.log(6 / 4))
+    assert taxonomy.jcn(D, F) == pytest.approx(1 / (2 * math.log(6) - 2 * math.log(6 / 4)))
+    assert taxonomy.jcn(D, D) == 1e300 and taxonomy.jcn(E, D) == 0.0
+    # A and B tie as subsumers of C and C: C is itself the subsumer; of (D, C) too.
+    assert taxonomy.wup_subsumer(D, C) == C
+    tied = Taxonomy(synthetic_graph({A: [E], B: [E], C: [A, B], F: [A, B]}), [C, F])
+    assert tied.wup_subsumer(C, F) == A
+    assert tied.wup_subsumer(C, F, names={A: "z.n.01", B: "a.n.01"}) == B
+
+
+@pytest.mark.parametrize("measure", ["wup", "path", "jcn", "res"])
+def test_vectorised_measures_agree_with_pairs(measure):
+    parents = {A: [E], B: [E], C: [A, B], F: [A, B], "n00000010": [C], "n00000011": [F, C]}
+    taxonomy = Taxonomy(synthetic_graph(parents, {D: [C]}), list(parents) + [D])
+    concepts = [D, F, C, A, "n00000010", "n00000011", E]
+    references = [F, A, "n00000011", D]
+    result = max_similarity(taxonomy, concepts, references, measure, chunk_size=3)
+    for concept, similarity, nearest in zip(concepts, result.similarity, result.nearest):
+        pairs = {r: taxonomy.pair(measure, concept, r) for r in references}
+        best = max(pairs.values())
+        assert similarity == pytest.approx(best, rel=1e-12)
+        assert nearest == min(r for r, value in pairs.items() if value == best)
+
+
+def test_unknown_measure_is_refused():
+    with pytest.raises(ValueError, match="unknown similarity measure 'lch'"):
+        max_similarity(small_taxonomy(), [D], [A], "lch")
+
+
+@pytest.mark.parametrize("measure", ["wup", "path", "jcn", "res"])
+def test_agrees_with_nltk_measures(real_corpus, measure):
+    graph = load_noun_graph(real_corpus)
+    in21k = read_wnids(timm_info_file("imagenet22k_synsets.txt"))
+    in1k = read_wnids(timm_info_file("imagenet_synsets.txt"))
+    taxonomy = Taxonomy(graph, [*in21k, *in1k])
+    reader = nltk_reader(real_corpus)
+    ic = taxonomy.nltk_ic()
+    rng = random.Random(1)
+    concepts = rng.sample(in21k, 30) + ["n11318824", "n10994097"]
+    references = sorted(rng.sample(in1k, 20) + ["n04399382"])
+    names = nltk_synset_names(real_corpus, taxonomy.nodes)
+    result = max_similarity(taxonomy, concepts, references, measure, names=names)
+    synset = {w: reader.synset_from_pos_and_offset("n", int(w[1:])) for w in (*concepts, *references)}
+    for index, concept in enumerate(concepts):
+        expected = [MEASURES_BY_NLTK[measure](synset[concept], synset[r], ic) for r in references]
+        for reference, value in zip(references, expected):
+            assert taxonomy.pair(measure, concept, reference, names) == pytest.approx(value, rel=1e-12, abs=1e-15)
         assert result.similarity[index] == pytest.approx(max(expected), rel=1e-12, abs=1e-15)
         assert result.nearest[index] == references[int(np.argmax(expected))]

@@ -42,13 +42,14 @@ FEATURE_TOLERANCE = 1e-3
 
 
 def reduce_demo(config_file: Path) -> None:
-    """The demo with one model, one seed and two shot counts; every level and dataset stays,
+    """The demo with one model, one seed, two shot counts and no level sets; every level and dataset stays,
     so the demo world and the splits are those of the local run. (``--config`` cannot do
     this: it merges into the models table and passes numbers as strings.)"""
     config = yaml.safe_load(config_file.read_text())
     config["models"] = {MODEL: config["models"][MODEL]}
     config["probes"]["seeds"] = [int(SEED)]
     config["probes"]["shots"] = [shots if shots == "all" else int(shots) for shots in SHOTS]
+    config["level_sets"]["sets"] = []  # the profile is under test, not the level sets
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
 
 

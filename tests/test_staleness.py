@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 AGGREGATES = {
     "aggregate_probes", "result_tables", "result_figures", "result_timings",
-    "result_statistics", "result_drop", "result_published",
+    "result_statistics", "result_drop", "result_published", "level_sets_results",
 }
 # Rules that collect every analysis result of a dataset or of all datasets.
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
@@ -57,6 +57,25 @@ def rules_of(jobs) -> set[str]:
     return {rule for rule, _ in jobs}
 
 
+def level_set_datasets(config: dict) -> list[str]:
+    sets = config.get("level_sets", {}).get("sets", [])
+    levels = [f"l{k}" for k in range(1, config["levels"]["num_levels"] + 1)]
+    draws = config["level_sets"]["random"]["draws"] if "random" in sets else 0
+    return [f"{name}-{level}" for name in sets if name != "random" for level in levels] + [
+        f"random-{draw:02d}" for draw in range(1, draws + 1)
+    ]
+
+
+def level_set_probe_count(config: dict, models: int | None = None) -> int:
+    settings = config["level_sets"]
+    seeds = settings.get("seeds") or config["probes"]["seeds"]
+    return (models or len(config["models"])) * len(level_set_datasets(config)) * len(settings["shots"]) * len(seeds)
+
+
+def lin_probe_count(config: dict, models: int | None = None) -> int:
+    return (models or len(config["models"])) * len(config["datasets"]) * len(config["probes"]["shots"]) * len(config["probes"]["seeds"])
+
+
 @pytest.fixture
 def finished_copy(demo_run, tmp_path) -> Path:
     """A private copy of the finished demo run, modification times kept."""
@@ -82,11 +101,13 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     changed = "deit_small"
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features"} | FEATURE_READERS
+    # its level-set views read its features: they and their probes re-run too
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "level_set_view"} | FEATURE_READERS
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
-    datasets, splits = demo_config["datasets"], 2
+    datasets, splits = [*demo_config["datasets"], "pool"], 2
     assert per_rule["merge_features"] == len(datasets) * splits
-    assert per_rule["probe"] == len(datasets) * len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
+    assert per_rule["level_set_view"] == len(level_set_datasets(demo_config)) * splits
+    assert per_rule["probe"] == lin_probe_count(demo_config, 1) + level_set_probe_count(demo_config, 1)
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
@@ -98,7 +119,7 @@ def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
         assert rules_of(jobs) - COLLECTORS == {"probe"}, change
-        total = len(demo_config["models"]) * len(demo_config["datasets"]) * len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
+        total = lin_probe_count(demo_config) + level_set_probe_count(demo_config)
         assert Counter(rule for rule, _ in jobs)["probe"] == total, change
 
 
@@ -134,11 +155,8 @@ def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy,
     # The split tables are a checkpoint: the shards below them are planned once they exist,
     # so a dry run shows the merges and probes of every model and dataset.
     merges = {(w["model"], w["dataset"], w["split"]) for rule, w in jobs if rule == "merge_features"}
-    assert len(merges) == len(demo_config["models"]) * len(demo_config["datasets"]) * 2
-    assert Counter(rule for rule, _ in jobs)["probe"] == (
-        len(demo_config["models"]) * len(demo_config["datasets"])
-        * len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
-    )
+    assert len(merges) == len(demo_config["models"]) * (len(demo_config["datasets"]) + 1) * 2  # + the pool
+    assert Counter(rule for rule, _ in jobs)["probe"] == lin_probe_count(demo_config) + level_set_probe_count(demo_config)
 
 
 def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
@@ -151,10 +169,14 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
         {"model": model, "dataset": dataset, "split": split, "shard": "00000"}
     ]
     assert [w for rule, w in jobs if rule == "merge_features"] == [{"model": model, "dataset": dataset, "split": split}]
+    # Every view of that model and split reads l1's merged file: views and their probes follow.
+    views = [w for rule, w in jobs if rule == "level_set_view"]
+    assert sorted(w["dataset"] for w in views) == sorted(level_set_datasets(demo_config))
+    assert {(w["model"], w["split"]) for w in views} == {(model, split)}
     probes = [w for rule, w in jobs if rule == "probe"]
-    assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset)}
-    assert len(probes) == len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe", "analyses_kmeans"}
+    assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset)} | {(model, d) for d in level_set_datasets(demo_config)}
+    assert len(probes) == lin_probe_count(demo_config, 1) // len(demo_config["datasets"]) + level_set_probe_count(demo_config, 1)
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "level_set_view", "probe", "analyses_kmeans"}
     # Of the analyses, only k-means reads training features.
     readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
     assert [(rule, w["model"], w["dataset"]) for rule, w in readers] == [("analyses_kmeans", model, dataset)]
@@ -213,9 +235,73 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     models = {added: {"arch": "resnet50", "weights": "random:2", "category": "baseline", "label": "ResNet50-b"}}
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": models}))
     per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
-    assert {rule for rule, _ in per_model} == {"extract_features", "merge_features"} | FEATURE_READERS
+    assert {rule for rule, _ in per_model} == {"extract_features", "merge_features", "level_set_view"} | FEATURE_READERS
     assert {w["model"] for _, w in per_model} == {added}
     per_rule = Counter(rule for rule, _ in jobs)
     for analysis in ANALYSES:
         assert per_rule[f"analyses_{analysis}"] == len(demo_config["datasets"])
     assert per_rule["analyses_agreement"] == len(demo_config["datasets"])
+
+
+# level sets --------------------------------------------------------------------------------
+
+ALL_SETS = {"sets": ["wup", "path", "jcn", "word2vec", "random"], "random": {"draws": 15}}
+
+
+def test_adding_level_sets_extracts_nothing_and_reruns_no_probe(finished_copy, demo_config):
+    """The issue's target: more measures and 15 random draws over features already extracted
+    plan no extraction, no merge, no split and no probe of Lin's levels or of the sets that
+    were there; only the new sets' rankings, views and probes (and the aggregates)."""
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"level_sets": ALL_SETS}))
+    assert rules_of(jobs) - COLLECTORS == {"level_set", "level_set_figure", "random_level", "level_set_view", "probe"}
+    assert {w["level_set"] for rule, w in jobs if rule == "level_set"} == {"path", "jcn"}
+    before = set(level_set_datasets(demo_config))
+    after = {**demo_config, "level_sets": {**demo_config["level_sets"], **ALL_SETS,
+                                           "random": {**demo_config["level_sets"]["random"], "draws": 15}}}
+    added = set(level_set_datasets(after)) - before
+    probed = {w["dataset"] for rule, w in jobs if rule == "probe"}
+    assert probed == added and not probed & set(demo_config["datasets"])
+    assert {w["dataset"] for rule, w in jobs if rule == "level_set_view"} == added
+    assert {w["draw"] for rule, w in jobs if rule == "random_level"} == {f"{k:02d}" for k in range(3, 16)}
+
+
+def test_level_sets_on_a_finished_lin_run_extract_only_the_pool(finished_copy, demo_config):
+    """A run finished before level sets existed: Lin's outputs only. Adding every set plans
+    the pool's images, split and features (concepts never extracted) and nothing for Lin."""
+    layout, results = Layout(), finished_copy / "results"
+    level_set_outputs = [
+        results / "demo" / "pool", results / "demo" / "concepts" / "pool.txt", results / "splits" / "pool.tsv",
+        finished_copy / layout.word_vectors_demo(), finished_copy / layout.level_sets_figure("png"),
+        finished_copy / layout.level_sets_figure("pdf"),
+        *(finished_copy / layout.level_sets_table(extension) for extension in ("csv", "md", "tex")),
+        *(path for path in (results / "levels").iterdir() if path.is_dir() and path.name != "nltk_data"),
+        *(results / "features").glob("*/*-*"), *(results / "features").glob("*/pool"), *(results / "probes").glob("*/*-*"),
+    ]
+    for path in level_set_outputs:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    # Lin's outputs alone are a finished run: only the aggregates (whose command changed) run.
+    lin_only = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"level_sets": {"sets": []}}))
+    assert rules_of(lin_only) <= COLLECTORS
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"level_sets": ALL_SETS}))
+    extracted = {w["dataset"] for rule, w in jobs if rule in ("extract_features", "merge_features", "image_splits")}
+    assert extracted == {"pool"}
+    assert not rules_of(jobs) & {"cut_levels", "demo_world", "levels_figure", "wordnet_corpus", "concept_catalogue"}
+    assert not {w["dataset"] for rule, w in jobs if rule == "probe"} & set(demo_config["datasets"])
+
+
+def test_changed_random_draws_rerun_only_their_own_views_and_probes(finished_copy, demo_config):
+    seed = demo_config["level_sets"]["random"].get("seed", 0) + 1
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"level_sets": {"random": {"seed": seed}}}))
+    assert rules_of(jobs) - COLLECTORS == {"random_level", "level_set_view", "probe"}
+    draws = [d for d in level_set_datasets(demo_config) if d.startswith("random-")]
+    assert {w["dataset"] for rule, w in jobs if rule in ("level_set_view", "probe")} == set(draws)
+    assert {"aggregate_probes", "level_sets_results"} <= rules_of(jobs)
+
+
+def test_changed_word_vectors_rerun_only_the_word2vec_set(finished_copy, demo_config):
+    vectors = finished_copy / Layout().word_vectors_demo()
+    vectors.touch()
+    jobs = planned_jobs(finished_copy)
+    assert rules_of(jobs) - COLLECTORS == {"level_set", "level_set_figure", "level_set_view", "probe"}
+    assert {w["level_set"] for rule, w in jobs if rule in ("level_set", "level_set_figure")} == {"word2vec"}
+    assert {w["dataset"].split("-")[0] for rule, w in jobs if rule in ("level_set_view", "probe")} == {"word2vec"}

@@ -3,9 +3,14 @@
 The summary has one row per model x dataset x shots of the configured grid, so a run that
 is missing shows up as a row, never as an absent one:
 
-    model, label, category, random_weights, dataset, shots,
+    model, label, category, random_weights, dataset, level_set, shots,
     mean, std, ci95_low, ci95_high, top5_mean, top5_std, n_seeds, expected_seeds, complete,
     missing_seeds
+
+``level_set`` is ``lin`` for IN-1K and Lin's levels, else the level set of a level-set
+dataset (``wup-l3``: wup; ``random-07``: random), whose rows follow, over their own shots
+and seeds (``level_sets.shots``, ``level_sets.seeds``). The paper's tables and figures use
+the ``lin`` rows.
 
 ``mean``/``std`` are the test top-1 (percent) over the seeds, ``std`` with ddof=0 (the
 population standard deviation, as the authors' result script computes it over its 5 seeds);
@@ -107,6 +112,25 @@ def load_probe_results(
                     })
     columns = ["model", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def level_set_of(dataset: str) -> str:
+    """The level set of a dataset name: ``wup-l3`` -> wup, ``random-07`` -> random, else lin."""
+    return dataset.split("-", 1)[0] if "-" in dataset else "lin"
+
+
+def with_level_set(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary with a ``level_set`` column after ``dataset``."""
+    summary = summary.copy()
+    summary.insert(summary.columns.get_loc("dataset") + 1, "level_set", [level_set_of(d) for d in summary["dataset"]])
+    return summary
+
+
+def lin_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """IN-1K and Lin's levels: what the paper's tables and figures show."""
+    if "level_set" not in summary.columns:
+        return summary
+    return summary[summary["level_set"] == "lin"].reset_index(drop=True)
 
 
 def population_std(values: pd.Series) -> float:
@@ -433,12 +457,22 @@ def aggregate_command(argv: list[str]) -> int:
         prog="aggregate-probes", description="Summarise probe results over seeds into one tidy CSV."
     )
     grid_arguments(parser)
+    parser.add_argument("--level-set-datasets", nargs="*", default=[], help="level-set datasets (views) probed")
+    parser.add_argument("--level-set-shots", nargs="*", default=["all"])
+    parser.add_argument("--level-set-seeds", nargs="*", default=[])
     parser.add_argument("--output", required=True, help="the summary CSV")
     parser.add_argument("--seed-output", required=True, help="the per-seed results CSV (for the paired tests)")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
     runs = load_probe_results(args.results_root, list(models), args.datasets, args.shots, args.seeds)
     summary = summarise(runs, models, args.datasets, args.shots, args.seeds)
+    if args.level_set_datasets:
+        set_runs = load_probe_results(args.results_root, list(models), args.level_set_datasets,
+                                      args.level_set_shots, args.level_set_seeds)
+        set_summary = summarise(set_runs, models, args.level_set_datasets, args.level_set_shots, args.level_set_seeds)
+        summary = pd.concat([summary, set_summary], ignore_index=True)
+        runs = pd.concat([runs, set_runs], ignore_index=True)
+    summary = with_level_set(summary)
     with atomic_output(args.output) as temporary:
         summary.to_csv(temporary, index=False)
     with atomic_output(args.seed_output) as temporary:
@@ -457,7 +491,7 @@ def tables_command(argv: list[str]) -> int:
     parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
     parser.add_argument("--baseline", required=True, help="model that relative tables subtract")
     args = parser.parse_args(argv)
-    write_tables(read_summary(args.summary), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
+    write_tables(lin_rows(read_summary(args.summary)), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
     return 0
 
 
@@ -496,7 +530,7 @@ def statistics_command(argv: list[str]) -> int:
     parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
     parser.add_argument("--baseline", required=True)
     args = parser.parse_args(argv)
-    write_statistics(read_summary(args.summary), read_seed_results(args.seed_results), Layout(args.results_root), args.baseline)
+    write_statistics(lin_rows(read_summary(args.summary)), read_seed_results(args.seed_results), Layout(args.results_root), args.baseline)
     return 0
 
 

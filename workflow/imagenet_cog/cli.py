@@ -17,6 +17,13 @@ COMMANDS: dict[str, str] = {
     "image-counts": "imagenet_cog.concepts:image_counts_command",
     "cut-levels": "imagenet_cog.levels:cut_levels_command",
     "levels-figure": "imagenet_cog.levels_figure:levels_figure_command",
+    "level-set": "imagenet_cog.level_sets:level_set_command",
+    "random-level": "imagenet_cog.level_sets:random_level_command",
+    "pool-concepts": "imagenet_cog.level_sets:pool_concepts_command",
+    "level-set-view": "imagenet_cog.views:view_command",
+    "demo-pool": "imagenet_cog.demo:demo_pool_command",
+    "level-sets-results": "imagenet_cog.level_set_results:level_sets_results_command",
+    "demo-embeddings": "imagenet_cog.word_vectors:demo_embeddings_command",
     # splits and demo world
     "demo-world": "imagenet_cog.demo:demo_world",
     "image-splits": "imagenet_cog.splits:image_splits",

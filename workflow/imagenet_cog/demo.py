@@ -254,3 +254,29 @@ def demo_world(argv: Sequence[str]) -> int:
         print(f"{dataset}: {', '.join(wnids)}")
     print(f"{count} images of {args.image_size} px in {args.in21k_images} and {args.in1k_images}")
     return 0
+
+
+def demo_pool_command(argv: Sequence[str]) -> int:
+    """The demo's pool: images for a fixed spread of eligible concepts beside the Lin levels'
+    demo concepts, so that every level set finds some concepts with images among them. It
+    depends on no level set, so adding or changing level sets never redraws it."""
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog demo-pool", description=demo_pool_command.__doc__)
+    parser.add_argument("--ranking", required=True, help="the levels stage's ranking TSV")
+    parser.add_argument("--exclude", nargs="*", default=[], help="demo concept lists already drawn")
+    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--images", required=True, help="folder for <wnid>/*.JPEG")
+    parser.add_argument("--output", required=True, help="the pool's wnids")
+    parser.add_argument("--train-images", type=int, default=24)
+    parser.add_argument("--test-images", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=96)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    ranking = read_ranking(args.ranking)
+    drawn = {wnid for path in args.exclude for wnid in read_lines(path)}
+    pool = sorted(spread([wnid for wnid in ranking if wnid not in drawn], args.count))
+    with atomic_directory(Path(args.images)) as folder:
+        count = draw_images({"pool": tuple(pool)}, ranking, folder, folder, args.train_images, args.test_images,
+                            args.seed, args.image_size)
+    write_lines(args.output, pool)
+    print(f"pool: {len(pool)} concepts, {count} images in {args.images}")
+    return 0

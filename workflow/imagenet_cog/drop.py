@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .aggregate import dataset_title, read_summary, shots_title, write_tidy_table  # noqa: E402
+from .aggregate import dataset_title, lin_rows, read_summary, shots_title, write_tidy_table  # noqa: E402
 from .figures import DATASET_LABEL, ModelStyles, figure_legend, no_data, panel_grid, save_figure  # noqa: E402
 from .layout import DROP_NAME, Layout  # noqa: E402
 from .statistics import generalization_drop  # noqa: E402
@@ -85,7 +85,7 @@ def drop_command(argv: list[str]) -> int:
     parser.add_argument("--summary", required=True)
     parser.add_argument("--results-root", required=True)
     args = parser.parse_args(argv)
-    summary = read_summary(args.summary)
+    summary = lin_rows(read_summary(args.summary))
     layout = Layout(args.results_root)
     table, shots = drop_table(summary)
     write_tidy_table(

@@ -29,7 +29,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from .aggregate import (  # noqa: E402
-    INTERVAL_COLUMNS, RANDOM_WEIGHTS_MARK, dataset_title, read_seed_results, read_summary, with_relative,
+    INTERVAL_COLUMNS, RANDOM_WEIGHTS_MARK, dataset_title, lin_rows, read_seed_results, read_summary, with_relative,
 )
 from .io import atomic_output  # noqa: E402
 from .layout import FIGURE_FORMATS, Layout  # noqa: E402
@@ -248,7 +248,7 @@ def figures_command(argv: list[str]) -> int:
     parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
-    figures = build_figures(read_summary(args.summary), args.baseline, read_seed_results(args.seed_results))
+    figures = build_figures(lin_rows(read_summary(args.summary)), args.baseline, read_seed_results(args.seed_results))
     for name, fig in figures.items():
         save_figure(fig, layout, name)
         plt.close(fig)

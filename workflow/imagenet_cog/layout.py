@@ -98,6 +98,40 @@ class Layout:
     def levels_figure(self, extension: str) -> str:
         return f"{self.root}/levels/levels_figure.{extension}"
 
+    # level sets (besides Lin's levels above) ---------------------------------------
+    def level_set_ranking(self, level_set: str) -> str:
+        return f"{self.root}/levels/{level_set}/ranking.tsv"
+
+    def level_set_summary(self, level_set: str) -> str:
+        return f"{self.root}/levels/{level_set}/level_summary.tsv"
+
+    def level_set_overlap(self, level_set: str) -> str:
+        """Lin level x this set's level: how many concepts of the one are in the other."""
+        return f"{self.root}/levels/{level_set}/overlap_lin.tsv"
+
+    def level_set_figure(self, level_set: str, extension: str) -> str:
+        return f"{self.root}/levels/{level_set}/levels_figure.{extension}"
+
+    def random_draw(self, draw: str) -> str:
+        """The wnids of random draw ``draw`` (two digits, from 01)."""
+        return f"{self.root}/levels/random/draw-{draw}.txt"
+
+    def random_draw_overlap(self, draw: str) -> str:
+        return f"{self.root}/levels/random/overlap_lin-{draw}.tsv"
+
+    def dataset_concepts(self, dataset: str) -> str:
+        """The wnid list behind any dataset: in1k, a Lin level, ``pool``, ``<set>-l<k>`` or ``random-<NN>``."""
+        if dataset.startswith("random-"):
+            return self.random_draw(dataset.split("-", 1)[1])
+        if "-" in dataset:
+            level_set, level = dataset.split("-", 1)
+            return f"{self.root}/levels/{level_set}/{level}.txt"
+        return self.level_concepts(dataset)
+
+    def word_vectors_demo(self) -> str:
+        """The demo's generated word2vec text file (real runs: level_sets.word2vec.embeddings)."""
+        return f"{self.root}/demo/word_vectors.txt"
+
     # splits and the demo world -------------------------------------------------------
     def demo_images(self, source: str) -> str:
         """Generated images: ``in21k`` as <root>/<wnid>/, ``in1k`` as <root>/{train,val}/<wnid>/."""
@@ -152,6 +186,13 @@ class Layout:
 
     def figure(self, name: str, extension: str) -> str:
         return f"{self.root}/figures/{name}.{extension}"
+
+    def level_sets_figure(self, extension: str) -> str:
+        """Top-1 per level of every level set, random draws as a band (paper supp. Fig. 7)."""
+        return self.figure("level_sets", extension)
+
+    def level_sets_table(self, extension: str) -> str:
+        return self.table("level_sets", extension)
 
     def results_summary(self) -> str:
         """Tidy CSV: one row per model x dataset x shots, mean/std of test top-1 over seeds."""

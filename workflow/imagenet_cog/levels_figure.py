@@ -19,7 +19,7 @@ def level_runs(labels: list[str]) -> list[tuple[str, int, int]]:
     return runs
 
 
-def draw_levels_figure(ranking: list[dict[str, str]], outputs: list[str]) -> None:
+def draw_levels_figure(ranking: list[dict[str, str]], outputs: list[str], measure: str = "Lin") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,9 +43,10 @@ def draw_levels_figure(ranking: list[dict[str, str]], outputs: list[str]) -> Non
             labelled.add(label)
     axis.plot(ranks, similarity, color="black", linewidth=1.2)
     axis.set_xlim(0.5, len(ranks) + 0.5)
-    axis.set_ylim(0, 1)
+    if measure in ("Lin", "Wu-Palmer", "path"):
+        axis.set_ylim(0, 1)
     axis.set_xlabel(f"eligible unseen concepts, ranked ({len(ranks)})")
-    axis.set_ylabel(r"$\mathrm{sim}_{\mathrm{IN\text{-}1K}}$ (Lin)")
+    axis.set_ylabel(r"$\mathrm{sim}_{\mathrm{IN\text{-}1K}}$" + f" ({measure})")
     axis.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     for path in outputs:
@@ -61,6 +62,7 @@ def levels_figure_command(argv: list[str]) -> int:
     )
     parser.add_argument("--ranking", required=True, help="ranking.tsv from cut-levels")
     parser.add_argument("--outputs", nargs="+", required=True, help="image files; the suffix picks the format (png, pdf)")
+    parser.add_argument("--measure", default="Lin", help="the similarity's name on the y axis")
     args = parser.parse_args(argv)
-    draw_levels_figure(read_tsv(args.ranking), args.outputs)
+    draw_levels_figure(read_tsv(args.ranking), args.outputs, args.measure)
     return 0

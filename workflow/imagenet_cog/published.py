@@ -32,7 +32,7 @@ import seaborn as sns  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from .aggregate import (  # noqa: E402
-    MISSING, RANDOM_WEIGHTS_NOTE, dataset_title, display_label, read_summary, shots_title, write_table, write_tidy_table,
+    MISSING, RANDOM_WEIGHTS_NOTE, dataset_title, display_label, lin_rows, read_summary, shots_title, write_table, write_tidy_table,
 )
 from .figures import ModelStyles  # noqa: E402
 from .io import atomic_output  # noqa: E402
@@ -206,7 +206,7 @@ def published_command(argv: list[str]) -> int:
     parser.add_argument("--results-root", required=True)
     args = parser.parse_args(argv)
     comparison = write_comparison(
-        read_summary(args.summary), read_published(args.published), json.loads(args.models), Layout(args.results_root)
+        lin_rows(read_summary(args.summary)), read_published(args.published), json.loads(args.models), Layout(args.results_root)
     )
     compared = int(comparison["diff"].notna().sum())
     print(f"{compared} cells compared, {int(comparison['differs'].sum())} differ" if compared else NO_MODEL_NOTE)

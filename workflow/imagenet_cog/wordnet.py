@@ -189,6 +189,12 @@ def nltk_reader(nltk_data: str | Path):
         return WordNetCorpusReader(nltk.data.find("corpora/wordnet", paths=[str(root)]), None)
 
 
+def nltk_synset_names(nltk_data: str | Path, wnids: Iterable[str]) -> dict[str, str]:
+    """NLTK's synset names (``dog.n.01``) of noun wnids: the order NLTK sorts synsets by."""
+    reader = nltk_reader(nltk_data)
+    return {w: reader.synset_from_pos_and_offset("n", int(w[1:])).name() for w in wnids}
+
+
 # The noun graph ---------------------------------------------------------------------
 
 

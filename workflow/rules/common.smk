@@ -25,6 +25,7 @@ from imagenet_cog.layout import (
     result_table_names,
 )
 from imagenet_cog.paper import published_model_names, resolve_paper_names
+from imagenet_cog.level_sets import LEVEL_SETS, MEASURE_TITLES, LevelError, check_level_sets
 
 
 MODELS = list(config["models"])
@@ -63,9 +64,98 @@ if any("paper_name" in entry for entry in config["models"].values()):
         raise WorkflowError(f"config.yaml: {error}") from error
 
 
+# Level sets (imagenet_cog/level_sets.py): datasets "<set>-l<k>" and "random-<NN>" are views
+# over the features of Lin's levels and of "pool" (eligible concepts outside Lin's levels,
+# extracted only when a configured set may need them).
+LEVEL_SET_SETTINGS = config["level_sets"]
+try:
+    check_level_sets(LEVEL_SET_SETTINGS["sets"])
+except LevelError as error:
+    raise WorkflowError(f"config.yaml: {error}")
+RANKED_LEVEL_SETS = [name for name in LEVEL_SET_SETTINGS["sets"] if name != "random"]
+RANDOM_DRAWS = (
+    [f"{draw:02d}" for draw in range(1, LEVEL_SET_SETTINGS["random"]["draws"] + 1)]
+    if "random" in LEVEL_SET_SETTINGS["sets"]
+    else []
+)
+LEVEL_SET_DATASETS = [f"{name}-{level}" for name in RANKED_LEVEL_SETS for level in LEVEL_NAMES] + [
+    f"random-{draw}" for draw in RANDOM_DRAWS
+]
+LEVEL_SET_SHOTS = [str(shots) for shots in LEVEL_SET_SETTINGS["shots"]]
+LEVEL_SET_SEEDS = [str(seed) for seed in (LEVEL_SET_SETTINGS["seeds"] or config["probes"]["seeds"])]
+EXTRACTED_DATASET = r"in1k|l[1-9][0-9]*|pool"
+VIEW_DATASET = r"(?:wup|path|jcn|res|word2vec)-l[1-9][0-9]*|random-[0-9]{2}"
+
+
+def level_set_of(dataset):
+    """The level set a dataset belongs to: lin for IN-1K and Lin's levels."""
+    return "random" if dataset.startswith("random-") else dataset.split("-", 1)[0] if "-" in dataset else "lin"
+
+
+def needs_pool(level_set):
+    """Whether a set's views read "pool": word2vec re-ranks Lin's level concepts only; in
+    demo mode every set may pick pool concepts, the only ones with images besides Lin's."""
+    return config["mode"] == "demo" or level_set != "word2vec"
+
+
+POOL_NEEDED = any(needs_pool(level_set_of(dataset)) for dataset in LEVEL_SET_DATASETS)
+
+
+def view_sources(dataset):
+    """The extracted datasets a view reads: Lin's levels (in demo mode those with demo
+    images: the configured ones) and the pool where the set may need it."""
+    levels = [level for level in LEVEL_NAMES if config["mode"] != "demo" or level in DATASETS]
+    return levels + (["pool"] if needs_pool(level_set_of(dataset)) else [])
+
+
+def word_vectors_file():
+    """level_sets.word2vec.embeddings, or in demo mode without one, the generated file."""
+    path = LEVEL_SET_SETTINGS["word2vec"]["embeddings"]
+    if path is None and config["mode"] == "demo":
+        return PATHS.word_vectors_demo()
+    if path is None:
+        raise WorkflowError(
+            "config.yaml: level_sets.sets has word2vec but level_sets.word2vec.embeddings is not set; "
+            "point it at a word2vec-format file (e.g. Wikipedia2Vec's word2vec export)."
+        )
+    if not os.path.isfile(path):
+        raise WorkflowError(f"config.yaml: level_sets.word2vec.embeddings = {path!r} does not exist; fix the path.")
+    with open(path, "rb") as stream:
+        header = stream.readline(200).split()
+    if len(header) != 2 or not all(field.isdigit() for field in header):
+        raise WorkflowError(
+            f"config.yaml: level_sets.word2vec.embeddings = {path!r} is not in word2vec format (its first "
+            f"line must be '<count> <dimension>'); export the vectors in word2vec format."
+        )
+    return path
+
+
+if "word2vec" in LEVEL_SET_SETTINGS["sets"]:
+    word_vectors_file()
+
+
+def check_random_draw_size():
+    """A draw larger than the eligible pool fails before any job once the ranking exists
+    (before that, the draw's own job fails with the same message)."""
+    if not RANDOM_DRAWS or not os.path.exists(PATHS.ranking()):
+        return
+    with open(PATHS.ranking()) as stream:
+        eligible = sum(1 for _ in stream) - 1
+    if LEVEL_SET_SETTINGS["random"]["concepts"] > eligible:
+        raise WorkflowError(
+            f"config.yaml: level_sets.random.concepts is {LEVEL_SET_SETTINGS['random']['concepts']} but only "
+            f"{eligible} concepts are eligible ({PATHS.ranking()}); lower it."
+        )
+
+
+check_random_draw_size()
+
+
 wildcard_constraints:
     model="|".join(re.escape(model) for model in MODELS),
-    dataset=r"in1k|l[1-9][0-9]*",
+    dataset=f"{EXTRACTED_DATASET}|{VIEW_DATASET}",
+    level_set=r"wup|path|jcn|res|word2vec",
+    draw=r"[0-9]{2}",
     level=r"l[1-9][0-9]*",
     split=r"train|test",
     shard=r"[0-9]{5}",
@@ -125,10 +215,15 @@ def published_levels_input(wildcards):
     return {"published": config["levels"]["published_levels"]}
 
 
+def demo_image_source(dataset):
+    """The demo image folder of a dataset: in1k, pool (drawn for level sets) or in21k."""
+    return dataset if dataset in ("in1k", "pool") else "in21k"
+
+
 def image_root(dataset):
     """Folder the image paths of ``dataset``'s split list are relative to."""
     if config["mode"] == "demo":
-        return PATHS.demo_images("in1k" if dataset == "in1k" else "in21k")
+        return PATHS.demo_images(demo_image_source(dataset))
     root = config["data"]["in1k_root" if dataset == "in1k" else "in21k_root"]
     if not root:
         key = "in1k_root" if dataset == "in1k" else "in21k_root"
@@ -158,7 +253,7 @@ def demo_level_lists():
 
 def uses_published_splits(dataset):
     return (
-        dataset != "in1k"
+        dataset not in ("in1k", "pool")
         and config["mode"] == "imagenet"
         and config["levels"]["source"] == "published"
         and bool(config["levels"]["published_splits"])
@@ -172,7 +267,7 @@ def image_split_inputs(wildcards):
     if config["mode"] == "demo":
         return {
             "concepts": PATHS.demo_concepts(dataset),
-            "images": PATHS.demo_images("in1k" if dataset == "in1k" else "in21k"),
+            "images": PATHS.demo_images(demo_image_source(dataset)),
         }
     inputs = {"concepts": PATHS.level_concepts(dataset)}
     if uses_published_splits(dataset):
@@ -271,7 +366,7 @@ def result_models():
 def result_probe_inputs():
     """Probe results the summary reads; with results.allow_missing only those that exist,
     so that tables can be made while some probe jobs failed or are still to run."""
-    expected = probe_results(models=result_models())
+    expected = probe_results(models=result_models()) + level_set_probe_results(models=result_models())
     if config["results"]["allow_missing"]:
         return [path for path in expected if os.path.exists(path)]
     return expected
@@ -284,9 +379,29 @@ def all_feature_shards(wildcards):
     return [
         shard
         for model in result_models()
-        for dataset in DATASETS
+        for dataset in [*DATASETS, *(["pool"] if POOL_NEEDED else [])]
         for split in SPLITS
         for shard in feature_shards(SimpleNamespace(model=model, dataset=dataset, split=split))
+    ]
+
+
+def level_set_probe_results(models=None):
+    return probe_results(models=models, datasets=LEVEL_SET_DATASETS, shots=LEVEL_SET_SHOTS, seeds=LEVEL_SET_SEEDS)
+
+
+def level_set_targets():
+    """Every output of the configured level sets (nothing when level_sets.sets is empty)."""
+    if not LEVEL_SET_DATASETS:
+        return []
+    return [
+        *(path for name in RANKED_LEVEL_SETS for path in (
+            PATHS.level_set_ranking(name), PATHS.level_set_summary(name), PATHS.level_set_overlap(name),
+            PATHS.level_set_figure(name, "png"), PATHS.level_set_figure(name, "pdf"))),
+        *(PATHS.random_draw_overlap(draw) for draw in RANDOM_DRAWS),
+        *level_set_probe_results(models=result_models()),
+        PATHS.level_sets_figure("png"),
+        PATHS.level_sets_figure("pdf"),
+        *(PATHS.level_sets_table(extension) for extension in TABLE_FORMATS),
     ]
 
 
@@ -298,6 +413,7 @@ def final_outputs():
         *PATHS.result_targets(DATASETS),
         *rater_sheet_targets(),
         *analysis_targets(),
+        *level_set_targets(),
     ]
 
 
@@ -361,6 +477,16 @@ def grid_arguments():
     return (
         f"--results-root {PATHS.root} --models {shlex.quote(models_json())} "
         f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)}"
+    )
+
+
+def level_set_grid_arguments():
+    """The level-set probes the summary also covers (none: no option, the Lin-only command)."""
+    if not LEVEL_SET_DATASETS:
+        return ""
+    return (
+        f"--level-set-datasets {' '.join(LEVEL_SET_DATASETS)} --level-set-shots {' '.join(LEVEL_SET_SHOTS)} "
+        f"--level-set-seeds {' '.join(LEVEL_SET_SEEDS)}"
     )
 
 

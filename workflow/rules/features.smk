@@ -11,6 +11,8 @@ rule extract_features:
         images=lambda wildcards: image_root(wildcards.dataset),
     output:
         PATHS.feature_shard("{model}", "{dataset}", "{split}", "{shard}"),
+    wildcard_constraints:
+        dataset=EXTRACTED_DATASET,
     params:
         arch=lambda wildcards: model_spec(wildcards.model).arch,
         weights=lambda wildcards: model_spec(wildcards.model).weights,
@@ -54,6 +56,8 @@ rule merge_features:
         feature_shards,
     output:
         PATHS.features("{model}", "{dataset}", "{split}"),
+    wildcard_constraints:
+        dataset=EXTRACTED_DATASET,
     resources:
         mem_mb=2000,
         runtime=10,

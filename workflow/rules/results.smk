@@ -28,11 +28,44 @@ rule aggregate_probes:
         seeds=tidy_report(PATHS.seed_results(), "seed_results.rst", "every probe result (tidy CSV)", "Summary"),
     params:
         grid=grid_arguments(),
+        level_sets=level_set_grid_arguments(),
     log:
         "logs/results/aggregate_probes.log",
     shell:
         python_command("aggregate-probes")
-        + " {params.grid} --output {output[0]} --seed-output {output.seeds} > {log} 2>&1"
+        + " {params.grid} {params.level_sets} --output {output[0]} --seed-output {output.seeds} > {log} 2>&1"
+
+
+# Top-1 per level of every level set (paper supp. Fig. 7), at the first of level_sets.shots.
+rule level_sets_results:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        PATHS.results_summary(),
+    output:
+        figure=report(
+            PATHS.level_sets_figure("png"),
+            caption="../report/figure_level_sets.rst",
+            category="Figures",
+            labels={"figure": "level_sets"},
+        ),
+        pdf=PATHS.level_sets_figure("pdf"),
+        table=report(
+            PATHS.level_sets_table("csv"),
+            caption="../report/table_level_sets.rst",
+            category="Tables",
+            subcategory="Level sets",
+            labels={"table": "level sets", "dataset": "levels of every level set"},
+        ),
+        others=[PATHS.level_sets_table(extension) for extension in TABLE_FORMATS if extension != "csv"],
+    params:
+        root=PATHS.root,
+        shots=LEVEL_SET_SHOTS[0],
+    log:
+        "logs/results/level_sets_results.log",
+    shell:
+        python_command("level-sets-results")
+        + " --summary {input} --results-root {params.root} --shots {params.shots} > {log} 2>&1"
 
 
 rule result_tables:
@@ -179,6 +212,7 @@ rule levels:
         [PATHS.level_concepts(level) for level in LEVEL_NAMES],
         PATHS.levels_figure("png"),
         PATHS.levels_figure("pdf"),
+        [path for path in level_set_targets() if "/levels/" in path],
 
 
 rule features:

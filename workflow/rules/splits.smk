@@ -42,6 +42,8 @@ checkpoint image_splits:
         unpack(image_split_inputs),
     output:
         table=PATHS.image_splits("{dataset}"),
+    wildcard_constraints:
+        dataset=EXTRACTED_DATASET,
     params:
         root=lambda wildcards: image_root(wildcards.dataset),
         root_setting=lambda wildcards: image_root_setting(wildcards.dataset),
