@@ -23,6 +23,7 @@ rule extract_features:
         dtype=config["features"]["dtype"],
         device=config["features"]["device"],
         mixed_precision=str(config["features"]["mixed_precision"]).lower(),
+        decode=config["features"]["decode"],
     # One thread runs the model, the others decode images; with fewer cores than asked
     # for, Snakemake lowers threads and the loader workers follow.
     threads: config["features"]["num_workers"] + 1
@@ -44,7 +45,8 @@ rule extract_features:
         " {params.factory} --weights-identity {params.weights_identity:q}"
         " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
         " --dtype {params.dtype} --device {params.device}"
-        " --mixed-precision {params.mixed_precision} --output {output} > {log} 2>&1"
+        " --mixed-precision {params.mixed_precision} --decode {params.decode}"
+        " --output {output} > {log} 2>&1"
 
 
 rule merge_features:
