@@ -266,7 +266,7 @@ def measure_rates(device_name: str, models: list[str], decode: str, quick: bool)
         rates["extraction_shard_fixed_s"][arch] = fixed
         print(f"  extraction {arch}: {rate:.1f} images/s, {fixed:.1f} s fixed per shard", flush=True)
     dim = REGISTRY[models[0]].feature_dim
-    rows, epochs = (400_000, 5) if gpu else ((2048, 2) if quick else (8192, 2))
+    rows, epochs = (1_000_000, 10) if gpu else ((2048, 2) if quick else (8192, 2))
     rates.update(measure_probe(device, dim, 1000, rows, epochs, 1024, precision))
     print(f"  probe: {rates['probe_flops_per_s'] / 1e12:.2f} TFLOP/s ({precision}), "
           f"{rates['probe_step_s'] * 1e6:.0f} us per step, {rates['probe_epoch_s'] * 1e6:.0f} us per epoch", flush=True)
