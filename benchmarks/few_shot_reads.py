@@ -10,8 +10,9 @@ then for each N runs one probe job's data path and probe twice in this process:
 * after: ``read_labels``, ``rows_used``, ``read_features(rows=...)``, ``probe_dataset(...,
   train_rows=...)`` (the probe command now);
 
-and prints, per path, the seconds of the data part (read, normalise onto the device, the
-study-name hash) and of the whole run, the bytes the process read (``rchar`` of
+and prints, per path, the seconds of the read, of preparing the rows as ``probe_dataset``
+does before its first trial (normalising them onto the device and hashing them for the
+study's name, timed separately here, outside the run) and of the whole run, the bytes the process read (``rchar`` of
 /proc/self/io: syscalls, page cache included) and, with the file's pages dropped from the
 page cache first (``--cold``), the bytes read from the disk. The search is shortened
 (``--trials 2 --epochs 2`` by default) so the data part shows as it does on a GPU, where a
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 
 from imagenet_cog.features import merge_shards, read_features, read_labels, write_shard
-from imagenet_cog.search import SearchSettings, probe_dataset, rows_used
+from imagenet_cog.search import SearchSettings, normalised_on_device, probe_dataset, rows_used, study_name
 
 
 def io_counters() -> dict[str, int]:
@@ -78,9 +79,11 @@ def one_run(train: Path, test, shots: str, settings: SearchSettings, journal: st
                            device="cpu", train_rows=rows)
     finished = time.perf_counter()
     after = io_counters()
-    # probe_dataset's own clock starts after the read: its search time includes normalising
-    # the rows and hashing them before the first trial.
-    return result, {"read_s": read - started, "total_s": finished - started,
+    preparing = time.perf_counter()
+    normalised_on_device(features, torch.device("cpu"), result["matmul_precision"], "benchmark")
+    study_name(features, labels, settings, shots, 22)
+    prepare = time.perf_counter() - preparing
+    return result, {"read_s": read - started, "prepare_s": prepare, "total_s": finished - started,
                     "rows": features.shape[0], "rchar": after["rchar"] - counters["rchar"],
                     "disk": after["read_bytes"] - counters["read_bytes"]}
 
@@ -127,7 +130,7 @@ def main() -> None:
             same = all(before[0][key] == after[0][key] for key in ("trials", "best_params", "test_top1", "test_top5"))
             for label, numbers in (("whole file", before[1]), ("rows used ", after[1])):
                 print(f"N={shots:>4} {label}: {numbers['rows']:>7} rows, read {numbers['read_s']:6.2f} s, "
-                      f"run {numbers['total_s']:6.2f} s, {numbers['rchar'] / 1e9:5.2f} GB read"
+                      f"prepare {numbers['prepare_s']:6.2f} s, run {numbers['total_s']:6.2f} s, {numbers['rchar'] / 1e9:5.2f} GB read"
                       + (f", {numbers['disk'] / 1e9:5.2f} GB from disk" if args.cold else ""))
             print(f"N={shots:>4} speed-up {before[1]['total_s'] / after[1]['total_s']:.2f}x per run, "
                   f"identical results: {same}", flush=True)

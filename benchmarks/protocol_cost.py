@@ -8,8 +8,11 @@ Measures this machine's rates at small size, with the workflow's own code:
 * probes: training FLOP/s of ``train_probes`` at the protocol's shape (1000 classes, the
   model's feature width, batch 1024, 4 n d C FLOPs per epoch), and the time of one SGD step
   and one epoch where the products are negligible (what few-shot probes pay);
-* loading: bytes/s of a probe job's data path, file bytes over the time of
-  ``read_features`` (page cache warm) + ``normalised_on_device`` + the study-name hash;
+* loading: bytes/s of reading a float16 feature file (HDF5 blocks, page cache warm), and
+  bytes/s of preparing the rows a job uses (widening to float32, ``normalised_on_device``,
+  the study-name hash). Every probe job reads its whole training file, since a few-shot
+  job's validation rows (a random fifth of every class) touch every 1024-row HDF5 chunk,
+  but prepares only the rows it uses;
 * job start: seconds to start a Python process and import what a probe job imports.
 
 Counts the work of the protocol for a config (the paper's by default; ``--config`` reads
@@ -108,9 +111,9 @@ class Work:
     eval_flops: float = 0.0
     steps: int = 0
     epochs: int = 0
-    bytes_read: float = 0.0
-    few_shot_bytes_read: float = 0.0
-    whole_file_bytes: float = 0.0
+    file_bytes: float = 0.0
+    prepared_bytes: float = 0.0
+    few_shot_prepared_bytes: float = 0.0
 
 
 def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) -> Work:
@@ -137,11 +140,11 @@ def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) 
                 work.eval_flops += 2.0 * dim * data.classes * (trials * validation + data.test)
                 work.steps += epochs * (trials * math.ceil(search / batch) + math.ceil(final / batch))
                 work.epochs += epochs * (trials + 1)
-                read = (rows + data.test) * dim * bytes_per_value
-                work.bytes_read += read
-                work.whole_file_bytes += (data.train + data.test) * dim * bytes_per_value
+                prepared = (rows + data.test) * dim * bytes_per_value
+                work.prepared_bytes += prepared
+                work.file_bytes += (data.train + data.test) * dim * bytes_per_value
                 if shots != "all":
-                    work.few_shot_bytes_read += read
+                    work.few_shot_prepared_bytes += prepared
     return work
 
 
@@ -210,10 +213,12 @@ def measure_probe(device: torch.device, dim: int, classes: int, rows: int, epoch
             "probe_step_s": step, "probe_epoch_s": epoch}
 
 
-def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> float:
-    """Bytes/s of a probe job's data path, from the float16 file to normalised device rows."""
-    from imagenet_cog.features import read_features, write_shard
-    from imagenet_cog.search import normalised_on_device, study_name, SearchSettings
+def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> tuple[float, float]:
+    """(bytes/s reading a float16 file, bytes/s preparing its rows for the probes)."""
+    import h5py
+
+    from imagenet_cog.features import READ_CHUNK_ROWS, read_features, write_shard
+    from imagenet_cog.search import SearchSettings, normalised_on_device, study_name
 
     rng = np.random.default_rng(0)
     features = rng.standard_normal((rows, dim), dtype=np.float32).astype(np.float16)
@@ -224,12 +229,17 @@ def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> f
         size = path.stat().st_size
         read_features(path)  # into the page cache
         started = time.perf_counter()
+        with h5py.File(path) as handle:
+            for start in range(0, rows, READ_CHUNK_ROWS):
+                handle["features"][start:start + READ_CHUNK_ROWS]
+        raw = time.perf_counter() - started
+        started = time.perf_counter()
         loaded = read_features(path)
         normalised_on_device(loaded.features, device, precision, "measure")
         study_name(loaded.features, loaded.labels, SearchSettings(), "all", 0)
         synchronise(device)
-        seconds = time.perf_counter() - started
-    return size / seconds
+        prepared = time.perf_counter() - started - raw
+    return size / raw, size / max(prepared, 1e-9)
 
 
 def measure_job_start() -> float:
@@ -270,8 +280,10 @@ def measure_rates(device_name: str, models: list[str], decode: str, quick: bool)
     rates.update(measure_probe(device, dim, 1000, rows, epochs, 1024, precision))
     print(f"  probe: {rates['probe_flops_per_s'] / 1e12:.2f} TFLOP/s ({precision}), "
           f"{rates['probe_step_s'] * 1e6:.0f} us per step, {rates['probe_epoch_s'] * 1e6:.0f} us per epoch", flush=True)
-    rates["load_bytes_per_s"] = measure_load(device, dim, 131_072 if gpu else (16_384 if quick else 65_536), precision)
-    print(f"  load: {rates['load_bytes_per_s'] / 1e9:.2f} GB/s of float16 file", flush=True)
+    rates["read_bytes_per_s"], rates["prepare_bytes_per_s"] = measure_load(
+        device, dim, 131_072 if gpu else (16_384 if quick else 65_536), precision)
+    print(f"  load: read {rates['read_bytes_per_s'] / 1e9:.2f} GB/s of float16 file, prepare "
+          f"{rates['prepare_bytes_per_s'] / 1e9:.2f} GB/s of its rows", flush=True)
     rates["job_start_s"] = measure_job_start()
     print(f"  job start: {rates['job_start_s']:.1f} s", flush=True)
     return rates
@@ -288,7 +300,8 @@ def project(work: Work, rates: dict, arch: str) -> dict[str, float]:
         "extraction": work.images / rates["extraction_images_per_s"][arch]
                       + work.shards * rates["extraction_shard_fixed_s"][arch],
         "probe compute": probe_compute,
-        "probe loading": work.bytes_read / rates["load_bytes_per_s"],
+        "probe loading": work.file_bytes / rates["read_bytes_per_s"]
+                         + work.prepared_bytes / rates["prepare_bytes_per_s"],
         "probe job starts": work.probe_jobs * rates["job_start_s"],
     }
 
@@ -334,9 +347,9 @@ def main() -> None:
         work = count_work(datasets, REGISTRY[arch].feature_dim, probes, settings["features"])
         print(f"\n{arch}: {work.images / 1e6:.2f}M images in {work.shards} shards; {work.probe_jobs} probe jobs, "
               f"{work.train_flops / 1e15:.1f} PFLOP training + {work.eval_flops / 1e15:.2f} PFLOP scoring, "
-              f"{work.steps / 1e6:.2f}M SGD steps; {work.bytes_read / 1e12:.2f} TB read by probe jobs "
-              f"({work.few_shot_bytes_read / 1e12:.2f} TB by few-shot ones; reading whole files: "
-              f"{work.whole_file_bytes / 1e12:.2f} TB)")
+              f"{work.steps / 1e6:.2f}M SGD steps; probe jobs read {work.file_bytes / 1e12:.2f} TB of files "
+              f"and prepare {work.prepared_bytes / 1e12:.2f} TB of rows ({work.few_shot_prepared_bytes / 1e12:.2f} "
+              f"TB in few-shot jobs)")
         columns = [("this machine: " + host["device"], project(work, host, arch))]
         if device:
             columns.append((device["device"], project(work, device, arch)))
