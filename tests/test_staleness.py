@@ -102,6 +102,17 @@ def test_an_added_seed_runs_only_its_probes(finished_copy, demo_config):
     )
 
 
+def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
+    shots = [*demo_config["probes"]["shots"], 2]
+    assert 2 not in demo_config["probes"]["shots"]
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"shots": shots}}))
+    assert rules_of(jobs) - COLLECTORS == {"probe"}
+    assert {wildcards["shots"] for rule, wildcards in jobs if rule == "probe"} == {"2"}
+    assert Counter(rule for rule, _ in jobs)["probe"] == (
+        len(demo_config["models"]) * len(demo_config["datasets"]) * len(demo_config["probes"]["seeds"])
+    )
+
+
 def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy, demo_config):
     levels = demo_config["levels"]
     jobs = planned_jobs(finished_copy, "--configfile",
