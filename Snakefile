@@ -4,6 +4,7 @@
 #   features each model x dataset x split, sharded, into HDF5
 #   probes   Optuna-tuned logistic-regression probes per model x dataset x shots x seed
 #   results  tables, figures and the Snakemake report
+#   analyses forced-choice sheets for human raters
 #
 # Run from this folder: `snakemake --cores 8` (the demo in config.yaml), or on SLURM with
 # `snakemake --profile slurm`. See README.md.
@@ -34,6 +35,7 @@ include: "workflow/rules/splits.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/results.smk"
+include: "workflow/rules/analyses.smk"
 
 
 rule all:

@@ -223,6 +223,34 @@ def protocol_without_optuna(train_x, train_y, test_x, test_y, settings, device: 
             "matmul_precision": "tf32" if precision == "float32" and device.type == "cuda" else precision}
 
 
+def graph_comparison(args) -> None:
+    """On a GPU: the same probe with every kernel launched, and with epochs replayed as CUDA graphs."""
+    device = torch.device(args.device)
+    precision = resolve_precision(args.precision, device)
+    schedule = SGDSchedule(args.epochs, args.batch_size, 0.9)
+    features, labels = clustered_features(args.classes, args.per_class + args.test_per_class, args.dim, 0, args.spread, device)
+    is_test = torch.arange(labels.numel(), device=device) % (args.per_class + args.test_per_class) >= args.per_class
+    normalised = l2_normalise(features, feature_dtype(precision, device, torch.float16))
+    train_x, test_x = normalised[~is_test].contiguous(), normalised[is_test].contiguous()
+    train_y, test_y = labels[~is_test].contiguous(), labels[is_test].contiguous()
+    trained, seconds = {}, {}
+    for graph in (False, True, False, True):  # the first of each warms up
+        synchronise(device)
+        started = time.perf_counter()
+        trained[graph] = train_probes(train_x, train_y, args.classes, [args.lr], [args.weight_decay], schedule, 22,
+                                      precision=precision, cuda_graph=graph)
+        synchronise(device)
+        seconds[graph] = time.perf_counter() - started
+    steps = args.epochs * -(-train_y.numel() // args.batch_size)
+    difference = (trained[True].weight - trained[False].weight).abs().max().item()
+    print(f"{args.classes} classes x {args.per_class} train, {args.dim} dims, {args.epochs} epochs, batch "
+          f"{args.batch_size}, {precision}: {steps} steps")
+    for graph, name in ((False, "kernels launched"), (True, "CUDA graph epochs")):
+        top1 = trained[graph].topk_accuracy(test_x, test_y)[0, 0].item()
+        print(f"{name}: {seconds[graph]:.2f} s ({1e6 * seconds[graph] / steps:.0f} us per step), test top-1 {top1:.2f}%")
+    print(f"speed-up {seconds[False] / seconds[True]:.2f}x; largest weight difference {difference:.3g}")
+
+
 def full_protocol(args) -> None:
     from imagenet_cog.search import SearchSettings, probe_dataset
 
@@ -287,12 +315,16 @@ def main() -> None:
     parser.add_argument("--together", type=int, default=4, help="candidates trained in one pass, timed as well")
     parser.add_argument("--trials", type=int, default=30, help="--full: search trials")
     parser.add_argument("--trials-per-batch", type=int, default=1, help="--full: candidates trained together")
+    parser.add_argument("--graph", action="store_true",
+                        help="on a GPU: time one probe with kernels launched one by one against CUDA graph epochs")
     args = parser.parse_args()
     sizes = {"classes": (100, 1000), "per_class": (100, 1100), "test_per_class": (20, 50), "epochs": (30, 100)}
     for name, (comparison, full) in sizes.items():
         if getattr(args, name) is None:
             setattr(args, name, full if args.full else comparison)
-    if args.full:
+    if args.graph:
+        graph_comparison(args)
+    elif args.full:
         full_protocol(args)
     else:
         cpu_comparison(args)

@@ -119,9 +119,10 @@ def run_pipeline(results_root, tmp_path):
     summary_path = tmp_path / "summary.csv"
     grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS),
             "--datasets", *DATASETS, "--shots", *SHOTS, "--seeds", *SEEDS]
-    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
-    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
-                           "--baseline", "resnet50"]) == 0
+    seed_path = tmp_path / "seeds.csv"
+    assert aggregate_command([*grid, "--output", str(summary_path), "--seed-output", str(seed_path)]) == 0
+    assert tables_command(["--summary", str(summary_path), "--seed-results", str(seed_path),
+                           "--results-root", str(results_root), "--baseline", "resnet50"]) == 0
     return summary_path, grid
 
 
@@ -134,32 +135,42 @@ def test_tables_hold_the_expected_cells(results_root, tmp_path):
     levels = pd.read_csv(layout.table("top1_levels", "csv"))
     assert list(levels.columns) == ["Model", "IN-1K", "L1"]
     assert levels.to_dict("records") == [
-        {"Model": "ResNet50", "IN-1K": "72.0 ± 1.6", "L1": "61.0 ± 0.8"},
-        {"Model": "DeiT-S†", "IN-1K": "30.0 ± 0.0", "L1": "26.0 ± 0.8"},
-        {"Model": "dino", "IN-1K": "76.0 ± 0.8", "L1": "— (0/3 seeds)"},
+        # [low, high]: mean -+ t(0.975, 2 df) = 4.303 times the std (ddof=1) / sqrt(3)
+        {"Model": "ResNet50", "IN-1K": "72.0 ± 1.6 [67.0, 77.0]", "L1": "61.0 ± 0.8 [58.5, 63.5]"},
+        {"Model": "DeiT-S†", "IN-1K": "30.0 ± 0.0 [30.0, 30.0]", "L1": "26.0 ± 0.8 [23.5, 28.5]"},
+        {"Model": "dino", "IN-1K": "76.0 ± 0.8 [73.5, 78.5]", "L1": "— (0/3 seeds)"},
     ]
 
     in1k = pd.read_csv(layout.table("top1_in1k", "csv"))
     assert list(in1k.columns) == ["Model", "N=1", "All"]
     assert in1k.set_index("Model").loc["dino", "N=1"] == "— (2/3 seeds)"
-    assert in1k.set_index("Model").loc["ResNet50", "N=1"] == "42.0 ± 1.6"
+    assert in1k.set_index("Model").loc["ResNet50", "N=1"] == "42.0 ± 1.6 [37.0, 47.0]"
 
     relative = pd.read_csv(layout.table("relative_levels", "csv")).set_index("Model")
-    assert relative.loc["ResNet50", "IN-1K"] == "+0.0 ± 1.6"
-    assert relative.loc["DeiT-S†", "L1"] == "-35.0 ± 0.8"
-    assert relative.loc["dino", "IN-1K"] == "+4.0 ± 0.8"
+    assert relative.loc["ResNet50", "IN-1K"] == "+0.0 ± 1.6 [0.0, 0.0]"
+    # the same difference on every seed: a zero-width interval and no test, so no mark
+    assert relative.loc["DeiT-S†", "L1"] == "-35.0 ± 0.8 [-35.0, -35.0]"
+    # per-seed differences 5, 4, 3: paired t-test p = 0.020, the largest of 3 Holm-corrected
+    assert relative.loc["dino", "IN-1K"] == "+4.0 ± 0.8 [1.5, 6.5]*"
 
     markdown = open(layout.table("top1_levels", "md")).read()
-    assert "| DeiT-S† | 30.0 ± 0.0 | 26.0 ± 0.8 |" in markdown
+    assert "| DeiT-S† | 30.0 ± 0.0 [30.0, 30.0] | 26.0 ± 0.8 [23.5, 28.5] |" in markdown
     assert "† randomly initialised weights" in markdown
+    assert "95% confidence interval of the mean over seeds" in markdown
     latex = open(layout.table("top1_l1", "tex")).read()
-    assert r"DeiT-S$^\dagger$ & 5.0 $\pm$ 0.0 & 26.0 $\pm$ 0.8 \\" in latex
+    assert r"DeiT-S$^\dagger$ & 5.0 $\pm$ 0.0 [5.0, 5.0] & 26.0 $\pm$ 0.8 [23.5, 28.5] \\" in latex
+    relative_latex = open(layout.table("relative_levels", "tex")).read()
+    assert r"+4.0 $\pm$ 0.8 [1.5, 6.5]$^{*}$" in relative_latex
+    assert "Holm-corrected" in open(layout.table("relative_levels", "md")).read()
     assert r"\begin{tabular}{lrr}" in latex
 
 
 def test_summary_csv_round_trips(results_root, tmp_path):
     summary_path, _ = run_pipeline(results_root, tmp_path)
     summary = read_summary(summary_path)
+    assert cell(summary, "resnet50", "in1k", "all")[["ci95_low", "ci95_high"]].tolist() == pytest.approx(
+        [72.0 - 4.302653 * 2 / math.sqrt(3), 72.0 + 4.302653 * 2 / math.sqrt(3)], abs=1e-5
+    )
     row = cell(summary, "dino", "in1k", "1")
     assert math.isnan(row["mean"]) and row["missing_seeds"] == "37" and not row["complete"]
     assert cell(summary, "resnet50", "l1", "all")["mean"] == pytest.approx(61.0)
@@ -241,8 +252,10 @@ def test_without_n_all_every_table_is_still_written(results_root, tmp_path):
     runs = load_probe_results(str(root), list(MODELS), DATASETS, ["1"], SEEDS)
     summary_path = tmp_path / "few.csv"
     summarise(runs, MODELS, DATASETS, ["1"], SEEDS).to_csv(summary_path, index=False)
-    assert tables_command(["--summary", str(summary_path), "--results-root", str(root),
-                           "--baseline", "resnet50"]) == 0
+    seeds_path = tmp_path / "few-seeds.csv"
+    runs.to_csv(seeds_path, index=False)
+    assert tables_command(["--summary", str(summary_path), "--seed-results", str(seeds_path),
+                           "--results-root", str(root), "--baseline", "resnet50"]) == 0
     layout = Layout(str(root))
     assert all(Path(path).exists() for path in layout.result_tables(DATASETS))
     levels = pd.read_csv(layout.table("top1_levels", "csv"))

@@ -69,6 +69,29 @@ def test_few_shot_panels_per_dataset_with_log2_axis(figures):
     assert all(ax.get_ylabel() == "Top-1 relative to ResNet50 (points)" for ax in relative_axes)
 
 
+def test_error_bars_are_the_95_percent_intervals(figures):
+    (ax,) = visible_axes(figures["top1_levels"])
+    resnet = next(container for container in ax.containers if container.get_label() == "ResNet50")
+    # the bar of IN-1K spans the t interval of 70, 72, 74: 72 -+ 4.303 * 2 / sqrt(3)
+    segment = resnet.lines[2][0].get_segments()[0]
+    assert [y for _, y in segment] == pytest.approx([72.0 - 4.968, 72.0 + 4.968], abs=1e-3)
+
+
+def test_relative_bars_come_from_the_paired_differences(summary, tmp_path):
+    root = tmp_path / "results"
+    seeds = load_probe_results(str(root), list(MODELS), DATASETS, SHOTS, SEEDS)
+    built = build_figures(summary, "resnet50", seeds)
+    try:
+        ax = visible_axes(built["relative_levels"])[1]  # self-supervision: dino
+        dino = next(container for container in ax.containers if container.get_label() == "dino")
+        segment = dino.lines[2][0].get_segments()[0]
+        # per-seed differences 5, 4, 3: 4 -+ 4.303 / sqrt(3)
+        assert [y for _, y in segment] == pytest.approx([4.0 - 2.484, 4.0 + 2.484], abs=1e-3)
+    finally:
+        for fig in built.values():
+            plt.close(fig)
+
+
 def test_few_shot_line_leaves_a_gap_for_a_missing_seed(figures):
     in1k = visible_axes(figures["few_shot"])[0]
     dino = next(line for line in in1k.get_lines() if line.get_label() == "dino")
@@ -84,9 +107,12 @@ def test_shot_positions_place_all_after_the_largest_n():
 def test_command_writes_decodable_png_and_pdf(summary, tmp_path):
     summary_path = tmp_path / "summary.csv"
     summary.to_csv(summary_path, index=False)
+    seeds_path = tmp_path / "seeds.csv"
+    source = tmp_path / "results"
+    load_probe_results(str(source), list(MODELS), DATASETS, SHOTS, SEEDS).to_csv(seeds_path, index=False)
     root = tmp_path / "out"
-    assert figures_command(["--summary", str(summary_path), "--results-root", str(root),
-                            "--baseline", "resnet50"]) == 0
+    assert figures_command(["--summary", str(summary_path), "--seed-results", str(seeds_path),
+                            "--results-root", str(root), "--baseline", "resnet50"]) == 0
     layout = Layout(str(root))
     for name in RESULT_FIGURES:
         with Image.open(layout.figure(name, "png")) as image:

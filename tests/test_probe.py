@@ -14,6 +14,7 @@ from imagenet_cog.probe import (
     SGDSchedule,
     feature_dtype,
     l2_normalise,
+    operand_dtype,
     resolve_device,
     resolve_precision,
     train_probes,
@@ -171,3 +172,22 @@ def test_cuda_request_without_gpu_is_a_clear_error():
         with pytest.raises(RuntimeError, match="probes.device"):
             resolve_device("cuda")
     assert resolve_device("cpu").type == "cpu"
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_the_gpu_logit_layout_trains_the_same_probes(precision):
+    """GPUs keep logits sample-major ([batch, T * C]); the CPU class-major. Checked here on the
+    CPU: only the order of sums differs, and with it the last bits."""
+    features, labels = clustered_features(classes=7, per_class=40, dim=32, seed=4)
+    normalised = l2_normalise(features, operand_dtype(precision))
+    schedule = SGDSchedule(epochs=8, batch_size=64, momentum=0.9)
+    lrs, decays = [1.0, 4.0, 1e38], [1e-5, 1e-7, 1e-5]
+    class_major = train_probes(normalised, labels, 7, lrs, decays, schedule, seed=9, precision=precision,
+                               sample_major=False)
+    sample_major = train_probes(normalised, labels, 7, lrs, decays, schedule, seed=9, precision=precision,
+                                sample_major=True)
+    assert class_major.diverged == sample_major.diverged == [False, False, True]
+    tolerance = 1e-5 if precision == "float32" else 2e-2
+    scale = class_major.weight[:2].abs().amax()
+    assert (sample_major.weight[:2] - class_major.weight[:2]).abs().amax() <= tolerance * scale
+    assert torch.allclose(sample_major.bias[:2], class_major.bias[:2], atol=tolerance * scale.item())

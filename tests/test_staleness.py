@@ -21,7 +21,10 @@ from imagenet_cog.layout import Layout
 
 pytestmark = pytest.mark.e2e
 
-AGGREGATES = {"aggregate_probes", "result_tables", "result_figures", "result_timings"}
+AGGREGATES = {
+    "aggregate_probes", "result_tables", "result_figures", "result_timings",
+    "result_statistics", "result_drop", "result_published",
+}
 # Rules that collect every probe: run whenever any probe result changes.
 COLLECTORS = AGGREGATES | {"all", "probes", "tables", "figures"}
 JOB_HEADER = re.compile(r"^\s*(?:rule|localrule|checkpoint|localcheckpoint) (\w+):\s*$")
@@ -113,6 +116,17 @@ def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
     )
 
 
+def test_changed_rater_settings_rerun_only_the_sheets(finished_copy, demo_config):
+    tasks = demo_config["analyses"]["raters"]["tasks_per_concept"] + 1
+    jobs = planned_jobs(finished_copy, "--configfile",
+                        overlay(finished_copy, {"analyses": {"raters": {"tasks_per_concept": tasks}}}))
+    assert rules_of(jobs) - {"all"} == {"rater_sheets"}
+    assert sorted(w["dataset"] for rule, w in jobs if rule == "rater_sheets") == sorted(demo_config["datasets"])
+    # Switching the sheets off only takes them out of rule all's targets.
+    assert planned_jobs(finished_copy, "--configfile",
+                        overlay(finished_copy, {"analyses": {"raters": {"enabled": False}}})) == []
+
+
 def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy, demo_config):
     levels = demo_config["levels"]
     jobs = planned_jobs(finished_copy, "--configfile",
@@ -145,3 +159,15 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset)}
     assert len(probes) == len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
     assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe"}
+
+
+def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, demo_config):
+    other = next(model for model in demo_config["models"] if model != demo_config["results"]["baseline_model"])
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"results": {"baseline_model": other}}))
+    assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "all"}
+    # every model named, in config order (not sorted): the merged config lists the overlay's
+    # keys first, and the order of models is part of the aggregates' parameters
+    models = {model: ({"paper_name": "VGG19"} if model == other else {}) for model in demo_config["models"]}
+    (finished_copy / "paper_name.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
+    jobs = planned_jobs(finished_copy, "--configfile", str(finished_copy / "paper_name.yaml"))
+    assert rules_of(jobs) == {"result_published", "all"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -71,3 +72,66 @@ def test_report_builds(demo_run):
     html = (demo_run / "report.html").read_text(errors="replace")
     assert len(html) > 10_000
     assert "ImageNet-CoG" in html
+
+
+def test_rater_sheets_hold_the_key_tasks_and_score(demo_run, demo_config, tmp_path):
+    from imagenet_cog.analyses.raters import NEGATIVE_KINDS, VARIANTS, score_raters_command
+
+    layout = Layout()
+    raters = demo_config["analyses"]["raters"]
+    assert raters["enabled"]
+    concepts = min(raters["concepts_per_dataset"], demo_config["demo"]["concepts_per_dataset"])
+    answers = ["rater,task,choice"]
+    for dataset in demo_config["datasets"]:
+        key = read_tsv(demo_run / layout.rater_key(dataset))
+        assert len(key) == concepts * raters["tasks_per_concept"] * len(VARIANTS) * len(NEGATIVE_KINDS)
+        sheets = demo_run / layout.rater_sheets(dataset)
+        pages = {path.name: path.read_text() for path in sheets.glob("*.html")}
+        assert len(pages) == 1 + len(VARIANTS) * len(NEGATIVE_KINDS) * raters["tasks_per_concept"]
+        shown = "".join(pages.values())
+        assert all(f'data-task="{row["task"]}"' in shown for row in key)
+        assert not any(row["wnid"] in shown or row["query_a"] in shown for row in key)
+        answers += [f"key,{row['task']},{row['answer']}" for row in key]
+    (tmp_path / "answers.csv").write_text("\n".join(answers) + "\n")
+    keys = [str(demo_run / layout.rater_key(dataset)) for dataset in demo_config["datasets"]]
+    assert score_raters_command(["--answers", str(tmp_path / "answers.csv"), "--key", *keys,
+                                 "--output", str(tmp_path / "scores.tsv")]) == 0
+    scores = read_tsv(tmp_path / "scores.tsv")
+    assert len(scores) == len(demo_config["datasets"]) * len(VARIANTS) * len(NEGATIVE_KINDS)
+    assert {row["accuracy"] for row in scores} == {"1"}
+def test_statistics_drop_and_published_comparison_of_the_demo(demo_run, demo_config):
+    from imagenet_cog.aggregate import read_summary
+
+    layout = Layout()
+    models = list(demo_config["models"])
+    baseline = demo_config["results"]["baseline_model"]
+    datasets = demo_config["datasets"]
+    shots = [str(shot) for shot in demo_config["probes"]["shots"]]
+    summary = read_summary(demo_run / layout.results_summary())
+    with_interval = summary[summary["ci95_low"].notna()]
+    assert len(with_interval) == len(summary)  # the demo runs 2 seeds: every cell has one
+    assert (with_interval["ci95_low"] <= with_interval["mean"]).all()
+    assert (with_interval["mean"] <= with_interval["ci95_high"]).all()
+
+    seeds = pd.read_csv(demo_run / layout.seed_results())
+    assert len(seeds) == len(models) * len(datasets) * len(shots) * len(demo_config["probes"]["seeds"])
+    tests = pd.read_csv(demo_run / layout.table("paired_tests", "csv"))
+    assert len(tests) == (len(models) - 1) * len(datasets) * len(shots)
+    assert baseline not in set(tests["model"])
+    ranks = pd.read_csv(demo_run / layout.table("rank_agreement", "csv"))
+    assert len(ranks) == (len(datasets) - 1) * len(shots)
+    drop = pd.read_csv(demo_run / layout.table("generalization_drop", "csv"))
+    assert len(drop) == len(models)
+    assert [column for column in drop.columns if column.endswith("drop (%)")] == [
+        f"{dataset.upper()} drop (%)" for dataset in datasets if dataset != "in1k"
+    ]
+
+    mapped = [model for model, entry in demo_config["models"].items() if entry.get("paper_name")]
+    comparison = pd.read_csv(demo_run / layout.table("published_comparison", "csv"))
+    assert sorted(set(comparison["model"])) == sorted(mapped)
+    assert len(comparison) == len(mapped) * len(datasets) * len(shots)
+    assert comparison["published_mean"].between(0, 100).all()
+    for dataset in datasets:
+        table = pd.read_csv(demo_run / layout.table(f"published_{dataset}", "csv"))
+        assert len(table) == len(mapped)
+

@@ -4,17 +4,26 @@ The summary has one row per model x dataset x shots of the configured grid, so a
 is missing shows up as a row, never as an absent one:
 
     model, label, category, random_weights, dataset, shots,
-    mean, std, top5_mean, top5_std, n_seeds, expected_seeds, complete, missing_seeds
+    mean, std, ci95_low, ci95_high, top5_mean, top5_std, n_seeds, expected_seeds, complete,
+    missing_seeds
 
 ``mean``/``std`` are the test top-1 (percent) over the seeds, ``std`` with ddof=0 (the
-population standard deviation, as the authors' result script computes it over its 5 seeds).
+population standard deviation, as the authors' result script computes it over its 5 seeds);
+``ci95_low``/``ci95_high`` the 95% confidence interval of the mean (Student t, n - 1 degrees
+of freedom, sample std; empty with one seed; see ``statistics.mean_interval``).
 A cell is only given a mean when *every* configured seed has a result: with a seed missing
 ``mean``/``std`` are empty, ``complete`` is False and ``missing_seeds`` lists the seeds, so
 an incomplete cell never passes for a mean over fewer seeds. Rendered tables show such a
 cell as ``— (3/5 seeds)``.
 
 Relative numbers are ``model - baseline`` in percentage points, per dataset and shots,
-both means over all seeds; their std is the model's own std over seeds.
+both means over all seeds; their std is the model's own std over seeds, their interval the
+95% interval of the paired per-seed difference, and a mark says that the paired t-test
+finds the difference after Holm's correction over the table (``statistics.paired_tests``).
+Tables show a cell as ``mean ± std [low, high]``.
+
+Besides the summary, ``aggregate-probes`` writes the per-seed results (one row per probe
+result) that the paired tests read.
 """
 
 from __future__ import annotations
@@ -30,10 +39,11 @@ import pandas as pd
 from .io import atomic_output, write_text
 from .layout import Layout
 from .models import is_random_weights
+from .statistics import SIGNIFICANT_MARK, mean_interval, paired_tests, rank_agreement
 
 SUMMARY_COLUMNS = [
     "model", "label", "category", "random_weights", "dataset", "shots",
-    "mean", "std", "top5_mean", "top5_std",
+    "mean", "std", "ci95_low", "ci95_high", "top5_mean", "top5_std",
     "n_seeds", "expected_seeds", "complete", "missing_seeds",
 ]
 REQUIRED_RESULT_KEYS = ("model", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights")
@@ -122,6 +132,7 @@ def summarise(
                 present = set(cell["seed"])
                 missing = [seed for seed in seeds if seed not in present]
                 complete = not missing
+                low, high = mean_interval(cell["test_top1"]) if complete else (math.nan, math.nan)
                 rows.append({
                     "model": model,
                     "label": model_label(model, metadata),
@@ -131,6 +142,8 @@ def summarise(
                     "shots": str(shot),
                     "mean": cell["test_top1"].mean() if complete else math.nan,
                     "std": population_std(cell["test_top1"]) if complete else math.nan,
+                    "ci95_low": low,
+                    "ci95_high": high,
                     "top5_mean": cell["test_top5"].mean() if complete else math.nan,
                     "top5_std": population_std(cell["test_top5"]) if complete else math.nan,
                     "n_seeds": len(present),
@@ -155,19 +168,55 @@ def read_summary(path: str | Path) -> pd.DataFrame:
     return summary
 
 
-def with_relative(summary: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Adds ``relative`` = mean - the baseline's mean on the same dataset and shots (points)."""
+SEED_RESULT_COLUMNS = ["model", "dataset", "shots", "seed", "test_top1", "test_top5"]
+
+
+def read_seed_results(path: str | Path) -> pd.DataFrame:
+    seeds = pd.read_csv(path, dtype={"model": str, "dataset": str, "shots": str, "seed": str})
+    missing = [column for column in SEED_RESULT_COLUMNS if column not in seeds.columns]
+    if missing:
+        raise ValueError(
+            f"{path}: not a table of per-seed results (lacks {', '.join(missing)}); rebuild it "
+            f"with `python -m imagenet_cog aggregate-probes` or snakemake."
+        )
+    return seeds
+
+
+def with_relative(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Adds ``relative`` = mean - the baseline's mean on the same dataset and shots (points).
+
+    With ``paired`` (``statistics.paired_tests``), also the interval of the paired difference
+    (``relative_low``/``relative_high``) and ``significant``; the baseline's own rows get
+    [0, 0] and no mark.
+    """
     reference = summary[summary["model"] == baseline].set_index(["dataset", "shots"])["mean"]
     keys = list(zip(summary["dataset"], summary["shots"]))
     relative = summary.copy()
     relative["baseline_mean"] = [reference.get(key, math.nan) for key in keys]
     relative["relative"] = relative["mean"] - relative["baseline_mean"]
+    relative["relative_low"] = math.nan
+    relative["relative_high"] = math.nan
+    relative["significant"] = False
+    if paired is not None:
+        tests = paired.set_index(["model", "dataset", "shots"])
+        for index, row in relative.iterrows():
+            key = (row["model"], row["dataset"], row["shots"])
+            if row["model"] == baseline and row["complete"]:
+                relative.loc[index, ["relative_low", "relative_high"]] = 0.0
+            elif key in tests.index:
+                test = tests.loc[key]
+                relative.loc[index, ["relative_low", "relative_high"]] = [test["ci95_low"], test["ci95_high"]]
+                relative.loc[index, "significant"] = bool(test["significant"])
     return relative
 
 
 # tables ------------------------------------------------------------------------------------
+INTERVAL_COLUMNS = {"mean": ("ci95_low", "ci95_high"), "relative": ("relative_low", "relative_high")}
+
+
 def format_cell(row: pd.Series, value_column: str = "mean", signed: bool = False) -> str:
-    """"mean ± std", or "— (k/n seeds)" where a seed is missing."""
+    """"mean ± std [low, high]" (95% interval), a mark where significant, or "— (k/n seeds)"
+    where a seed is missing."""
     value = row[value_column]
     if not row["complete"] or pd.isna(value):
         if row["complete"]:
@@ -176,6 +225,11 @@ def format_cell(row: pd.Series, value_column: str = "mean", signed: bool = False
     text = f"{value:+.1f}" if signed else f"{value:.1f}"
     if int(row["expected_seeds"]) > 1:
         text += f" ± {row['std']:.1f}"
+    low, high = (row.get(column, math.nan) for column in INTERVAL_COLUMNS.get(value_column, ()))
+    if pd.notna(low) and pd.notna(high):
+        text += f" [{low:.1f}, {high:.1f}]"
+    if bool(row.get("significant", False)):
+        text += SIGNIFICANT_MARK
     return text
 
 
@@ -198,8 +252,19 @@ def pivot_cells(
     return table.reset_index(drop=True)
 
 
+INTERVAL_NOTE = "[low, high]: 95% confidence interval of the mean over seeds (Student t, n - 1 df)."
+SIGNIFICANT_NOTE = (
+    f"{SIGNIFICANT_MARK} differs from the baseline: paired t-test over seeds, Holm-corrected over "
+    f"every model, dataset and N of the run, p < 0.05 (tables/paired_tests)."
+)
+
+
 def table_notes(frame: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
     notes = list(extra)
+    if "relative" not in frame.columns and frame["ci95_low"].notna().any():
+        notes.append(INTERVAL_NOTE)
+    if "significant" in frame.columns and frame["significant"].any():
+        notes.append(SIGNIFICANT_NOTE)
     if frame.get("relative") is not None and (frame["complete"] & frame["relative"].isna()).any():
         notes.append(f"{MISSING} (no baseline): the baseline has no complete result for that cell.")
     if frame["random_weights"].any():
@@ -227,6 +292,7 @@ def latex_escape(text: str) -> str:
     return (
         text.replace(RANDOM_WEIGHTS_MARK, r"$^\dagger$")
         .replace("±", r"$\pm$")
+        .replace(SIGNIFICANT_MARK, r"$^{*}$")
         .replace(MISSING, "--")
     )
 
@@ -253,15 +319,31 @@ def write_table(layout: Layout, name: str, table: pd.DataFrame, caption: str, no
     write_text(layout.table(name, "tex"), latex_table(table, caption, notes))
 
 
-def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
+def write_tidy_table(
+    layout: Layout, name: str, table: pd.DataFrame, caption: str, notes: Sequence[str], formats: dict[str, str]
+) -> None:
+    """A tidy table: full precision in the CSV; ``formats`` (column -> format spec, e.g. ".2f"),
+    empty for NaN, in Markdown and LaTeX."""
+    with atomic_output(layout.table(name, "csv")) as temporary:
+        table.to_csv(temporary, index=False)
+    rendered = table.copy().astype(object)
+    for column, spec in formats.items():
+        rendered[column] = [format(value, spec) if pd.notna(value) else "" for value in table[column]]
+    rendered = rendered.where(rendered.notna(), "")
+    write_text(layout.table(name, "md"), markdown_table(rendered, caption, notes))
+    write_text(layout.table(name, "tex"), latex_table(rendered, caption, notes))
+
+
+def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame) -> None:
     datasets = list(dict.fromkeys(summary["dataset"]))
     shots = list(dict.fromkeys(summary["shots"]))
     baseline_labels = summary.loc[summary["model"] == baseline, "label"]
     baseline_label = baseline_labels.iloc[0] if len(baseline_labels) else baseline
-    relative = with_relative(summary, baseline)
+    relative = with_relative(summary, baseline, paired_tests(seed_results, summary, baseline))
     relative_note = (
         f"Relative: top-1 minus {baseline_label}'s top-1 on the same dataset and N, in points; "
-        f"± is the model's own std over seeds."
+        f"± is the model's own std over seeds, [low, high] the 95% interval of the paired "
+        f"per-seed difference."
     )
     full = summary[summary["shots"] == "all"]
     if full.empty:
@@ -352,12 +434,15 @@ def aggregate_command(argv: list[str]) -> int:
     )
     grid_arguments(parser)
     parser.add_argument("--output", required=True, help="the summary CSV")
+    parser.add_argument("--seed-output", required=True, help="the per-seed results CSV (for the paired tests)")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
     runs = load_probe_results(args.results_root, list(models), args.datasets, args.shots, args.seeds)
     summary = summarise(runs, models, args.datasets, args.shots, args.seeds)
     with atomic_output(args.output) as temporary:
         summary.to_csv(temporary, index=False)
+    with atomic_output(args.seed_output) as temporary:
+        runs.to_csv(temporary, index=False)
     incomplete = summary[~summary["complete"]]
     print(f"{len(summary)} cells from {len(runs)} probe results; {len(incomplete)} incomplete")
     return 0
@@ -369,9 +454,49 @@ def tables_command(argv: list[str]) -> int:
     )
     parser.add_argument("--summary", required=True)
     parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
+    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
     parser.add_argument("--baseline", required=True, help="model that relative tables subtract")
     args = parser.parse_args(argv)
-    write_tables(read_summary(args.summary), Layout(args.results_root), args.baseline)
+    write_tables(read_summary(args.summary), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
+    return 0
+
+
+def write_statistics(summary: pd.DataFrame, seed_results: pd.DataFrame, layout: Layout, baseline: str) -> None:
+    tests = paired_tests(seed_results, summary, baseline)
+    baseline_label = dict(zip(summary["model"], summary["label"])).get(baseline, baseline)
+    write_tidy_table(
+        layout, "paired_tests", tests,
+        f"Each model minus {baseline_label} per dataset and N: mean and 95% interval of the "
+        f"per-seed differences (points), paired t-test, Holm-corrected p-value.",
+        [
+            "Seeds are pairs: probes of the same seed share the validation split and the few-shot sample.",
+            f"significant: Holm-corrected p < 0.05 over all {int(tests['p_value'].notna().sum())} tests of this table.",
+            "No test (empty p) with fewer than 2 seeds, with equal differences on every seed, or an incomplete cell.",
+        ],
+        {"mean_diff": ".2f", "std_diff": ".2f", "ci95_low": ".2f", "ci95_high": ".2f", "t": ".2f",
+         "p_value": ".2g", "p_holm": ".2g"},
+    )
+    ranks = rank_agreement(summary)
+    write_tidy_table(
+        layout, "rank_agreement", ranks,
+        "Rank agreement: Kendall's tau-b between the models' top-1 ranking on IN-1K and on each "
+        "level, per N, with its two-sided p-value (does IN-1K accuracy predict generalization?).",
+        ["Only models with a complete result on both datasets are ranked."],
+        {"kendall_tau": ".3f", "p_value": ".2g"},
+    )
+
+
+def statistics_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="results-statistics",
+        description="Paired tests of every model against the baseline, and Kendall's tau of rankings.",
+    )
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
+    parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
+    parser.add_argument("--baseline", required=True)
+    args = parser.parse_args(argv)
+    write_statistics(read_summary(args.summary), read_seed_results(args.seed_results), Layout(args.results_root), args.baseline)
     return 0
 
 

@@ -32,6 +32,12 @@ COMMANDS: dict[str, str] = {
     "results-tables": "imagenet_cog.aggregate:tables_command",
     "results-timings": "imagenet_cog.aggregate:timings_command",
     "results-figures": "imagenet_cog.figures:figures_command",
+    "results-statistics": "imagenet_cog.aggregate:statistics_command",
+    "results-drop": "imagenet_cog.drop:drop_command",
+    "results-published": "imagenet_cog.published:published_command",
+    # analyses stage
+    "rater-sheets": "imagenet_cog.analyses.raters:rater_sheets_command",
+    "score-raters": "imagenet_cog.analyses.raters:score_raters_command",
 }
 
 

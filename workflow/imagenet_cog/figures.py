@@ -7,8 +7,10 @@
   dataset (Figs. 4a-c, 10).
 - ``few_shot_relative``: the same minus the baseline (Figs. 4d-f, 11).
 
-Error bars (levels figures) and bands (few-shot figures) are ± the std over seeds; a cell
-with a missing seed has no mean and leaves a gap in its line.
+Error bars (levels figures) and bands (few-shot figures) are the 95% confidence intervals of
+the mean over seeds (Student t; relative figures: of the paired per-seed difference to the
+baseline); with one seed there is none. A cell with a missing seed has no mean and leaves a
+gap in its line.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .aggregate import RANDOM_WEIGHTS_MARK, dataset_title, read_summary, with_relative  # noqa: E402
+from .aggregate import (  # noqa: E402
+    INTERVAL_COLUMNS, RANDOM_WEIGHTS_MARK, dataset_title, read_seed_results, read_summary, with_relative,
+)
 from .io import atomic_output  # noqa: E402
 from .layout import FIGURE_FORMATS, Layout  # noqa: E402
+from .statistics import paired_tests  # noqa: E402
 
 MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d", "H", "8"]
 TOP1_LABEL = "Top-1 accuracy (%)"
@@ -106,13 +111,26 @@ def baseline_line(ax, baseline_label: str) -> None:
     ax.axhline(0.0, color="black", linewidth=1.0, linestyle="--", label=f"{baseline_label} (baseline)")
 
 
+def interval(rows: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper ends of the 95% interval of ``value`` (NaN where there is none)."""
+    low, high = INTERVAL_COLUMNS[value]
+    if low not in rows.columns:
+        nothing = np.full(len(rows), np.nan)
+        return nothing, nothing
+    return rows[low].to_numpy(float), rows[high].to_numpy(float)
+
+
 def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelStyles, value: str) -> None:
     x = np.arange(len(datasets))
     for model, rows in frame.groupby("model", sort=False):
         rows = rows.set_index("dataset").reindex(datasets)
         style = styles[model]
+        mean = rows[value].to_numpy(float)
+        low, high = interval(rows, value)
+        # matplotlib draws no bar for a NaN length
+        yerr = np.vstack([mean - low, high - mean])
         ax.errorbar(
-            x, rows[value].to_numpy(float), yerr=rows["std"].to_numpy(float), color=style["color"],
+            x, mean, yerr=yerr, color=style["color"],
             marker=style["marker"], markersize=4, linewidth=1.2, capsize=2, label=style["label"],
         )
     ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
@@ -125,11 +143,11 @@ def draw_few_shot(ax, frame: pd.DataFrame, positions: dict[str, float], styles: 
         rows = rows.set_index("shots").reindex(order)
         x = np.array([positions[shot] for shot in order])
         mean = rows[value].to_numpy(float)
-        std = rows["std"].to_numpy(float)
+        low, high = interval(rows, value)
         style = styles[model]
         ax.plot(x, mean, color=style["color"], marker=style["marker"], markersize=3.5, linewidth=1.2,
                 label=style["label"])
-        ax.fill_between(x, mean - std, mean + std, color=style["color"], alpha=0.2, linewidth=0)
+        ax.fill_between(x, low, high, color=style["color"], alpha=0.2, linewidth=0)
     ax.set_xticks([positions[shot] for shot in order], [shot_tick_label(shot) for shot in order])
 
 
@@ -156,10 +174,10 @@ def top1_levels_figure(summary: pd.DataFrame):
     return fig
 
 
-def relative_levels_figure(summary: pd.DataFrame, baseline: str):
+def relative_levels_figure(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None):
     """Figs. 3b-e: top-1 minus the baseline's, one panel per model category."""
     datasets = list(dict.fromkeys(summary["dataset"]))
-    relative = with_relative(summary[summary["shots"] == "all"], baseline)
+    relative = with_relative(summary[summary["shots"] == "all"], baseline, paired)
     others = relative[relative["model"] != baseline]
     categories = list(dict.fromkeys(others["category"])) or ["(no model besides the baseline)"]
     fig, axes = panel_grid(len(categories), 2)
@@ -178,11 +196,11 @@ def relative_levels_figure(summary: pd.DataFrame, baseline: str):
     return fig
 
 
-def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None):
+def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None, paired: pd.DataFrame | None = None):
     """Figs. 4 and 10 (absolute) or, with ``baseline``, Figs. 4d-f and 11 (relative)."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     positions = shot_positions(list(dict.fromkeys(summary["shots"])))
-    frame = summary if baseline is None else with_relative(summary, baseline)
+    frame = summary if baseline is None else with_relative(summary, baseline, paired)
     value = "mean" if baseline is None else "relative"
     if baseline is not None:
         frame = frame[frame["model"] != baseline]
@@ -202,13 +220,15 @@ def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None):
     return fig
 
 
-def build_figures(summary: pd.DataFrame, baseline: str) -> dict:
+def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
+    """The four result figures; relative ones get interval bars only with ``seed_results``."""
     sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
+    paired = None if seed_results is None else paired_tests(seed_results, summary, baseline)
     return {
         "top1_levels": top1_levels_figure(summary),
-        "relative_levels": relative_levels_figure(summary, baseline),
+        "relative_levels": relative_levels_figure(summary, baseline, paired),
         "few_shot": few_shot_figure(summary),
-        "few_shot_relative": few_shot_figure(summary, baseline),
+        "few_shot_relative": few_shot_figure(summary, baseline, paired),
     }
 
 
@@ -224,10 +244,12 @@ def figures_command(argv: list[str]) -> int:
     )
     parser.add_argument("--summary", required=True)
     parser.add_argument("--results-root", required=True, help="figures go to <root>/figures/")
+    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
     parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
-    for name, fig in build_figures(read_summary(args.summary), args.baseline).items():
+    figures = build_figures(read_summary(args.summary), args.baseline, read_seed_results(args.seed_results))
+    for name, fig in figures.items():
         save_figure(fig, layout, name)
         plt.close(fig)
     return 0

@@ -13,6 +13,17 @@ from dataclasses import dataclass
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf")
 RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative")
+# paired tests against the baseline and Kendall's tau of rankings (results-statistics)
+STATISTICS_TABLES = ("paired_tests", "rank_agreement")
+# drop from IN-1K to each level (results-drop): a table and a figure of the same name
+DROP_NAME = "generalization_drop"
+# ours against the paper's published top-1 (results-published)
+PUBLISHED_FIGURE = "published_vs_ours"
+
+
+def published_table_names(datasets: list[str]) -> list[str]:
+    """Every compared cell (tidy), and ours - published as models x N per dataset."""
+    return ["published_comparison", *(f"published_{dataset}" for dataset in datasets)]
 
 
 def result_table_names(datasets: list[str]) -> list[str]:
@@ -99,6 +110,15 @@ class Layout:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
         return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.optuna.jsonl"
 
+    # analyses stage: human forced-choice sheets -----------------------------------
+    def rater_sheets(self, dataset: str) -> str:
+        """Folder of self-contained HTML pages for raters (index.html lists them)."""
+        return f"{self.root}/analyses/raters/{dataset}/sheets"
+
+    def rater_key(self, dataset: str) -> str:
+        """The sheets' answer key: one row per task (kept apart from the pages)."""
+        return f"{self.root}/analyses/raters/{dataset}/key.tsv"
+
     # results stage ----------------------------------------------------------------
     def table(self, name: str, extension: str) -> str:
         return f"{self.root}/tables/{name}.{extension}"
@@ -110,6 +130,10 @@ class Layout:
         """Tidy CSV: one row per model x dataset x shots, mean/std of test top-1 over seeds."""
         return self.table("summary", "csv")
 
+    def seed_results(self) -> str:
+        """Tidy CSV: one row per probe result (model, dataset, shots, seed, test top-1/5)."""
+        return self.table("seed_results", "csv")
+
     def timings(self, extension: str) -> str:
         """Seconds per model and dataset: extraction and probe benchmarks."""
         return self.table("timings", extension)
@@ -119,6 +143,21 @@ class Layout:
             self.table(name, extension) for name in result_table_names(datasets) for extension in TABLE_FORMATS
         ]
 
+    def statistics_tables(self) -> list[str]:
+        return [self.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS]
+
+    def drop_outputs(self) -> list[str]:
+        return [
+            *(self.table(DROP_NAME, extension) for extension in TABLE_FORMATS),
+            *(self.figure(DROP_NAME, extension) for extension in FIGURE_FORMATS),
+        ]
+
+    def published_outputs(self, datasets: list[str]) -> list[str]:
+        return [
+            *(self.table(name, extension) for name in published_table_names(datasets) for extension in TABLE_FORMATS),
+            *(self.figure(PUBLISHED_FIGURE, extension) for extension in FIGURE_FORMATS),
+        ]
+
     def result_figures(self) -> list[str]:
         return [self.figure(name, extension) for name in RESULT_FIGURES for extension in FIGURE_FORMATS]
 
@@ -126,7 +165,11 @@ class Layout:
         """Every file of the results stage."""
         return [
             self.results_summary(),
+            self.seed_results(),
             *self.result_tables(datasets),
+            *self.statistics_tables(),
+            *self.drop_outputs(),
+            *self.published_outputs(datasets),
             self.timings("csv"),
             self.timings("md"),
             *self.result_figures(),

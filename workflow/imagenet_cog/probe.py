@@ -140,12 +140,18 @@ def train_probes(
     schedule: SGDSchedule,
     seed: int,
     precision: str = "float32",
+    cuda_graph: bool | None = None,
+    sample_major: bool | None = None,
 ) -> LinearProbes:
     """Train one probe per (lr, weight decay) pair on normalised ``features`` [n, D].
 
     ``features`` and ``labels`` must already live on the device the probes train on.
     ``seed`` fixes the initial weights and the batch order shared by all candidates.
     ``precision`` is ``float32`` or ``bfloat16``, the operands of the matrix products.
+    ``cuda_graph`` (default: on a GPU) replays each epoch after the first as one CUDA graph;
+    the arithmetic, and so the result, is the same as launching every kernel.
+    ``sample_major`` (default: on a GPU) keeps logits as [batch, T * C] rather than
+    [T * C, batch]: the same probe, summed in another order.
     """
     if len(lrs) != len(weight_decays) or not lrs:
         raise ValueError("train_probes needs one weight decay per learning rate")
@@ -167,11 +173,13 @@ def train_probes(
     flat_weight = weight.view(trials * num_classes, dim)
     flat_bias = bias.view(-1)
     flat_weight_velocity = weight_velocity.view(trials * num_classes, dim)
-    minus_one = torch.full((trials, 1, schedule.batch_size), -1.0, device=device)
+    if sample_major is None:
+        sample_major = device.type == "cuda"
+    minus_one_shape = (schedule.batch_size, trials, 1) if sample_major else (trials, 1, schedule.batch_size)
+    minus_one = torch.full(minus_one_shape, -1.0, device=device)
     momentum = schedule.momentum
     # Batch-sized buffers are allocated once: a fresh multi-megabyte CPU tensor per step
-    # costs page faults that take longer than the gather itself. Logits are kept transposed,
-    # [T * C, batch], so both products of a step read contiguous operands.
+    # costs page faults that take longer than the gather itself.
     operand = operand_dtype(precision)
     gathered = torch.empty(schedule.batch_size, dim, dtype=features.dtype, device=device)
     converted = gathered if features.dtype == operand else torch.empty_like(gathered, dtype=operand)
@@ -185,15 +193,64 @@ def train_probes(
         widened_product = torch.empty_like(flat_weight)
     weight_at_start = torch.empty_like(weight)
     bias_at_start = torch.empty_like(bias)
-    column_bias = flat_bias.view(-1, 1)
 
-    for epoch in range(schedule.epochs):
-        step = base_lr * schedule.learning_rate_factor(epoch)
-        step_weight = step.view(trials, 1, 1)
-        step_bias = step.view(trials, 1)
-        weight_at_start.copy_(weight)
-        bias_at_start.copy_(bias)
-        order = torch.randperm(count, generator=generator, device=device)
+    order = torch.empty(count, dtype=torch.long, device=device)
+    step = torch.empty_like(base_lr)
+    step_weight = step.view(trials, 1, 1)
+    step_bias = step.view(trials, 1)
+
+    def add_class_major_gradient(batch: torch.Tensor, targets: torch.Tensor, size: int) -> torch.Tensor:
+        """Adds the mean weight gradient to the velocity; returns the summed bias gradient.
+
+        Logits are [T * C, batch]: on a CPU both products then read contiguous operands.
+        """
+        shape = (trials * num_classes, size)
+        gradient = logits[: shape[0] * size].view(shape)
+        if mixed:
+            low_weight.copy_(flat_weight)
+            product = torch.mm(low_weight, batch.t(), out=low_logits[: shape[0] * size].view(shape))
+            torch.add(product, flat_bias.view(-1, 1), out=gradient)
+        else:
+            torch.addmm(flat_bias.view(-1, 1), flat_weight, batch.t(), out=gradient)
+        # softmax(logits) - onehot(targets), computed in place in the logits buffer
+        per_trial = gradient.view(trials, num_classes, size)
+        per_trial.sub_(per_trial.amax(dim=1, keepdim=True)).exp_()
+        per_trial.div_(per_trial.sum(dim=1, keepdim=True))
+        per_trial.scatter_add_(1, targets.view(1, 1, size).expand(trials, 1, size), minus_one[:, :, :size])
+        if mixed:
+            low = low_gradient[: shape[0] * size].view(shape).copy_(gradient)
+            torch.mm(low, batch, out=low_product)
+            # widened into a buffer of its own: a mixed-dtype add_ would allocate one
+            flat_weight_velocity.add_(widened_product.copy_(low_product), alpha=1.0 / size)
+        else:
+            flat_weight_velocity.addmm_(gradient, batch, alpha=1.0 / size)
+        return gradient.sum(dim=1)
+
+    def add_sample_major_gradient(batch: torch.Tensor, targets: torch.Tensor, size: int) -> torch.Tensor:
+        """As above with logits [batch, T * C]: on a GPU the softmax over each contiguous row is
+        one fused kernel, where reductions across the rows of [T * C, batch] took the longest
+        of a step (cuBLAS reads either layout at the same speed)."""
+        shape = (size, trials * num_classes)
+        row_logits = logits[: shape[0] * shape[1]].view(shape)
+        if mixed:
+            low_weight.copy_(flat_weight)
+            product = torch.mm(batch, low_weight.t(), out=low_logits[: shape[0] * shape[1]].view(shape))
+            torch.add(product, flat_bias, out=row_logits)
+        else:
+            torch.addmm(flat_bias, batch, flat_weight.t(), out=row_logits)
+        probabilities = torch.softmax(row_logits.view(size, trials, num_classes), dim=2)
+        probabilities.scatter_add_(2, targets.view(size, 1, 1).expand(size, trials, 1), minus_one[:size])
+        gradient = probabilities.view(shape)
+        if mixed:
+            low = low_gradient[: shape[0] * shape[1]].view(shape).copy_(gradient)
+            torch.mm(low.t(), batch, out=low_product)
+            flat_weight_velocity.add_(widened_product.copy_(low_product), alpha=1.0 / size)
+        else:
+            flat_weight_velocity.addmm_(gradient.t(), batch, alpha=1.0 / size)
+        return gradient.sum(dim=0)
+
+    def train_epoch() -> None:
+        """One pass over ``order`` with the rate in ``step``: device work only, no host sync."""
         for start in range(0, count, schedule.batch_size):
             index = order[start : start + schedule.batch_size]
             size = index.shape[0]
@@ -202,32 +259,43 @@ def train_probes(
             if converted is not gathered:
                 batch.copy_(gathered[:size])
             targets = labels.index_select(0, index)
-            shape = (trials * num_classes, size)
-            gradient = logits[: shape[0] * size].view(shape)
-            if mixed:
-                low_weight.copy_(flat_weight)
-                product = torch.mm(low_weight, batch.t(), out=low_logits[: shape[0] * size].view(shape))
-                torch.add(product, column_bias, out=gradient)
-            else:
-                torch.addmm(column_bias, flat_weight, batch.t(), out=gradient)
-            # softmax(logits) - onehot(targets), computed in place in the logits buffer
-            per_trial = gradient.view(trials, num_classes, size)
-            per_trial.sub_(per_trial.amax(dim=1, keepdim=True)).exp_()
-            per_trial.div_(per_trial.sum(dim=1, keepdim=True))
-            per_trial.scatter_add_(1, targets.view(1, 1, size).expand(trials, 1, size), minus_one[:, :, :size])
             # velocity = momentum * velocity + (mean gradient + weight_decay * parameter)
             weight_velocity.mul_(momentum).addcmul_(weight, decay.view(trials, 1, 1))
-            if mixed:
-                low = low_gradient[: shape[0] * size].view(shape).copy_(gradient)
-                torch.mm(low, batch, out=low_product)
-                # widened into a buffer of its own: a mixed-dtype add_ would allocate one
-                flat_weight_velocity.add_(widened_product.copy_(low_product), alpha=1.0 / size)
+            if sample_major:
+                bias_gradient = add_sample_major_gradient(batch, targets, size)
             else:
-                flat_weight_velocity.addmm_(gradient, batch, alpha=1.0 / size)
+                bias_gradient = add_class_major_gradient(batch, targets, size)
             bias_velocity.mul_(momentum).addcmul_(bias, decay.view(trials, 1))
-            bias_velocity.view(-1).add_(gradient.sum(dim=1), alpha=1.0 / size)
+            bias_velocity.view(-1).add_(bias_gradient, alpha=1.0 / size)
             weight.addcmul_(weight_velocity, step_weight, value=-1.0)
             bias.addcmul_(bias_velocity, step_bias, value=-1.0)
+
+    if cuda_graph is None:
+        cuda_graph = device.type == "cuda"
+    epoch_graph = None
+    for epoch in range(schedule.epochs):
+        torch.mul(base_lr, schedule.learning_rate_factor(epoch), out=step)
+        weight_at_start.copy_(weight)
+        bias_at_start.copy_(bias)
+        torch.randperm(count, generator=generator, device=device, out=order)
+        if epoch_graph is not None:
+            epoch_graph.replay()
+        elif cuda_graph:
+            # The first epoch runs eagerly on a side stream (it is the warm-up CUDA graphs
+            # need), then the epoch is recorded once: every later epoch is one launch instead
+            # of ~20 kernel launches per mini-batch, which on a large GPU cost more than the
+            # products themselves. The graph reads order, step and the weights in place.
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                train_epoch()
+            torch.cuda.current_stream(device).wait_stream(side)
+            if epoch + 1 < schedule.epochs:
+                epoch_graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(epoch_graph):
+                    train_epoch()
+        else:
+            train_epoch()
         finite = torch.isfinite(weight).flatten(1).all(dim=1) & torch.isfinite(bias).all(dim=1)
         if bool(finite.all()):  # the one host synchronisation of an epoch
             continue

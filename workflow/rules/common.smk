@@ -11,7 +11,18 @@ from types import SimpleNamespace
 
 from snakemake.exceptions import IncompleteCheckpointException
 
-from imagenet_cog.layout import RESULT_FIGURES, TABLE_FORMATS, Layout, result_table_names
+from imagenet_cog.layout import (
+    DROP_NAME,
+    FIGURE_FORMATS,
+    PUBLISHED_FIGURE,
+    RESULT_FIGURES,
+    STATISTICS_TABLES,
+    TABLE_FORMATS,
+    Layout,
+    published_table_names,
+    result_table_names,
+)
+from imagenet_cog.paper import published_model_names, resolve_paper_names
 
 
 MODELS = list(config["models"])
@@ -35,6 +46,19 @@ for dataset in DATASETS:
             f"config.yaml: dataset '{dataset}' is not IN-1K or one of the "
             f"{len(LEVEL_NAMES)} levels ({', '.join(LEVEL_NAMES)}); fix 'datasets' or 'levels.num_levels'."
         )
+
+# A paper_name that names no row of the published tables fails here, before any job.
+PUBLISHED_TOP1 = config["results"]["published_top1"]
+if any("paper_name" in entry for entry in config["models"].values()):
+    if not os.path.exists(PUBLISHED_TOP1):
+        raise WorkflowError(
+            f"config.yaml: results.published_top1 '{PUBLISHED_TOP1}' does not exist; models with "
+            f"a paper_name are compared with it (the shipped file is resources/published_top1.tsv)."
+        )
+    try:
+        resolve_paper_names(config["models"], published_model_names(PUBLISHED_TOP1), PUBLISHED_TOP1)
+    except ValueError as error:
+        raise WorkflowError(f"config.yaml: {error}") from error
 
 
 wildcard_constraints:
@@ -270,6 +294,7 @@ def final_outputs():
         PATHS.split_summary(),
         *probe_results(models=result_models()),
         *PATHS.result_targets(DATASETS),
+        *rater_sheet_targets(),
     ]
 
 
@@ -319,9 +344,14 @@ def probe_runtime_minutes(wildcards):
 
 # results stage ---------------------------------------------------------------------------
 
-def models_json():
-    """Config entries of the models the results cover, for the aggregation commands."""
-    return json.dumps({model: config["models"][model] for model in result_models()})
+def models_json(with_paper_name=False):
+    """Config entries of the models the results cover, for the aggregation commands; the
+    paper_name only for the comparison with published numbers, so that setting one re-runs
+    that comparison alone."""
+    return json.dumps({
+        model: {key: value for key, value in config["models"][model].items() if with_paper_name or key != "paper_name"}
+        for model in result_models()
+    })
 
 
 def grid_arguments():
@@ -347,6 +377,33 @@ def table_report(name):
     )
 
 
+def tidy_report(path, caption, table, subcategory):
+    """A report entry for a table of the results stage other than the paper's tables."""
+    return report(
+        path,
+        caption=f"../report/{caption}",
+        category="Tables",
+        subcategory=subcategory,
+        labels={"table": table, "dataset": "all"},
+    )
+
+
+def published_report(name):
+    """published_comparison (every compared cell) or published_<dataset> as a report entry."""
+    dataset = name.split("_", 1)[1]
+    across = dataset == "comparison"
+    return report(
+        PATHS.table(name, "csv"),
+        caption=f"../report/{'published_comparison' if across else 'published_dataset'}.rst",
+        category="Tables",
+        subcategory="Ours - published",
+        labels={
+            "table": "ours vs published, every cell" if across else "ours - published per N",
+            "dataset": "all" if across else dataset.upper().replace("IN1K", "IN-1K"),
+        },
+    )
+
+
 def figure_report(name, caption):
     return report(
         PATHS.figure(name, "png"),
@@ -354,3 +411,53 @@ def figure_report(name, caption):
         category="Figures",
         labels={"figure": name},
     )
+
+
+# analyses stage: human forced-choice sheets -------------------------------------------
+
+
+def rater_model():
+    """The model whose test features give the sheets' hard negatives."""
+    model = config["analyses"]["raters"]["model"] or config["results"]["baseline_model"]
+    if model not in config["models"]:
+        raise WorkflowError(
+            f"config.yaml: analyses.raters.model '{model}' is not a key of 'models' "
+            f"({', '.join(MODELS)}); set it to one of them (null: results.baseline_model)."
+        )
+    return model
+
+
+if "hard" in config["analyses"]["raters"]["negatives"]:
+    rater_model()
+
+
+def rater_sheet_inputs(wildcards):
+    """Split table and catalogue; the test features only for hard negatives; in demo mode the
+    generated images (real ImageNet folders stay a param: Snakemake would stat every file)."""
+    dataset = wildcards.dataset
+    inputs = {"split_table": PATHS.image_splits(dataset), "catalogue": PATHS.concept_catalogue()}
+    if "hard" in config["analyses"]["raters"]["negatives"]:
+        inputs["features"] = PATHS.features(rater_model(), dataset, "test")
+    if config["mode"] == "demo":
+        inputs["images"] = image_root(dataset)
+    return inputs
+
+
+def rater_sheet_settings():
+    """The settings that shape the sheets (params: a change re-runs them); not 'enabled',
+    which only says whether rule all asks for them, nor 'model', whose features are an input."""
+    raters = config["analyses"]["raters"]
+    return {key: raters[key] for key in ("concepts_per_dataset", "tasks_per_concept", "references", "image_size", "seed")}
+
+
+def rater_sheet_outputs(datasets=None):
+    return [
+        path
+        for dataset in (datasets or DATASETS)
+        for path in (PATHS.rater_sheets(dataset), PATHS.rater_key(dataset))
+    ]
+
+
+def rater_sheet_targets():
+    """The sheets of every dataset, for rule all, when analyses.raters.enabled."""
+    return rater_sheet_outputs() if config["analyses"]["raters"]["enabled"] else []

@@ -25,19 +25,22 @@ rule aggregate_probes:
             subcategory="Summary",
             labels={"table": "summary (tidy CSV)", "dataset": "all"},
         ),
+        seeds=tidy_report(PATHS.seed_results(), "seed_results.rst", "every probe result (tidy CSV)", "Summary"),
     params:
         grid=grid_arguments(),
     log:
         "logs/results/aggregate_probes.log",
     shell:
-        python_command("aggregate-probes") + " {params.grid} --output {output} > {log} 2>&1"
+        python_command("aggregate-probes")
+        + " {params.grid} --output {output[0]} --seed-output {output.seeds} > {log} 2>&1"
 
 
 rule result_tables:
     conda:
         CONDA_ENVIRONMENT
     input:
-        PATHS.results_summary(),
+        summary=PATHS.results_summary(),
+        seeds=PATHS.seed_results(),
     output:
         [table_report(name) if extension == "csv" else PATHS.table(name, extension)
          for name in result_table_names(DATASETS) for extension in TABLE_FORMATS],
@@ -48,14 +51,16 @@ rule result_tables:
         "logs/results/result_tables.log",
     shell:
         python_command("results-tables")
-        + " --summary {input} --results-root {params.root} --baseline {params.baseline} > {log} 2>&1"
+        + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
+        + " --baseline {params.baseline} > {log} 2>&1"
 
 
 rule result_figures:
     conda:
         CONDA_ENVIRONMENT
     input:
-        PATHS.results_summary(),
+        summary=PATHS.results_summary(),
+        seeds=PATHS.seed_results(),
     output:
         figure_report("top1_levels", "figure_top1_levels.rst"),
         figure_report("relative_levels", "figure_relative_levels.rst"),
@@ -71,7 +76,74 @@ rule result_figures:
         "logs/benchmarks/results/result_figures.tsv"
     shell:
         python_command("results-figures")
-        + " --summary {input} --results-root {params.root} --baseline {params.baseline} > {log} 2>&1"
+        + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
+        + " --baseline {params.baseline} > {log} 2>&1"
+
+
+# Paired tests of every model against the baseline (Holm-corrected) and Kendall's tau
+# between the ranking on IN-1K and on each level.
+rule result_statistics:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        summary=PATHS.results_summary(),
+        seeds=PATHS.seed_results(),
+    output:
+        tidy_report(PATHS.table("paired_tests", "csv"), "paired_tests.rst", "paired tests vs baseline", "Statistics"),
+        tidy_report(PATHS.table("rank_agreement", "csv"), "rank_agreement.rst", "Kendall's tau IN-1K vs levels", "Statistics"),
+        [PATHS.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS if extension != "csv"],
+    params:
+        root=PATHS.root,
+        baseline=config["results"]["baseline_model"],
+    log:
+        "logs/results/result_statistics.log",
+    shell:
+        python_command("results-statistics")
+        + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
+        + " --baseline {params.baseline} > {log} 2>&1"
+
+
+# The drop from IN-1K to each level per model (paper 000 Fig. 3c).
+rule result_drop:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        PATHS.results_summary(),
+    output:
+        tidy_report(PATHS.table(DROP_NAME, "csv"), "generalization_drop_table.rst", "drop from IN-1K", "Generalization drop"),
+        [PATHS.table(DROP_NAME, extension) for extension in TABLE_FORMATS if extension != "csv"],
+        figure_report(DROP_NAME, "generalization_drop_figure.rst"),
+        PATHS.figure(DROP_NAME, "pdf"),
+    params:
+        root=PATHS.root,
+    log:
+        "logs/results/result_drop.log",
+    shell:
+        python_command("results-drop") + " --summary {input} --results-root {params.root} > {log} 2>&1"
+
+
+# Ours against the paper's published top-1 for the models with a paper_name.
+rule result_published:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        summary=PATHS.results_summary(),
+        published=PUBLISHED_TOP1,
+    output:
+        [published_report(name) for name in published_table_names(DATASETS)],
+        [PATHS.table(name, extension) for name in published_table_names(DATASETS)
+         for extension in TABLE_FORMATS if extension != "csv"],
+        figure_report(PUBLISHED_FIGURE, "published_figure.rst"),
+        PATHS.figure(PUBLISHED_FIGURE, "pdf"),
+    params:
+        root=PATHS.root,
+        models=shlex.quote(models_json(with_paper_name=True)),
+    log:
+        "logs/results/result_published.log",
+    shell:
+        python_command("results-published")
+        + " --summary {input.summary} --published {input.published} --models {params.models}"
+        + " --results-root {params.root} > {log} 2>&1"
 
 
 # Reads the benchmark files of the extraction and probe jobs, which exist once the probe
@@ -122,7 +194,11 @@ rule probes:
 rule tables:
     input:
         PATHS.results_summary(),
+        PATHS.seed_results(),
         PATHS.result_tables(DATASETS),
+        PATHS.statistics_tables(),
+        [PATHS.table(DROP_NAME, extension) for extension in TABLE_FORMATS],
+        [PATHS.table(name, extension) for name in published_table_names(DATASETS) for extension in TABLE_FORMATS],
         PATHS.timings("csv"),
         PATHS.timings("md"),
 
@@ -130,3 +206,4 @@ rule tables:
 rule figures:
     input:
         PATHS.result_figures(),
+        [PATHS.figure(name, extension) for name in (DROP_NAME, PUBLISHED_FIGURE) for extension in FIGURE_FORMATS],

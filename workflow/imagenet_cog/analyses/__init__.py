@@ -1,0 +1,1 @@
+"""Analyses of the extracted features beyond the linear probes (issue 10)."""
