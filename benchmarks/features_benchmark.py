@@ -9,12 +9,16 @@ Both extract the same generated JPEGs with the same network and the same preproc
   concatenated in memory and written in one file at the end;
 * ours: :func:`imagenet_cog.extract.extract_shard` (uint8 batches normalised on the device,
   channels_last, float16 autocast on a GPU after its tolerance check, float16 HDF5 shard
-  written atomically).
+  written atomically), decoding on the host (PIL in the workers) or on the device
+  (``--decode device``: batched ``decode_jpeg``, resize and crop on the device; ``auto``
+  picks the device on a GPU).
 
 It prints images per second of each, their ratio, and the largest relative difference
 between the two sets of features (float16 storage alone accounts for about 5e-4).
 
     python benchmarks/features_benchmark.py --images 256 --num-workers 1
+    python benchmarks/features_benchmark.py --device cuda --decode device --images 2048 \
+        --num-workers 8 --batch-size 256
 """
 
 from __future__ import annotations
@@ -103,6 +107,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--decode", choices=["auto", "host", "device"], default="auto",
+                        help="where our extractor decodes and resizes (features.decode)")
+    parser.add_argument("--skip-baseline", action="store_true",
+                        help="time ours only (e.g. a second decode path on the same node)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -113,27 +121,31 @@ def main() -> None:
         paths = [line.split("\t")[0] for line in table.read_text().splitlines()[1:]]
         print(f"{args.images} generated JPEGs, {args.arch} with random weights, "
               f"device {choose_device(args.device)}, {torch.get_num_threads()} torch threads, "
-              f"{args.num_workers} loader workers; torch {torch.__version__}, "
+              f"{args.num_workers} loader workers, decode {args.decode}; torch {torch.__version__}, "
               f"torchvision {torchvision.__version__}")
 
-        baseline_seconds = reference_style_extraction(
+        baseline_seconds = None if args.skip_baseline else reference_style_extraction(
             spec, root / "images", paths, root / "baseline.npy", args.device, args.num_workers)
         started = time.perf_counter()
         attributes = extract_shard(
             spec=spec, split_table=table, image_root=root / "images", dataset="l1", split="train",
             shard=0, shard_size=args.images, output=root / "ours.h5", batch_size=args.batch_size,
             num_workers=args.num_workers, device=args.device, threads=args.threads,
+            decode=args.decode,
         )
         ours_seconds = time.perf_counter() - started
-
-        baseline = np.load(root / "baseline.npy")
         ours = read_features(root / "ours.h5").features
-        difference = np.linalg.norm(ours - baseline, axis=1) / np.linalg.norm(baseline, axis=1)
-    print(f"baseline (reference style): {args.images / baseline_seconds:8.2f} images/s ({baseline_seconds:.1f} s)")
-    print(f"ours ({attributes['precision']}):{' ' * max(0, 14 - len(attributes['precision']))}"
-          f"{args.images / ours_seconds:8.2f} images/s ({ours_seconds:.1f} s)")
-    print(f"speed-up: {baseline_seconds / ours_seconds:.2f}x")
-    print(f"max relative feature difference: {difference.max():.2e}")
+        if baseline_seconds is not None:
+            baseline = np.load(root / "baseline.npy")
+            difference = np.linalg.norm(ours - baseline, axis=1) / np.linalg.norm(baseline, axis=1)
+    ours_name = f"ours ({attributes['precision']}, decode {attributes['decode']}):"
+    if baseline_seconds is not None:
+        print(f"{'baseline (reference style):':<{len(ours_name)}} {args.images / baseline_seconds:8.2f} images/s ({baseline_seconds:.1f} s)")
+    print(f"{ours_name} {args.images / ours_seconds:8.2f} images/s ({ours_seconds:.1f} s); "
+          f"{attributes['host_decoded']} images decoded on the host")
+    if baseline_seconds is not None:
+        print(f"speed-up: {baseline_seconds / ours_seconds:.2f}x")
+        print(f"max relative feature difference: {difference.max():.2e}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ training features of 2048 dimensions (generated as float16, like the feature fil
 through the whole tuned protocol (``probe_dataset``: 30 trials of 100 epochs on the 80%
 split, then the final fit), timed against the roofline of its matrix-product FLOPs at the
 GPU's measured matmul rate in the operand dtype the probes used (bfloat16, or TF32 with
-``--precision float32``).
+``--precision float32``). Without Optuna installed, the search's candidates are drawn
+log-uniformly from the same ranges with NumPy instead of TPE: the same trials, epochs and
+products, so the same time (TPE's own bookkeeping is milliseconds per trial).
 
     python benchmarks/probe_benchmark.py                      # about 1 minute on 2 cores
     python benchmarks/probe_benchmark.py --device cuda --full # on a GPU node
@@ -27,6 +29,7 @@ GPU's measured matmul rate in the operand dtype the probes used (bfloat16, or TF
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import tempfile
 import time
 
@@ -185,6 +188,41 @@ def label(name: str) -> str:
     return "baseline" if name == "baseline" else f"ours ({name})"
 
 
+def protocol_without_optuna(train_x, train_y, test_x, test_y, settings, device: torch.device) -> dict:
+    """``probe_dataset``'s work (validation split, trials, final fit, test score) with the
+    candidates drawn log-uniformly instead of by Optuna's TPE."""
+    from imagenet_cog.search import normalised_on_device, validation_split
+
+    started = time.perf_counter()
+    precision = resolve_precision(settings.precision, device)
+    search_part, validation_part = validation_split(train_y, settings.val_fraction, 22)
+    features = normalised_on_device(train_x, device, precision, "generated")
+    labels = torch.from_numpy(train_y.astype(np.int64)).to(device)
+    search = [t.index_select(0, torch.from_numpy(search_part).to(device)) for t in (features, labels)]
+    validation = [t.index_select(0, torch.from_numpy(validation_part).to(device)) for t in (features, labels)]
+    rng = np.random.default_rng(22)
+    lrs = np.exp(rng.uniform(*np.log(settings.lr_range), settings.trials)).tolist()
+    wds = np.exp(rng.uniform(*np.log(settings.wd_range), settings.trials)).tolist()
+    schedule = SGDSchedule(settings.epochs, settings.batch_size, settings.momentum)
+    classes = int(train_y.max()) + 1
+    scores = []
+    for start in range(0, settings.trials, settings.trials_per_batch):
+        chosen = slice(start, start + settings.trials_per_batch)
+        probes = train_probes(*search, classes, lrs[chosen], wds[chosen], schedule, start, precision=precision)
+        scores += probes.topk_accuracy(*validation, ks=(1,))[:, 0].tolist()
+    best = int(np.argmax(scores))
+    del search, validation
+    synchronise(device)
+    searched = time.perf_counter()
+    probe = train_probes(features, labels, classes, [lrs[best]], [wds[best]], schedule, 1, precision=precision)
+    test = normalised_on_device(test_x, device, precision, "generated test")
+    test_top1 = probe.topk_accuracy(test, torch.from_numpy(test_y.astype(np.int64)).to(device), ks=(1,))[0, 0].item()
+    finished = time.perf_counter()
+    return {"timings": {"search_s": searched - started, "final_s": finished - searched}, "test_top1": test_top1,
+            "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+            "matmul_precision": "tf32" if precision == "float32" and device.type == "cuda" else precision}
+
+
 def graph_comparison(args) -> None:
     """On a GPU: the same probe with every kernel launched, and with epochs replayed as CUDA graphs."""
     device = torch.device(args.device)
@@ -233,16 +271,21 @@ def full_protocol(args) -> None:
     precision = resolve_precision(args.precision, device)
     side = 8192 if device.type == "cuda" else 2048
     peak = matmul_flops_per_second(side, side, side, device, operand_dtype(precision), rounds=10)
-    with tempfile.TemporaryDirectory() as folder:
-        result = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
-                               journal=f"{folder}/study.jsonl", device=args.device)
+    if importlib.util.find_spec("optuna"):
+        with tempfile.TemporaryDirectory() as folder:
+            result = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
+                                   journal=f"{folder}/study.jsonl", device=args.device)
+        search = "Optuna TPE"
+    else:
+        result = protocol_without_optuna(train_x, train_y, test_x, test_y, settings, device)
+        search = "no Optuna installed: log-uniform candidates"
     search_rows = train_y.size - classes * int(settings.val_fraction * per_class)
     flops = 4.0 * dim * classes * settings.epochs * (search_rows * settings.trials + train_y.size)
     roofline = flops / peak
     total = result["timings"]["search_s"] + result["timings"]["final_s"]
     print(f"{result['device']}: {settings.trials} trials + final fit of {classes} classes x {train_y.size} "
           f"features, {dim} dims, {settings.epochs} epochs, trials_per_batch {settings.trials_per_batch}, "
-          f"matmul precision {result['matmul_precision']}")
+          f"matmul precision {result['matmul_precision']}; search: {search}")
     print(f"search {result['timings']['search_s']:.1f} s, final {result['timings']['final_s']:.1f} s, "
           f"test top-1 {result['test_top1']:.2f}%")
     print(f"{flops / 1e12:.1f} TFLOP of training matmuls; roofline at the measured {side}^3 "

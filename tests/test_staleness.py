@@ -133,6 +133,17 @@ def test_an_added_seed_runs_only_its_probes(finished_copy, demo_config):
     )
 
 
+def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
+    shots = [*demo_config["probes"]["shots"], 2]
+    assert 2 not in demo_config["probes"]["shots"]
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"shots": shots}}))
+    assert rules_of(jobs) - COLLECTORS == {"probe"}
+    assert {wildcards["shots"] for rule, wildcards in jobs if rule == "probe"} == {"2"}
+    assert Counter(rule for rule, _ in jobs)["probe"] == (
+        len(demo_config["models"]) * len(demo_config["datasets"]) * len(demo_config["probes"]["seeds"])
+    )
+
+
 def test_changed_rater_settings_rerun_only_the_sheets(finished_copy, demo_config):
     tasks = demo_config["analyses"]["raters"]["tasks_per_concept"] + 1
     jobs = planned_jobs(finished_copy, "--configfile",

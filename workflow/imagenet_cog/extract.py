@@ -3,7 +3,10 @@
 Shard ``k`` of a split holds the split's rows ``[k * shard_size, (k + 1) * shard_size)`` in
 the order of the split table. Images are decoded and resized in DataLoader workers with
 PIL (bicubic shortest-side resize, center crop: the paper's pixels), shipped as uint8
-(a quarter of float32's bytes through pinned memory), and normalised on the device.
+(a quarter of float32's bytes through pinned memory), and normalised on the device. With
+``features.decode: device`` (the default on a GPU) the workers only read the files and the
+device decodes, resizes and crops them (:mod:`imagenet_cog.decoding`), the host path
+remaining the fallback for files the device cannot decode.
 
 The backbone runs in channels_last memory format. On a GPU it also runs under float16
 autocast, but only after a tolerance check: the first batch is run both in float32 and
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_cog.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, output_size, read_encoded
 from imagenet_cog.features import code_version, merge_shards, write_shard
 from imagenet_cog.io import read_tsv
 from imagenet_cog.models import ModelSpec, Preprocessing, build_model, weights_identity
@@ -97,20 +101,18 @@ class ImageRows:
         size = self.preprocessing.size
         with Image.open(path) as image:
             image = image.convert("RGB")
-            width, height = image.size
-            # Shortest side to `size`, the other rounded down, as torchvision's Resize(int).
-            if width <= height:
-                new_size = (size, int(size * height / width))
-            else:
-                new_size = (int(size * width / height), size)
+            new_size = output_size(*image.size, size)
             image = image.resize(new_size, resample)
-            # Center crop with torchvision's rounding.
-            left = int(round((new_size[0] - size) / 2.0))
-            top = int(round((new_size[1] - size) / 2.0))
+            left, top = crop_offsets(*new_size, size)
             image = image.crop((left, top, left + size, top + size))
             return np.array(image, dtype=np.uint8)
 
     def __getitem__(self, position: int):
+        return self.host_item(position)
+
+    def host_item(self, position: int):
+        """``(uint8 [3, size, size] pixels, position, error)``; zeros and the error when the
+        image cannot be decoded."""
         import torch
 
         path = self.root / self.paths[position]
@@ -122,6 +124,30 @@ class ImageRows:
             pixels = np.zeros((size, size, 3), dtype=np.uint8)
             error = f"{type(failure).__name__}: {failure}"
         return torch.from_numpy(pixels).permute(2, 0, 1), position, error
+
+
+class EncodedImageRows(ImageRows):
+    """The device path's dataset: a file's bytes when the device can decode it, else the
+    host path's pixels; items are ``((tensor, is_encoded), position, error)``."""
+
+    def __getitem__(self, position: int):
+        try:
+            data, decodable = read_encoded(self.root / self.paths[position])
+        except OSError:
+            decodable = False
+        if decodable:
+            return (data, True), position, ""
+        pixels, position, error = self.host_item(position)
+        return (pixels, False), position, error
+
+
+def collate_encoded(batch):
+    import torch
+
+    items = [item[0] for item in batch]
+    positions = torch.tensor([item[1] for item in batch], dtype=torch.int64)
+    errors = [item[2] for item in batch]
+    return items, positions, errors
 
 
 def collate(batch):
@@ -197,7 +223,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
                   shard: int, shard_size: int, output: Path, batch_size: int = 256,
                   num_workers: int = 0, dtype: str = "float16", device: str = "auto",
                   mixed_precision: bool = True, expected_identity: str | None = None,
-                  threads: int | None = None) -> dict:
+                  threads: int | None = None, decode: str = "auto") -> dict:
     """Extract one shard and write it; returns the shard's attributes."""
     import torch
     from torch.utils.data import DataLoader
@@ -223,14 +249,17 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
     model = build_model(spec, identity)
     for note in model.notes:
         log.info(note)
-    log.info("model %s (%s, weights %s%s): %d-d features, preprocessing %s, device %s",
+    decode = choose_decode(decode, target)
+    log.info("model %s (%s, weights %s%s): %d-d features, preprocessing %s, device %s, decoding on the %s",
              spec.name, spec.arch, identity, " RANDOM" if model.random_weights else "",
-             model.feature_dim, model.preprocessing.to_json(), target)
+             model.feature_dim, model.preprocessing.to_json(), target, decode)
     # CPUs without bfloat16 matrix units run autocast slower than float32: GPU only.
     extractor = FeatureExtractor(model, target, mixed_precision and target.type == "cuda")
+    image_rows = (EncodedImageRows if decode == "device" else ImageRows)(image_root, rows.paths, model.preprocessing)
+    decoder = DeviceDecoder(image_rows, target) if decode == "device" else None
     loader = DataLoader(
-        ImageRows(image_root, rows.paths, model.preprocessing), batch_size=batch_size,
-        shuffle=False, num_workers=num_workers, collate_fn=collate,
+        image_rows, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+        collate_fn=collate_encoded if decoder else collate,
         pin_memory=target.type == "cuda", persistent_workers=False,
         prefetch_factor=4 if num_workers else None,
     )
@@ -242,6 +271,8 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
     done = 0
     loop_started = time.perf_counter()
     for number, (images, positions, errors) in enumerate(loader, start=1):
+        if decoder:
+            images, errors = decoder(images, positions.tolist(), errors)
         output_batch = extractor(images).cpu().numpy()
         positions = positions.numpy()
         for offset, (position, error) in enumerate(zip(positions, errors)):
@@ -266,12 +297,13 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         "feature_dim": model.feature_dim, "features_dtype": dtype, "dataset": dataset,
         "split": split, "shard": shard, "shard_size": shard_size,
         "precision": extractor.precision, "mixed_precision_error": extractor.precision_error,
-        "device": str(target), "code_version": code_version(), "torch_version": str(torch.__version__),
+        "device": str(target), "decode": decode,
+        "host_decoded": decoder.host_decoded if decoder else len(rows.paths), "code_version": code_version(), "torch_version": str(torch.__version__),
     }
     write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
     elapsed = time.perf_counter() - started
-    log.info("wrote %s: %d images (%d invalid) in %.1f s", output, len(rows.paths),
-             int((~valid).sum()), elapsed)
+    log.info("wrote %s: %d images (%d invalid, %d decoded on the host) in %.1f s", output,
+             len(rows.paths), int((~valid).sum()), attributes["host_decoded"], elapsed)
     return attributes
 
 
@@ -301,6 +333,8 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--dtype", choices=["float16", "float32"], default="float16")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
+    parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
+                        help="where JPEGs are decoded and resized (auto: the device on a GPU)")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     _configure_logging()
@@ -310,7 +344,7 @@ def extract_command(argv: list[str]) -> int:
         dataset=args.dataset, split=args.split, shard=args.shard, shard_size=args.shard_size,
         output=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
         dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",
-        expected_identity=args.weights_identity, threads=args.threads,
+        expected_identity=args.weights_identity, threads=args.threads, decode=args.decode,
     )
     return 0
 

@@ -108,6 +108,38 @@ def few_shot_subset(
     return np.sort(np.concatenate(chosen))
 
 
+def run_selections(
+    train_labels: np.ndarray, shots: str, seed: int, val_fraction: float, where: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices (search, validation, final fit) of one run into its training set."""
+    search_part, validation_part = validation_split(train_labels, val_fraction, seed)
+    if validation_part.size == 0:
+        raise ProbeDataError(
+            f"{where}: val_fraction={val_fraction} leaves no validation sample in any class "
+            f"(at most {np.unique(train_labels, return_counts=True)[1].max(initial=0)} per class); "
+            f"raise probes.val_fraction."
+        )
+    final_part = np.arange(train_labels.size)
+    if shots != "all":
+        search_part = few_shot_subset(
+            train_labels, search_part, int(shots), seed, SEARCH_SHOTS_STREAM,
+            f"{where}, search split (training samples left after holding out validation)",
+        )
+        final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
+    return search_part, validation_part, final_part
+
+
+def rows_used(train_labels: np.ndarray, shots: str, seed: int, val_fraction: float, where: str) -> np.ndarray | None:
+    """The training rows a run reads (sorted), or None when it reads them all (N = all).
+
+    A few-shot run trains on N per class but validates on the full validation split, so
+    it needs about ``val_fraction`` of the rows plus its two N-shot samples.
+    """
+    if shots == "all":
+        return None
+    return np.unique(np.concatenate(run_selections(train_labels, shots, seed, val_fraction, where)))
+
+
 # the study --------------------------------------------------------------------------------
 
 
@@ -249,8 +281,15 @@ def probe_dataset(
     device: str = "auto",
     where: str = "dataset",
     test_path: str = "test features",
+    train_rows: np.ndarray | None = None,
 ) -> dict:
-    """Search, final fit and test scores of one probe job; the result fields of the module doc."""
+    """Search, final fit and test scores of one probe job; the result fields of the module doc.
+
+    ``train_labels`` are the labels of the whole training set; ``train_features`` holds the
+    rows ``train_rows`` of it (sorted indices, at least :func:`rows_used`), or all rows
+    when None. The study's name hashes the features given, so it is the same as from the
+    whole set when all rows are given.
+    """
     import torch
 
     from imagenet_cog.probe import SGDSchedule, resolve_device, resolve_precision, train_probes
@@ -263,27 +302,20 @@ def probe_dataset(
         torch.set_float32_matmul_precision("high")
     train_y, test_y, num_classes = contiguous_labels(train_labels, test_labels, test_path)
     # selections group by the file's own labels, so errors name classes as the split table does
-    search_part, validation_part = validation_split(train_labels, settings.val_fraction, seed)
-    if validation_part.size == 0:
-        raise ProbeDataError(
-            f"{where}: val_fraction={settings.val_fraction} leaves no validation sample in any class "
-            f"(at most {np.bincount(train_y).max()} per class); raise probes.val_fraction."
-        )
-    final_part = np.arange(train_y.size)
-    if shots != "all":
-        search_part = few_shot_subset(
-            train_labels, search_part, int(shots), seed, SEARCH_SHOTS_STREAM,
-            f"{where}, search split (training samples left after holding out validation)",
-        )
-        final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
+    search_part, validation_part, final_part = run_selections(train_labels, shots, seed, settings.val_fraction, where)
+    held = np.arange(train_y.size) if train_rows is None else np.asarray(train_rows, dtype=np.int64)
+    if held.size != train_features.shape[0] or (train_rows is not None and not np.isin(
+        np.concatenate([search_part, validation_part, final_part]), held
+    ).all()):
+        raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
 
     features = normalised_on_device(train_features, target, precision, where)
-    labels = torch.from_numpy(train_y.astype(np.int64)).to(target)
+    labels = torch.from_numpy(train_y[held].astype(np.int64)).to(target)
 
     def on_device(indices: np.ndarray):
-        if indices.size == train_y.size:  # the whole (sorted) training set: no copy
+        if indices.size == held.size:  # all rows held (sorted): no copy
             return features, labels
-        selected = torch.from_numpy(indices).to(target)
+        selected = torch.from_numpy(np.searchsorted(held, indices)).to(target)
         return features.index_select(0, selected), labels.index_select(0, selected)
 
     # the study is bound to the precision its trials ran at, not to how it was asked for
@@ -375,16 +407,24 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"--shots must be a positive integer or 'all', not {args.shots!r}")
     import torch
 
-    from imagenet_cog.features import read_features
+    from imagenet_cog.features import read_features, read_labels
     from imagenet_cog.io import write_json
 
     torch.set_num_threads(max(1, args.threads))
-    train = read_features(args.train)
-    test = read_features(args.test)
     for name, (low, high) in (("lr_range", args.lr_range), ("wd_range", args.wd_range)):
         if not 0 < low < high:
             log.error("probes.%s must be [low, high] with 0 < low < high, not [%s, %s]; fix config.yaml.", name, low, high)
             return 1
+    where = f"{args.dataset} ({args.train})"
+    # A few-shot run reads only the rows it uses (its validation split and N-shot samples).
+    train_labels = read_labels(args.train)
+    try:
+        train_rows = rows_used(train_labels, args.shots, args.seed, args.val_fraction, where)
+    except ProbeDataError as error:
+        log.error("%s", error)
+        return 1
+    train = read_features(args.train, rows=train_rows)
+    test = read_features(args.test)
     settings = SearchSettings(
         trials=args.trials,
         epochs=args.epochs,
@@ -398,9 +438,9 @@ def main(argv: list[str]) -> int:
     )
     try:
         result = probe_dataset(
-            train.features, train.labels, test.features, test.labels,
+            train.features, train_labels, test.features, test.labels,
             shots=args.shots, seed=args.seed, settings=settings, journal=args.study,
-            device=args.device, where=f"{args.dataset} ({args.train})", test_path=args.test,
+            device=args.device, where=where, test_path=args.test, train_rows=train_rows,
         )
     except ProbeDataError as error:
         log.error("%s", error)

@@ -326,6 +326,14 @@ def model_weights_identity(model):
     return weights_identity(model_spec(model))
 
 
+def decode_option():
+    """Where JPEGs are decoded changes pixels by at most one grey level (within the shards'
+    float16 tolerance), so it is how features are made, not what: the default, auto, adds
+    nothing to the command, and shards made before the option existed stay up to date."""
+    decode = config["features"]["decode"]
+    return "" if decode == "auto" else f" --decode {decode}"
+
+
 def model_factory_option(model):
     factory = model_spec(model).factory
     return f"--factory {shlex.quote(factory)}" if factory else ""

@@ -46,7 +46,9 @@ rule extract_features:
         " {params.factory} --weights-identity {params.weights_identity:q}"
         " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
         " --dtype {params.dtype} --device {params.device}"
-        " --mixed-precision {params.mixed_precision} --output {output} > {log} 2>&1"
+        " --mixed-precision {params.mixed_precision}"
+        + decode_option()
+        + " --output {output} > {log} 2>&1"
 
 
 rule merge_features:
