@@ -21,10 +21,27 @@ sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 min_version("9.3")
 
 
-configfile: "config.yaml"
+# From this folder, or from any other (`-s path/to/Snakefile`, `--directory run/`): the working
+# directory's config.yaml when it has one, else this workflow's own (the demo); --configfile
+# files are laid over it and the schema's defaults fill what none of them sets. results/ and
+# logs/ are written under the working directory.
+configfile: "config.yaml" if os.path.exists("config.yaml") else os.path.join(workflow.basedir, "config.yaml")
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
+
+
+def shipped_file(path):
+    """A relative path to a file this workflow ships (resources/...) is read beside the
+    Snakefile when the working directory holds no file of that name."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    beside = os.path.join(workflow.basedir, path)
+    return beside if os.path.exists(beside) else path
+
+
+for section, key in (("concepts", "image_counts"), ("concepts", "discarded_wnids"), ("results", "published_top1")):
+    config[section][key] = shipped_file(config[section][key])
 
 
 report: "workflow/report/workflow.rst"
