@@ -34,6 +34,8 @@ PAPER = {
     "semi_sup_resnet50": (2048, 224, *IMAGENET),
     "semi_weakly_sup_resnet50": (2048, 224, *IMAGENET),
     "simclr_v2_resnet50": (2048, 224, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
+    "nat_m4": (1536, 224, *IMAGENET),
+    "t2t_vit_t_14": (384, 224, *IMAGENET),
 }
 
 
