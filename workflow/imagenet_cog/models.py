@@ -483,11 +483,11 @@ def simclr_v2_torchvision_key(key: str) -> str | None:
 # key with the backbone complete is used, and its name goes to the log. Checkpoints none of
 # them fits go through the generic prefix search below.
 CHECKPOINT_LAYOUTS: tuple[CheckpointLayout, ...] = (
-    CheckpointLayout("MoPro (state_dict, module.encoder_q. with classifier, momentum encoder, queue and prototypes)",
-                     "state_dict", "module.encoder_q.", heads=("classifier.", "fc1.", "fc2.", "fc.", "projection."),
-                     others=("module.encoder_k.", "module.queue", "module.prototypes"), with_heads=True),
     CheckpointLayout("MoCo-v2 / MoChi (state_dict, module.encoder_q., momentum encoder and queue)",
                      "state_dict", "module.encoder_q.", others=("module.encoder_k.", "module.queue")),
+    CheckpointLayout("MoPro (state_dict, module.encoder_q. with classifier, momentum encoder, queue and prototypes)",
+                     "state_dict", "module.encoder_q.", heads=("classifier.", "fc"),
+                     others=("module.encoder_k.", "module.queue", "module.prototypes"), with_heads=True),
     CheckpointLayout("InfoMin (model, module.encoder., heads module.head*)",
                      "model", "module.encoder.", others=("module.head", "module.linear", "module.jig")),
     CheckpointLayout("Adv-Robust (model, module.model., attacker copy and normaliser)",
