@@ -661,3 +661,20 @@ def describe_registry() -> list[dict[str, Any]]:
          "pretrained": a.pretrained, "paper_name": a.paper_name, **a.preprocessing.to_dict()}
         for name, a in REGISTRY.items()
     ]
+
+
+def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paper Table 3 for config ``models:`` entries: name (Table 1's, else the label or key),
+    category, arch, input size S and feature dim (the registry's; a custom model's factory
+    decides both, shown as '?')."""
+    rows = []
+    for key, entry in models.items():
+        architecture = REGISTRY.get(entry["arch"])
+        rows.append({
+            "name": entry.get("label") or entry.get("paper_name") or key,
+            "category": entry.get("category") or "other",
+            "arch": entry["arch"],
+            "input_size": architecture.preprocessing.size if architecture else "?",
+            "feature_dim": architecture.feature_dim if architecture else "?",
+        })
+    return rows
