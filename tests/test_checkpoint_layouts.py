@@ -9,12 +9,17 @@ else, and that the log names the release's format.
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import pytest
 import torch
 import torchvision
-
-from imagenet_cog.models import CHECKPOINT_LAYOUTS, ModelSpec, build_model, load_checkpoint
+from imagenet_cog.models import (
+    CHECKPOINT_LAYOUTS,
+    ModelSpec,
+    build_model,
+    load_checkpoint,
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +37,7 @@ def _backbone(reference, prefix: str = "", classifier: bool = True) -> dict[str,
 
 def _mlp(prefix: str, widths: tuple[int, ...]) -> dict[str, torch.Tensor]:
     layers = {}
-    for index, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
+    for index, (fan_in, fan_out) in enumerate(itertools.pairwise(widths)):
         layers[f"{prefix}{2 * index}.weight"] = torch.randn(fan_out, fan_in)
         layers[f"{prefix}{2 * index}.bias"] = torch.randn(fan_out)
     return layers

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import validate
-
 from conftest import REPOSITORY, copy_workflow, snakemake
 from imagenet_cog.models import REGISTRY, ModelSpec
+from snakemake.utils import validate
 
 PAPER_MODELS = REPOSITORY / "config" / "paper_models.yaml"
 SCHEMA = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"
@@ -114,3 +113,12 @@ def test_models_command_prints_table_3():
     assert rows["a-DeiT-B-distilled"][3:] == ["384", "768"]
     assert rows["a-Inception-v3"][3:] == ["299", "2048"]
     assert rows["s-SwAV"][1:] == ["self-supervision", "resnet50", "224", "2048"]
+
+
+def test_models_command_lists_the_registry():
+    listing = subprocess.run([sys.executable, "-m", "imagenet_cog", "models", "--config", "registry"],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = {line.split("\t")[2]: line.split("\t") for line in listing[1:]}
+    assert set(rows) == set(REGISTRY)
+    assert rows["t2t_vit_t_14"][1:] == ["architecture", "t2t_vit_t_14", "224", "384"]
+    assert rows["resnet50"][1] == "baseline" and rows["clip_resnet50"][1] == "data"

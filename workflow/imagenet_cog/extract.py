@@ -17,7 +17,6 @@ error of about 5e-4.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -346,8 +345,11 @@ def describe_models_command(argv: list[str]) -> int:
     from imagenet_cog.models import describe_models, describe_registry
 
     if str(args.config) == "registry":
-        rows = [{"name": row["paper_name"], "category": "", "arch": row["arch"], "input_size": row["size"],
-                 "feature_dim": row["feature_dim"]} for row in describe_registry()]
+        # A registry entry's paper name carries Table 1's category prefix (a-, s-, d-).
+        groups = {"a": "architecture", "s": "self-supervision", "r": "regularization", "d": "data"}
+        rows = [{"name": row["paper_name"], "category": groups.get(row["paper_name"][:2].rstrip("-"), "baseline"),
+                 "arch": row["arch"], "input_size": row["size"], "feature_dim": row["feature_dim"]}
+                for row in describe_registry()]
     else:
         import yaml
 

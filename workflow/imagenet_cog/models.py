@@ -340,7 +340,7 @@ def _build_timm(architecture: Architecture, pretrained: bool):
 
 
 def _build_project(architecture: Architecture, pretrained: bool):
-    import torch.nn as nn
+    from torch import nn
 
     module_name, function_name = architecture.builder.split(":")
     network = getattr(importlib.import_module(module_name), function_name)()
