@@ -67,6 +67,9 @@ def test_published_checkpoint_layout_loads_into_the_registry_model(tmp_path, arc
     model = build_model(ModelSpec("m", arch, str(checkpoint)))
 
     assert f"format {release}" in model.notes[0] and "0 backbone keys missing" in model.notes[0]
+    module = "nat" if arch == "nat_m4" else "t2t_vit"
+    assert model.weights_identity.startswith("sha256:")
+    assert f"+imagenet_cog.backbones.{module}@sha256:" in model.weights_identity
     loaded = model.network.state_dict()
     assert all(torch.equal(loaded[key], state[key]) for key in loaded)
     assert set(state) - set(loaded) == {key for key in state if key.startswith(("classifier.", "head."))}

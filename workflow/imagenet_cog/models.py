@@ -276,6 +276,11 @@ def weights_identity(spec: ModelSpec) -> str:
             identity = f"{architecture.library}:{architecture.pretrained}"
     else:
         identity = f"sha256:{file_sha256(spec.weights)}"
+    if spec.arch != "custom" and REGISTRY[spec.arch].library == "project":
+        # The network's code is the project's own: editing it re-extracts that model.
+        module_name = REGISTRY[spec.arch].builder.split(":", 1)[0]
+        origin = importlib.util.find_spec(module_name).origin
+        identity += f"+{module_name}@sha256:{file_sha256(origin)[:16]}"
     if spec.arch == "custom":
         module_name = spec.factory.split(":", 1)[0]
         module = importlib.util.find_spec(module_name)
