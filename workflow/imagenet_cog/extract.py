@@ -20,7 +20,6 @@ error of about 5e-4.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -33,6 +32,9 @@ from imagenet_cog.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, 
 from imagenet_cog.features import code_version, merge_shards, write_shard
 from imagenet_cog.io import read_tsv
 from imagenet_cog.models import ModelSpec, Preprocessing, build_model, weights_identity
+
+# The paper's 31 models, shipped next to the workflow (README, "The paper's 31 models").
+PAPER_MODELS_CONFIG = Path(__file__).resolve().parents[2] / "config" / "paper_models.yaml"
 
 MIXED_PRECISION_TOLERANCE = 1e-2
 SPLIT_COLUMNS = ("path", "wnid", "label", "split")
@@ -366,11 +368,30 @@ def merge_command(argv: list[str]) -> int:
 
 
 def describe_models_command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog models",
-                                     description="List the model registry.")
-    parser.parse_args(argv)
-    from imagenet_cog.models import describe_registry
+    parser = argparse.ArgumentParser(
+        prog="python -m imagenet_cog models",
+        description="Paper Table 3 for the models of a config: name, category, input size S, "
+                    "feature dim (a tab-separated table); without --config, the registry.")
+    parser.add_argument("--config", type=Path, default=PAPER_MODELS_CONFIG,
+                        help="a config with 'models:' (default: the paper's 31, %(default)s); "
+                             "'registry' lists the registry's architectures instead")
+    args = parser.parse_args(argv)
+    from imagenet_cog.models import describe_models, describe_registry
 
-    for row in describe_registry():
-        print(json.dumps(row))
+    if str(args.config) == "registry":
+        # A registry entry's paper name carries Table 1's category prefix (a-, s-, d-).
+        groups = {"a": "architecture", "s": "self-supervision", "r": "regularization", "d": "data"}
+        rows = [{"name": row["paper_name"], "category": groups.get(row["paper_name"][:2].rstrip("-"), "baseline"),
+                 "arch": row["arch"], "input_size": row["size"], "feature_dim": row["feature_dim"]}
+                for row in describe_registry()]
+    else:
+        import yaml
+
+        if not args.config.is_file():
+            parser.error(f"--config {args.config}: no such file")
+        rows = describe_models(yaml.safe_load(args.config.read_text())["models"])
+    columns = ["name", "category", "arch", "input_size", "feature_dim"]
+    print("\t".join(columns))
+    for row in rows:
+        print("\t".join(str(row[column]) for column in columns))
     return 0

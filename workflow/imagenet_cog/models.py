@@ -18,9 +18,12 @@ The ``weights`` of an entry is one of
   DINO, BarlowTwins, InfoMin, OBoW, CompReSS, MixUp, Manifold-MixUp, CutMix, ReLabel,
   Adv-Robust, MEAL-v2, MoPro, and CLIP-RN50 (``clip_resnet50``).
 
-Paper Table 1 models that neither torchvision nor timm ship, and that therefore need
-``arch: custom`` with a ``factory`` (a function ``factory(weights)`` returning
-``(backbone, preprocessing dict)``): NAT-M4 (1536-d) and T2T-ViT-t-14 (384-d). The paper's
+Paper Table 1 models that neither torchvision nor timm ship are written in the project
+(:mod:`imagenet_cog.backbones`, ``library: project``), with the parameter names of their
+published checkpoints: NAT-M4 (1536-d) and T2T-ViT-t-14 (384-d). Other networks can be
+plugged in with ``arch: custom`` and a ``factory`` (a function ``factory(weights)`` returning
+``(backbone, preprocessing dict)``). Every published ResNet50 checkpoint layout of Table 1
+is listed in :data:`CHECKPOINT_LAYOUTS`; config/paper_models.yaml configures all 31 models. The paper's
 EfficientNet-B1/B4 weights came from FAIR's pycls; the ``efficientnet_b1``/``_b4`` entries
 use torchvision's networks of the same architecture, feature size and input size.
 
@@ -93,7 +96,7 @@ class Preprocessing:
 class Architecture:
     """One registry entry. ``builder`` is the library's constructor name."""
 
-    library: str  # "torchvision" or "timm"
+    library: str  # "torchvision", "timm" or "project" (imagenet_cog.backbones)
     builder: str
     feature_dim: int
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
@@ -144,10 +147,17 @@ REGISTRY: dict[str, Architecture] = {
     "simclr_v2_resnet50": Architecture(
         "torchvision", "resnet50", 2048, Preprocessing(mean=NO_MEAN, std=NO_STD),
         paper_name="s-SimCLR-v2 (checkpoint path only)"),
+    # Paper supp. B.1 uses S = 224 for NAT-M4 (its release was trained at 240).
+    "nat_m4": Architecture(
+        "project", "imagenet_cog.backbones.nat:nat_m4", 1536,
+        paper_name="a-NAT-M4 (checkpoint path only)"),
+    "t2t_vit_t_14": Architecture(
+        "project", "imagenet_cog.backbones.t2t_vit:t2t_vit_t_14", 384,
+        paper_name="a-T2T-ViT-t-14 (checkpoint path only)"),
 }
 
-# Key prefixes that wrap a backbone in the checkpoints of paper Table 1's ResNet50 models
-# (DataParallel, MoCo/MoChi query encoders, InfoMin/CompReSS encoders, BYOL, OBoW, ...).
+# The generic fallback for checkpoints no layout of CHECKPOINT_LAYOUTS describes: key
+# prefixes that commonly wrap a backbone (DataParallel, query encoders, encoders, ...).
 CHECKPOINT_PREFIXES = (
     "module.", "encoder_q.", "encoder.", "backbone.", "online_network.encoder.",
     "online_network.", "net.", "model.", "feature_extractor.", "base_encoder.", "trunk.",
@@ -173,9 +183,25 @@ class ModelSpec:
     factory: str | None = None
 
     @classmethod
-    def from_config(cls, name: str, entry: dict[str, Any]) -> "ModelSpec":
-        spec = cls(name, entry["arch"], str(entry.get("weights", "pretrained")), entry.get("factory"))
-        spec.check()
+    def from_config(cls, name: str, entry: dict[str, Any],
+                    checkpoints_dir: str | os.PathLike | None = None) -> "ModelSpec":
+        """The spec of a ``models:`` entry; a relative checkpoint path is taken under
+        ``checkpoints_dir`` (config key ``checkpoints_dir``) when that is set."""
+        weights = str(entry.get("weights", "pretrained"))
+        if (checkpoints_dir and not (is_random_weights(weights) or weights == "pretrained")
+                and not Path(weights).is_absolute()):
+            weights = str(Path(checkpoints_dir) / weights)
+        spec = cls(name, entry["arch"], weights, entry.get("factory"))
+        try:
+            spec.check()
+        except FileNotFoundError as missing:
+            if entry.get("source"):
+                published = f" (published as '{entry['published_file']}')" if entry.get("published_file") else ""
+                raise FileNotFoundError(
+                    f"{missing} Download the checkpoint from {entry['source']}{published} and "
+                    f"save it as {weights}; README 'The paper's 31 models' says how."
+                ) from None
+            raise
         return spec
 
     def check(self) -> None:
@@ -250,6 +276,11 @@ def weights_identity(spec: ModelSpec) -> str:
             identity = f"{architecture.library}:{architecture.pretrained}"
     else:
         identity = f"sha256:{file_sha256(spec.weights)}"
+    if spec.arch != "custom" and REGISTRY[spec.arch].library == "project":
+        # The network's code is the project's own: editing it re-extracts that model.
+        module_name = REGISTRY[spec.arch].builder.split(":", 1)[0]
+        origin = importlib.util.find_spec(module_name).origin
+        identity += f"+{module_name}@sha256:{file_sha256(origin)[:16]}"
     if spec.arch == "custom":
         module_name = spec.factory.split(":", 1)[0]
         module = importlib.util.find_spec(module_name)
@@ -313,6 +344,21 @@ def _build_timm(architecture: Architecture, pretrained: bool):
     return timm.create_model(name, pretrained=pretrained, num_classes=0)
 
 
+def _build_project(architecture: Architecture, pretrained: bool):
+    from torch import nn
+
+    module_name, function_name = architecture.builder.split(":")
+    network = getattr(importlib.import_module(module_name), function_name)()
+    # Cut the ImageNet classifier: NAT-M4 names it 'classifier', T2T-ViT 'head'.
+    for classifier in ("classifier", "head"):
+        if hasattr(network, classifier):
+            setattr(network, classifier, nn.Identity())
+    return network
+
+
+BUILDERS = {"torchvision": _build_torchvision, "timm": _build_timm, "project": _build_project}
+
+
 def _call_factory(spec: ModelSpec):
     module_name, function_name = spec.factory.split(":", 1)
     module = importlib.import_module(module_name)
@@ -357,8 +403,7 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
         network, preprocessing = _call_factory(spec)
     else:
         architecture = REGISTRY[spec.arch]
-        build = _build_torchvision if architecture.library == "torchvision" else _build_timm
-        network = build(architecture, pretrained=spec.weights == "pretrained")
+        network = BUILDERS[architecture.library](architecture, pretrained=spec.weights == "pretrained")
         preprocessing = architecture.preprocessing
         if seed is None and spec.weights != "pretrained":
             notes.append(load_checkpoint(network, spec.weights))
@@ -383,6 +428,131 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
 
 
 # Checkpoints ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """How one published release stores its backbone.
+
+    ``container``: the key the state dict is nested under ("" for a bare state dict);
+    ``prefix``: the prefix of the backbone's keys; ``heads``: prefixes (after ``prefix``) of
+    pretraining heads and classifiers, dropped; ``others``: prefixes of whole keys that belong
+    to other networks or buffers (momentum encoders, queues, attackers), dropped;
+    ``with_heads``: whether the release always has (True) or never has (False) a head key,
+    which tells apart releases with otherwise equal layouts; ``rename``: a function from
+    a converted key to the torchvision key (TensorFlow releases).
+    """
+
+    name: str
+    container: str = ""
+    prefix: str = ""
+    heads: tuple[str, ...] = ("fc.",)
+    others: tuple[str, ...] = ()
+    with_heads: bool | None = None
+    rename: Callable[[str], str | None] | None = None
+
+
+def simclr_v2_torchvision_key(key: str) -> str | None:
+    """A key of SimCLR-v2's PyTorch conversion (github Separius/SimCLRv2-Pytorch, ``r50_1x_sk0``)
+    as the torchvision ResNet50 key; None for keys of no backbone.
+
+    The conversion nests the stem as ``net.0`` (conv ``0``, batch norm ``1.0``), stage ``s`` as
+    ``net.<s>.blocks.<b>`` with ``net.{0,2,4}`` convolutions, ``net.{1,3,5}.0`` batch norms and
+    ``projection.{shortcut,bn.0}`` the downsampling; strides sit on the 3x3 convolution and
+    padding is symmetric, as in torchvision.
+    """
+    parts = key.split(".")
+    if parts[0] == "fc":
+        return key
+    if parts[:2] == ["net", "0"]:
+        layer = {"0": "conv1", "1": "bn1"}.get(parts[2])
+        if layer is None:
+            return None
+        return ".".join([layer] + parts[4 if layer == "bn1" else 3:])
+    if parts[0] != "net" or len(parts) < 6 or parts[2] != "blocks":
+        return None
+    block = f"layer{parts[1]}.{parts[3]}"
+    if parts[4] == "projection":
+        layer = {"shortcut": "downsample.0", "bn": "downsample.1"}.get(parts[5])
+        rest = parts[7:] if parts[5] == "bn" else parts[6:]
+    elif parts[4] == "net":
+        layer = {"0": "conv1", "1": "bn1", "2": "conv2", "3": "bn2", "4": "conv3", "5": "bn3"}.get(parts[5])
+        rest = parts[7:] if layer and layer.startswith("bn") else parts[6:]
+    else:
+        return None
+    return ".".join([block, layer] + rest) if layer else None
+
+
+# The checkpoint layouts of paper Table 1's releases (the files the authors' prepare_models/
+# scripts fetch, github naver/cog), tried in this order; the first that accounts for every
+# key with the backbone complete is used, and its name goes to the log. Checkpoints none of
+# them fits go through the generic prefix search below.
+CHECKPOINT_LAYOUTS: tuple[CheckpointLayout, ...] = (
+    CheckpointLayout("MoCo-v2 / MoChi (state_dict, module.encoder_q., momentum encoder and queue)",
+                     "state_dict", "module.encoder_q.", others=("module.encoder_k.", "module.queue")),
+    CheckpointLayout("MoPro (state_dict, module.encoder_q. with classifier, momentum encoder, queue and prototypes)",
+                     "state_dict", "module.encoder_q.", heads=("classifier.", "fc"),
+                     others=("module.encoder_k.", "module.queue", "module.prototypes"), with_heads=True),
+    CheckpointLayout("InfoMin (model, module.encoder., heads module.head*)",
+                     "model", "module.encoder.", others=("module.head", "module.linear", "module.jig")),
+    CheckpointLayout("Adv-Robust (model, module.model., attacker copy and normaliser)",
+                     "model", "module.model.", others=("module.attacker.", "module.normalizer.")),
+    CheckpointLayout("CompReSS (model, module., 8192-d fc)", "model", "module."),
+    CheckpointLayout("OBoW (network, torchvision keys, 8192-to-2048 fc)", "network"),
+    CheckpointLayout("SimCLR-v2 converted (resnet, github Separius/SimCLRv2-Pytorch)", "resnet",
+                     rename=simclr_v2_torchvision_key),
+    CheckpointLayout("T2T-ViT (state_dict_ema, the EMA weights)", "state_dict_ema", heads=("head.",)),
+    CheckpointLayout("CutMix / MixUp / Manifold-MixUp (state_dict, module., classifier)",
+                     "state_dict", "module."),
+    CheckpointLayout("SwAV (module., projection head and prototypes)", "", "module.",
+                     heads=("projection_head.", "prototypes."), with_heads=True),
+    CheckpointLayout("MEAL-v2 / DataParallel classifier (module., classifier)", "", "module.",
+                     with_heads=True),
+    CheckpointLayout("DINO / BarlowTwins (bare backbone, no classifier)", with_heads=False),
+    CheckpointLayout("NAT-M4 (bare state dict, classifier.linear)", heads=("classifier.",), with_heads=True),
+    CheckpointLayout("ReLabel / BYOL converted / torchvision (bare state dict with classifier)",
+                     with_heads=True),
+)
+
+
+def _ignorable(key: str) -> bool:
+    """Keys whose absence does not change eval-mode features: BatchNorm's step counter
+    (older checkpoints predate it) and Inception-v3's auxiliary classifier."""
+    return key.endswith("num_batches_tracked") or key.startswith("AuxLogits.")
+
+
+def match_layout(payload: Any, layout: CheckpointLayout, expected: set[str]) -> dict[str, Any] | None:
+    """The backbone's tensors if ``payload`` has exactly ``layout``, else None."""
+    import torch
+
+    state = payload.get(layout.container) if layout.container else payload
+    if not isinstance(state, dict) or not state:
+        return None
+    if not all(isinstance(value, torch.Tensor) for value in state.values()):
+        return None
+    mapped: dict[str, Any] = {}
+    head_keys = 0
+    for key, value in state.items():
+        if key.startswith(layout.others) and layout.others:
+            continue
+        if not key.startswith(layout.prefix):
+            return None
+        rest = key[len(layout.prefix):]
+        if layout.rename is not None:
+            rest = layout.rename(rest)
+            if rest is None:
+                return None
+        if rest in expected:
+            mapped[rest] = value
+        elif rest.startswith(layout.heads):
+            head_keys += 1
+        else:
+            return None
+    if layout.with_heads is not None and layout.with_heads != (head_keys > 0):
+        return None
+    if any(key not in mapped for key in expected if not _ignorable(key)):
+        return None
+    return mapped
 
 
 def _unwrap_state_dict(payload: Any, checkpoint: str) -> dict[str, Any]:
@@ -453,14 +623,18 @@ def load_checkpoint(network, checkpoint: str) -> str:
         # Namespace); those need full unpickling, which runs code from the file.
         payload = torch.load(checkpoint, map_location="cpu", weights_only=False)
         loaded_as = "full unpickling (the file holds Python objects besides tensors)"
-    state = _unwrap_state_dict(payload, checkpoint)
     own = network.state_dict()
     expected = set(own)
+    if isinstance(payload, dict):
+        for layout in CHECKPOINT_LAYOUTS:
+            mapped = match_layout(payload, layout, expected)
+            if mapped is not None and all(tuple(v.shape) == tuple(own[k].shape) for k, v in mapped.items()):
+                network.load_state_dict(mapped, strict=False)
+                return (f"checkpoint {checkpoint}: format {layout.name}; loaded {len(mapped)} "
+                        f"tensors, 0 backbone keys missing or unexpected; read with {loaded_as}")
+    state = _unwrap_state_dict(payload, checkpoint)
     mapped, prefix, unexpected = map_checkpoint_keys(state, expected)
-    # Some checkpoints predate BatchNorm's step counter, and Inception-v3's auxiliary
-    # classifier is often left out; neither plays a part in eval-mode features.
-    missing = sorted(k for k in expected - set(mapped)
-                     if not (k.endswith("num_batches_tracked") or k.startswith("AuxLogits.")))
+    missing = sorted(k for k in expected - set(mapped) if not _ignorable(k))
     wrong_shape = sorted(k for k, v in mapped.items() if tuple(v.shape) != tuple(own[k].shape))
     if missing or unexpected or wrong_shape:
         def listing(keys: list[str]) -> str:
@@ -480,8 +654,9 @@ def load_checkpoint(network, checkpoint: str) -> str:
         )
     network.load_state_dict(mapped, strict=False)
     ignored = len(state) - len(mapped)
-    return (f"checkpoint {checkpoint}: loaded {len(mapped)} tensors under prefix '{prefix}', "
-            f"ignored {ignored} (heads and other networks); read with {loaded_as}")
+    return (f"checkpoint {checkpoint}: format not among the known releases, generic prefix "
+            f"search; loaded {len(mapped)} tensors under prefix '{prefix}', ignored {ignored} "
+            f"(heads and other networks); read with {loaded_as}")
 
 
 def describe_registry() -> list[dict[str, Any]]:
@@ -491,3 +666,20 @@ def describe_registry() -> list[dict[str, Any]]:
          "pretrained": a.pretrained, "paper_name": a.paper_name, **a.preprocessing.to_dict()}
         for name, a in REGISTRY.items()
     ]
+
+
+def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paper Table 3 for config ``models:`` entries: name (Table 1's, else the label or key),
+    category, arch, input size S and feature dim (the registry's; a custom model's factory
+    decides both, shown as '?')."""
+    rows = []
+    for key, entry in models.items():
+        architecture = REGISTRY.get(entry["arch"])
+        rows.append({
+            "name": entry.get("label") or entry.get("paper_name") or key,
+            "category": entry.get("category") or "other",
+            "arch": entry["arch"],
+            "input_size": architecture.preprocessing.size if architecture else "?",
+            "feature_dim": architecture.feature_dim if architecture else "?",
+        })
+    return rows

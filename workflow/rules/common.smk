@@ -308,7 +308,7 @@ def model_spec(model):
     from imagenet_cog.models import ModelSpec
 
     try:
-        return ModelSpec.from_config(model, config["models"][model])
+        return ModelSpec.from_config(model, config["models"][model], config["checkpoints_dir"])
     except (ValueError, FileNotFoundError) as error:
         raise WorkflowError(str(error))
 
