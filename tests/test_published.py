@@ -160,3 +160,13 @@ def test_figure_has_one_point_per_compared_cell_and_the_diagonal(published):
         assert ax.get_xlabel().startswith("Published top-1")
     finally:
         plt.close(fig)
+
+
+def test_every_model_of_the_paper_config_has_its_published_row():
+    import yaml
+
+    repository = Path(__file__).resolve().parents[1]
+    models = yaml.safe_load((repository / "config" / "paper_models.yaml").read_text())["models"]
+    names = published_model_names(repository / "resources" / "published_top1.tsv")
+    rows = resolve_paper_names(models, names)
+    assert len(models) == 31 and sorted(rows.values()) == sorted(names)
