@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "models": "imagenet_cog.extract:describe_models_command",
     # probes stage
     "probe": "imagenet_cog.search:main",
+    "label-audit": "imagenet_cog.audit:label_audit_command",
     # results stage
     "aggregate-probes": "imagenet_cog.aggregate:aggregate_command",
     "results-tables": "imagenet_cog.aggregate:tables_command",

@@ -21,6 +21,11 @@ DROP_NAME = "generalization_drop"
 PUBLISHED_FIGURE = "published_vs_ours"
 
 
+def classifier_beside(result_json: str) -> str:
+    """The classifier file kept beside an N = all probe's result JSON."""
+    return str(result_json).removesuffix(".json") + ".classifier.npz"
+
+
 def published_table_names(datasets: list[str]) -> list[str]:
     """Every compared cell (tidy), and ours - published as models x N per dataset."""
     return ["published_comparison", *(f"published_{dataset}" for dataset in datasets)]
@@ -166,6 +171,24 @@ class Layout:
     # probes stage -----------------------------------------------------------------
     def probe_result(self, model: str, dataset: str, shots: str, seed: str) -> str:
         return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.json"
+
+    def probe_classifier(self, model: str, dataset: str, seed: str) -> str:
+        """The final classifier of an N = all probe, beside its result JSON (not a rule
+        output: imagenet_cog/audit.py describes the file and when it is written)."""
+        return classifier_beside(self.probe_result(model, dataset, "all", seed))
+
+    # label-noise audit (supp. A.3) --------------------------------------------------
+    def audit_predictions(self, model: str) -> str:
+        """Test images one dataset's classifier predicts with confidence above the threshold."""
+        return f"{self.root}/audit/{model}/confident_predictions.tsv"
+
+    def audit_shares(self, model: str) -> str:
+        """Per (classifier dataset, image dataset, seed): the share of confident predictions."""
+        return f"{self.root}/audit/{model}/shares.tsv"
+
+    def audit_contact_sheet(self, model: str) -> str:
+        """The most confident cross-predictions: image, its own label, the predicted concept."""
+        return f"{self.root}/audit/{model}/contact_sheet.png"
 
     def probe_study(self, model: str, dataset: str, shots: str, seed: str) -> str:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""

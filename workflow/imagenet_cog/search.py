@@ -235,6 +235,23 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
             )
 
 
+def final_fit(features, labels, num_classes: int, best: dict, settings: SearchSettings, seed: int, precision: str):
+    """The final probe: the best (lr, weight decay) trained on the final-fit rows.
+
+    Deterministic for given rows, settings, seed and precision on one device, so the
+    label-noise audit can refit a classifier that was not kept (imagenet_cog/audit.py).
+    """
+    from imagenet_cog.probe import SGDSchedule, train_probes
+
+    return train_probes(
+        features, labels, num_classes,
+        lrs=[best["lr"]], weight_decays=[best["weight_decay"]],
+        schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
+        seed=int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0]),
+        precision=precision,
+    )
+
+
 # one probe job ----------------------------------------------------------------------------
 
 
@@ -282,8 +299,12 @@ def probe_dataset(
     where: str = "dataset",
     test_path: str = "test features",
     train_rows: np.ndarray | None = None,
+    return_classifier: bool = False,
 ) -> dict:
     """Search, final fit and test scores of one probe job; the result fields of the module doc.
+
+    ``return_classifier``: the result also holds ``classifier``, the final fit's (weight
+    [C, D], bias [C]) as float32 arrays on the host (not a result JSON field).
 
     ``train_labels`` are the labels of the whole training set; ``train_features`` holds the
     rows ``train_rows`` of it (sorted indices, at least :func:`rows_used`), or all rows
@@ -292,7 +313,7 @@ def probe_dataset(
     """
     import torch
 
-    from imagenet_cog.probe import SGDSchedule, resolve_device, resolve_precision, train_probes
+    from imagenet_cog.probe import resolve_device, resolve_precision
 
     started = time.perf_counter()
     target = resolve_device(device)
@@ -329,13 +350,7 @@ def probe_dataset(
 
     final_features, final_labels = on_device(final_part)
     del features, labels
-    probe = train_probes(
-        final_features, final_labels, num_classes,
-        lrs=[best["lr"]], weight_decays=[best["weight_decay"]],
-        schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
-        seed=int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0]),
-        precision=precision,
-    )
+    probe = final_fit(final_features, final_labels, num_classes, best, settings, seed, precision)
     test_features_on_device = normalised_on_device(test_features, target, precision, test_path)
     test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
     test_top1, test_top5 = probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist()
@@ -345,7 +360,9 @@ def probe_dataset(
 
     import imagenet_cog
 
+    kept = {"classifier": (probe.weight[0].float().cpu().numpy(), probe.bias[0].float().cpu().numpy())} if return_classifier else {}
     return {
+        **kept,
         "shots": shots if shots == "all" else int(shots),
         "seed": seed,
         "best_params": {"lr": best["lr"], "weight_decay": best["weight_decay"]},
@@ -441,10 +458,12 @@ def main(argv: list[str]) -> int:
             train.features, train_labels, test.features, test.labels,
             shots=args.shots, seed=args.seed, settings=settings, journal=args.study,
             device=args.device, where=where, test_path=args.test, train_rows=train_rows,
+            return_classifier=args.shots == "all",
         )
     except ProbeDataError as error:
         log.error("%s", error)
         return 1
+    classifier = result.pop("classifier", None)
     result = {
         "model": args.model,
         "dataset": args.dataset,
@@ -452,6 +471,15 @@ def main(argv: list[str]) -> int:
         **result,
     }
     write_json(args.output, result)
+    if classifier is not None:
+        # Written after the result JSON and not a rule output, so adding it reran no probe;
+        # the label-noise audit refits a missing one (see imagenet_cog/audit.py).
+        from imagenet_cog.audit import ClassifierError, keep_classifier
+
+        try:
+            keep_classifier(args.output, result, *classifier, args.train)
+        except ClassifierError as error:
+            log.warning("classifier not kept (the audit refits it): %s", error)
     log.info(
         "%s %s shots=%s seed=%d: val_top1=%.2f test_top1=%.2f test_top5=%.2f in %.1f s",
         args.model, args.dataset, args.shots, args.seed, result["val_top1"], result["test_top1"],

@@ -1,0 +1,295 @@
+"""Label-noise audit (paper supp. A.3, Fig. 5): confident predictions across datasets.
+
+A probe trained on one dataset (e.g. level L3) is applied to the test images of another
+(e.g. IN-1K), whose concepts it never saw. An image it assigns to one of its own concepts
+with softmax confidence above a threshold (default 0.99) is a candidate for overlapping or
+mislabelled concepts; the paper finds about 2.7% such images per pair and shows the most
+confident ones. Listed here per (classifier dataset, image dataset, seed) with both
+labels, the share per pair, and a contact sheet of the most confident.
+
+Classifier file (``Layout.probe_classifier``, ``<result>.classifier.npz`` beside an N = all
+probe's result JSON; numpy ``.npz``, written atomically):
+
+* ``weight`` [C, D] float32, ``bias`` [C] float32: logits = weight @ x + bias, where x is
+  the feature L2-normalised (``normalisation`` = "l2"), as the probe trained it;
+* ``class_labels`` [C] int64: the split table's labels of the classes, in row order;
+* ``class_wnids`` [C] str: their wnids (the folder above each training image's path);
+* ``model``, ``dataset``, ``seed``, ``lr``, ``weight_decay``, ``study``: the run it
+  belongs to (``study`` is the result JSON's Optuna study name).
+
+The probe job writes it after its result JSON, for N = all only, and it is not a rule
+output: declaring it would make Snakemake rerun every finished probe. The audit uses a
+kept file when its run matches the result JSON (same study and best parameters) and
+otherwise refits it with :func:`imagenet_cog.search.final_fit`, the probe job's own final
+fit, from the stored best (lr, weight decay) and seed, then keeps it the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from imagenet_cog.io import atomic_output, read_tsv, write_tsv
+from imagenet_cog.layout import Layout, classifier_beside
+
+log = logging.getLogger("imagenet_cog.audit")
+
+PREDICTION_COLUMNS = (
+    "classifier_dataset", "seed", "image_dataset", "path", "true_wnid", "true_name",
+    "predicted_wnid", "predicted_name", "confidence",
+)
+SHARE_COLUMNS = ("classifier_dataset", "image_dataset", "seed", "images", "confident", "share_percent")
+
+
+class ClassifierError(ValueError):
+    """A classifier cannot be kept or used as asked."""
+
+
+@dataclass
+class Classifier:
+    weight: np.ndarray  # float32 [C, D]
+    bias: np.ndarray  # float32 [C]
+    class_wnids: list[str]
+    run: dict
+
+
+def check_threshold(threshold: float) -> None:
+    if not 0.0 < threshold < 1.0:
+        raise ClassifierError(
+            f"label_audit.threshold must lie strictly between 0 and 1 (a softmax confidence), "
+            f"not {threshold}; fix config.yaml."
+        )
+
+
+def class_wnids(feature_path: str | Path, labels: np.ndarray) -> list[str]:
+    """The wnid of each class (sorted labels): the folder holding its images' files."""
+    from imagenet_cog.features import open_feature_file
+
+    with open_feature_file(feature_path) as handle:
+        valid = handle["valid"][...].astype(bool)
+        folders = np.array([Path(path).parent.name for path in handle["path"].asstr()[...][valid]])
+    wnids = []
+    for label in np.unique(labels):
+        names = np.unique(folders[labels == label])
+        if names.size != 1:
+            raise ClassifierError(
+                f"{feature_path}: class {label} has images in folders {names[:3].tolist()}, not one wnid folder"
+            )
+        wnids.append(str(names[0]))
+    return wnids
+
+
+def keep_classifier(result_json: str | Path, result: dict, weight: np.ndarray, bias: np.ndarray,
+                    train_features: str | Path) -> str:
+    """Write the classifier file of an N = all run beside its result JSON; returns its path."""
+    from imagenet_cog.features import read_labels
+
+    labels = read_labels(train_features)
+    wnids = class_wnids(train_features, labels)
+    if len(wnids) != weight.shape[0]:
+        raise ClassifierError(f"{train_features}: {len(wnids)} classes, but the classifier has {weight.shape[0]}")
+    path = classifier_beside(str(result_json))
+    with atomic_output(path) as temporary, open(temporary, "wb") as handle:
+        np.savez(
+            handle,
+            weight=np.asarray(weight, dtype=np.float32),
+            bias=np.asarray(bias, dtype=np.float32),
+            class_labels=np.unique(labels).astype(np.int64),
+            class_wnids=np.array(wnids),
+            normalisation=np.array("l2"),
+            model=np.array(str(result["model"])),
+            dataset=np.array(str(result["dataset"])),
+            seed=np.array(int(result["seed"])),
+            lr=np.array(float(result["best_params"]["lr"])),
+            weight_decay=np.array(float(result["best_params"]["weight_decay"])),
+            study=np.array(str(result["study"]["name"])),
+        )
+    return path
+
+
+def read_classifier(path: str | Path) -> Classifier:
+    with np.load(path, allow_pickle=False) as stored:
+        run = {key: stored[key].item() for key in ("model", "dataset", "seed", "lr", "weight_decay", "study")}
+        return Classifier(stored["weight"], stored["bias"], [str(w) for w in stored["class_wnids"]], run)
+
+
+def matches(classifier: Classifier, result: dict) -> bool:
+    return (
+        classifier.run["study"] == result["study"]["name"]
+        and classifier.run["lr"] == result["best_params"]["lr"]
+        and classifier.run["weight_decay"] == result["best_params"]["weight_decay"]
+    )
+
+
+def refit_classifier(result_json: str | Path, train_features: str | Path, device: str = "cpu") -> Classifier:
+    """Refit an N = all run's final classifier from its result JSON, keep it, return it."""
+    import torch
+
+    from imagenet_cog.features import read_features
+    from imagenet_cog.probe import resolve_device, resolve_precision
+    from imagenet_cog.search import SearchSettings, contiguous_labels, final_fit, normalised_on_device
+
+    result = json.loads(Path(result_json).read_text())
+    if str(result["shots"]) != "all":
+        raise ClassifierError(f"{result_json}: a classifier is kept for N = all runs only, not shots={result['shots']}")
+    stored = result["settings"]
+    settings = SearchSettings(**{**stored, "lr_range": tuple(stored["lr_range"]), "wd_range": tuple(stored["wd_range"])})
+    train = read_features(train_features)
+    target = resolve_device(device)
+    precision = resolve_precision(settings.precision, target)
+    labels, _, num_classes = contiguous_labels(train.labels, train.labels, str(train_features))
+    features = normalised_on_device(train.features, target, precision, str(train_features))
+    probe = final_fit(
+        features, torch.from_numpy(labels).to(target), num_classes, result["best_params"], settings,
+        int(result["seed"]), precision,
+    )
+    weight, bias = probe.weight[0].float().cpu().numpy(), probe.bias[0].float().cpu().numpy()
+    path = keep_classifier(result_json, result, weight, bias, train_features)
+    log.info("refitted %s", path)
+    return read_classifier(path)
+
+
+def load_or_refit(result_json: str | Path, train_features: str | Path, device: str = "cpu") -> Classifier:
+    result = json.loads(Path(result_json).read_text())
+    path = Path(classifier_beside(str(result_json)))
+    if path.is_file():
+        try:
+            kept = read_classifier(path)
+        except (OSError, ValueError, KeyError) as error:
+            log.warning("%s unreadable (%s): refitting", path, error)
+        else:
+            if matches(kept, result):
+                return kept
+            log.info("%s belongs to another run of this probe: refitting", path)
+    return refit_classifier(result_json, train_features, device)
+
+
+def confident_predictions(classifier: Classifier, features: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, predicted class index, confidence) of the rows whose top softmax probability
+    exceeds ``threshold``; features are L2-normalised as in training."""
+    import torch
+
+    check_threshold(threshold)
+    x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
+    x = torch.nn.functional.normalize(x, dim=1)
+    logits = torch.addmm(torch.from_numpy(classifier.bias), x, torch.from_numpy(classifier.weight).t())
+    confidence, predicted = torch.softmax(logits.double(), dim=1).max(dim=1)
+    rows = torch.nonzero(confidence > threshold).flatten().numpy()
+    return rows, predicted.numpy()[rows], confidence.numpy()[rows]
+
+
+def image_features(feature_path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
+    """(features, path, wnid) of a test feature file's valid rows."""
+    from imagenet_cog.features import open_feature_file, read_features
+
+    test = read_features(feature_path)
+    with open_feature_file(feature_path) as handle:
+        valid = handle["valid"][...].astype(bool)
+        paths = list(handle["path"].asstr()[...][valid])
+    return test.features, paths, [Path(path).parent.name for path in paths]
+
+
+def audit(pairs, seeds, model: str, layout: Layout, names: dict[str, str], threshold: float,
+          device: str = "cpu") -> tuple[list[list], list[list]]:
+    """Prediction rows (most confident first) and share rows of every (pair, seed)."""
+    check_threshold(threshold)
+    predictions, shares = [], []
+    for source, target in pairs:
+        features, paths, wnids = image_features(layout.features(model, target, "test"))
+        per_seed = []
+        for seed in seeds:
+            classifier = load_or_refit(
+                layout.probe_result(model, source, "all", seed), layout.features(model, source, "train"), device
+            )
+            rows, predicted, confidence = confident_predictions(classifier, features, threshold)
+            for row, index, score in zip(rows, predicted, confidence):
+                guess = classifier.class_wnids[index]
+                predictions.append([
+                    source, seed, target, paths[row], wnids[row], names.get(wnids[row], ""),
+                    guess, names.get(guess, ""), float(score),
+                ])
+            share = 100.0 * rows.size / max(1, len(paths))
+            per_seed.append(share)
+            shares.append([source, target, seed, len(paths), int(rows.size), round(share, 4)])
+        shares.append([source, target, "mean", len(paths), "", round(float(np.mean(per_seed)), 4)])
+    predictions.sort(key=lambda row: -row[-1])
+    return predictions, shares
+
+
+def contact_sheet(predictions: list[list], image_roots: dict[str, str], output: str | Path, count: int) -> None:
+    """The ``count`` most confident predictions (one per image): image, own and predicted label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    seen, chosen = set(), []
+    for row in predictions:
+        key = (row[2], row[3])
+        if key not in seen:
+            seen.add(key)
+            chosen.append(row)
+        if len(chosen) == count:
+            break
+    columns = max(1, min(4, len(chosen)))
+    rows = max(1, -(-len(chosen) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.6 * rows), squeeze=False)
+    for axis in axes.flat:
+        axis.axis("off")
+    for axis, row in zip(axes.flat, chosen):
+        source, _, target, path, true_wnid, true_name, guess, guess_name, score = row
+        with Image.open(Path(image_roots[target]) / path) as image:
+            axis.imshow(image.convert("RGB"))
+        axis.set_title(
+            f"{target}: {true_name or true_wnid}\n{source} says: {guess_name or guess}\np = {score:.4f}", fontsize=8
+        )
+    if not chosen:
+        axes[0, 0].text(0.5, 0.5, "no prediction above the threshold", ha="center", va="center")
+    figure.tight_layout()
+    with atomic_output(output) as temporary:
+        figure.savefig(temporary, format="png", dpi=100)
+    plt.close(figure)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog label-audit", description=__doc__.split("\n")[0])
+    parser.add_argument("--results-root", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--pair", nargs=2, action="append", required=True, metavar=("CLASSIFIER", "IMAGES"),
+                        help="a classifier dataset and the dataset whose test images it labels (repeatable)")
+    parser.add_argument("--seeds", nargs="+", required=True)
+    parser.add_argument("--image-root", action="append", default=[], metavar="DATASET=FOLDER")
+    parser.add_argument("--concepts", required=True, help="the concept catalogue (wnid, name, gloss)")
+    parser.add_argument("--threshold", type=float, default=0.99)
+    parser.add_argument("--contact-sheet-images", type=int, default=12)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--predictions", required=True)
+    parser.add_argument("--shares", required=True)
+    parser.add_argument("--contact-sheet", required=True)
+    return parser
+
+
+def label_audit_command(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    try:
+        check_threshold(args.threshold)
+    except ClassifierError as error:
+        log.error("%s", error)
+        return 1
+    names = {row["wnid"]: row["name"] for row in read_tsv(args.concepts)}
+    roots = dict(entry.split("=", 1) for entry in args.image_root)
+    predictions, shares = audit(args.pair, args.seeds, args.model, Layout(args.results_root), names,
+                                args.threshold, args.device)
+    write_tsv(args.predictions, PREDICTION_COLUMNS, [[*row[:-1], f"{row[-1]:.6f}"] for row in predictions])
+    write_tsv(args.shares, SHARE_COLUMNS, shares)
+    contact_sheet(predictions, roots, args.contact_sheet, args.contact_sheet_images)
+    log.info("%s: %d confident predictions over %d pairs", args.model, len(predictions), len(args.pair))
+    return 0
