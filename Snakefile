@@ -55,6 +55,7 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/results.smk"
 include: "workflow/rules/analyses.smk"
+include: "workflow/rules/audit.smk"
 
 
 rule all:

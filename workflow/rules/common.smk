@@ -422,6 +422,7 @@ def final_outputs():
         *rater_sheet_targets(),
         *analysis_targets(),
         *level_set_targets(),
+        *audit_targets(),
     ]
 
 
@@ -713,3 +714,66 @@ def analysis_figure_report(name):
         subcategory="Figures",
         labels={"figure": name.removeprefix("analyses_")},
     )
+
+
+# label-noise audit (supp. A.3) ------------------------------------------------------------
+
+AUDIT_SETTINGS = config["label_audit"]
+
+
+def audit_pairs():
+    """[classifier dataset, image dataset] pairs: label_audit.pairs, or by default every
+    configured level's on IN-1K and IN-1K's on the last configured level."""
+    if AUDIT_SETTINGS["pairs"] is not None:
+        pairs = [tuple(pair) for pair in AUDIT_SETTINGS["pairs"]]
+    else:
+        levels = [dataset for dataset in DATASETS if dataset != "in1k"]
+        pairs = [(level, "in1k") for level in levels] + ([("in1k", levels[-1])] if levels else [])
+        if "in1k" not in DATASETS:
+            pairs = []
+    for pair in pairs:
+        unknown = [dataset for dataset in pair if dataset not in DATASETS]
+        if unknown:
+            raise WorkflowError(
+                f"config.yaml: label_audit.pairs has {list(pair)}, but {', '.join(unknown)} is not in "
+                f"'datasets' ({', '.join(DATASETS)}); fix the pair or add the dataset."
+            )
+    return pairs
+
+
+AUDIT_PAIRS = audit_pairs() if AUDIT_SETTINGS["enabled"] else []
+if AUDIT_PAIRS and "all" not in SHOTS:
+    raise WorkflowError(
+        "config.yaml: label_audit.enabled needs the N = all probes, but probes.shots has no 'all'; "
+        "add it or set label_audit.enabled: false."
+    )
+
+
+def audit_inputs(wildcards):
+    sources = sorted({source for source, _ in AUDIT_PAIRS})
+    targets = sorted({target for _, target in AUDIT_PAIRS})
+    return {
+        "results": [PATHS.probe_result(wildcards.model, source, "all", seed) for source in sources for seed in SEEDS],
+        "train": [PATHS.features(wildcards.model, source, "train") for source in sources],
+        "test": [PATHS.features(wildcards.model, target, "test") for target in targets],
+        "concepts": PATHS.concept_catalogue(),
+        "images": [image_root(target) for target in targets],
+    }
+
+
+def audit_options():
+    """The pairs, seeds and image roots of the audit command."""
+    targets = sorted({target for _, target in AUDIT_PAIRS})
+    return " ".join(
+        [f"--pair {source} {target}" for source, target in AUDIT_PAIRS]
+        + ["--seeds " + " ".join(SEEDS)]
+        + [f"--image-root {shlex.quote(target + '=' + image_root(target))}" for target in targets]
+    )
+
+
+def audit_targets():
+    return [
+        path
+        for model in (result_models() if AUDIT_PAIRS else [])
+        for path in (PATHS.audit_predictions(model), PATHS.audit_shares(model), PATHS.audit_contact_sheet(model))
+    ]
