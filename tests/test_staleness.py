@@ -27,8 +27,9 @@ AGGREGATES = {
 }
 # Rules that collect every analysis result of a dataset or of all datasets.
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
-# Rules that collect every probe: run whenever any probe result changes.
-COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {"all", "probes", "tables", "figures"}
+# Rules that collect every probe: run whenever any probe result changes (the label-noise
+# audit reads a model's N = all results and features).
+COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {"all", "probes", "tables", "figures", "label_audit"}
 # Rules of one (model, dataset) that read its features.
 FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
 ANALYSES = ("kmeans", "alignment_uniformity", "learnability")
@@ -316,3 +317,25 @@ def test_changed_word_vectors_rerun_only_the_word2vec_set(finished_copy, demo_co
     assert rules_of(jobs) - COLLECTORS == {"level_set", "level_set_figure", "level_set_view", "probe"}
     assert {w["level_set"] for rule, w in jobs if rule in ("level_set", "level_set_figure")} == {"word2vec"}
     assert {w["dataset"].split("-")[0] for rule, w in jobs if rule in ("level_set_view", "probe")} == {"word2vec"}
+
+
+def test_changed_audit_settings_rerun_only_the_audit(finished_copy, demo_config):
+    for change in ({"threshold": 0.5}, {"contact_sheet_images": 3}, {"pairs": [["l5", "in1k"]]}):
+        jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"label_audit": change}))
+        assert rules_of(jobs) == {"label_audit", "all"}, change
+        assert sorted(w["model"] for rule, w in jobs if rule == "label_audit") == sorted(demo_config["models"]), change
+
+
+def test_the_audit_on_a_run_finished_before_it_refits_classifiers_and_reruns_no_probe(finished_copy, demo_config):
+    """Probes finished before the audit existed kept no classifier: adding the audit plans
+    only its own jobs, which refit the classifiers beside the result JSONs."""
+    kept = sorted((finished_copy / "results" / "probes").rglob("*.classifier.npz"))
+    assert kept, "N = all probes keep their classifier"
+    for path in kept:
+        path.unlink()
+    shutil.rmtree(finished_copy / "results" / "audit")
+    jobs = planned_jobs(finished_copy)
+    assert rules_of(jobs) == {"label_audit", "all"}
+    snakemake(finished_copy, "--cores", "2")
+    assert sorted((finished_copy / "results" / "probes").rglob("*.classifier.npz")) == kept
+    assert planned_jobs(finished_copy) == []
