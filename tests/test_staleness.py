@@ -329,13 +329,17 @@ def test_changed_audit_settings_rerun_only_the_audit(finished_copy, demo_config)
 def test_the_audit_on_a_run_finished_before_it_refits_classifiers_and_reruns_no_probe(finished_copy, demo_config):
     """Probes finished before the audit existed kept no classifier: adding the audit plans
     only its own jobs, which refit the classifiers beside the result JSONs."""
-    kept = sorted((finished_copy / "results" / "probes").rglob("*.classifier.npz"))
-    assert kept, "N = all probes keep their classifier"
+    layout = Layout()
+    kept = sorted(
+        finished_copy / layout.probe_classifier(model, dataset, str(seed))
+        for model in demo_config["models"] for dataset in demo_config["datasets"] for seed in demo_config["probes"]["seeds"]
+    )
+    assert all(path.is_file() for path in kept), "N = all probes keep their classifier"
     for path in kept:
         path.unlink()
     shutil.rmtree(finished_copy / "results" / "audit")
     jobs = planned_jobs(finished_copy)
     assert rules_of(jobs) == {"label_audit", "all"}
     snakemake(finished_copy, "--cores", "2")
-    assert sorted((finished_copy / "results" / "probes").rglob("*.classifier.npz")) == kept
+    assert all(path.is_file() for path in kept)
     assert planned_jobs(finished_copy) == []
