@@ -56,6 +56,7 @@ include: "workflow/rules/probes.smk"
 include: "workflow/rules/results.smk"
 include: "workflow/rules/analyses.smk"
 include: "workflow/rules/audit.smk"
+include: "workflow/rules/balanced.smk"
 
 
 rule all:

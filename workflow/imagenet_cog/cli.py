@@ -28,6 +28,9 @@ COMMANDS: dict[str, str] = {
     "demo-world": "imagenet_cog.demo:demo_world",
     "image-splits": "imagenet_cog.splits:image_splits",
     "split-summary": "imagenet_cog.splits:split_summary",
+    "balanced-split": "imagenet_cog.balanced:balanced_split_command",
+    "balanced-view": "imagenet_cog.balanced:balanced_view_command",
+    "balanced-results": "imagenet_cog.balanced:balanced_results_command",
     # features stage
     "extract": "imagenet_cog.extract:extract_command",
     "merge-shards": "imagenet_cog.extract:merge_command",

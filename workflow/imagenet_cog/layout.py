@@ -156,6 +156,10 @@ class Layout:
         rows, each by path."""
         return f"{self.root}/splits/{dataset}.tsv"
 
+    def balanced_split(self, dataset: str) -> str:
+        """The class-balanced variant's split table of a default dataset (imagenet_cog/balanced.py)."""
+        return f"{self.root}/splits/balanced/{dataset}.tsv"
+
     def split_summary(self) -> str:
         """Per dataset: concepts, images and the range of images per concept in each split."""
         return f"{self.root}/splits/summary.tsv"

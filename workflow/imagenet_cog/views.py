@@ -77,9 +77,11 @@ def choose_view_concepts(wanted: Sequence[str], available: set[str], max_concept
 
 def write_view(
     output: str | os.PathLike, dataset: str, split: str, concepts: Sequence[str],
-    sources: Sequence[tuple[str, Path, Path]], max_concepts: int = 0,
+    sources: Sequence[tuple[str, Path, Path]], max_concepts: int = 0, keep_paths: set[str] | None = None,
 ) -> dict:
-    """``sources``: (dataset, split table, merged feature file of ``split``) of each source."""
+    """``sources``: (dataset, split table, merged feature file of ``split``) of each source.
+    ``keep_paths``: only the rows of these image paths (a sub-sample such as the
+    class-balanced variant's), else every row of the chosen concepts."""
     import h5py
 
     output = Path(output)
@@ -92,7 +94,7 @@ def write_view(
             if row["split"] != split:
                 continue
             entry = rows_of.setdefault(row["wnid"], (number, [], []))
-            if entry[0] == number:
+            if entry[0] == number and (keep_paths is None or row["path"] in keep_paths):
                 entry[1].append(position)
                 entry[2].append(row["path"])
             position += 1

@@ -85,6 +85,8 @@ LEVEL_SET_SHOTS = [str(shots) for shots in LEVEL_SET_SETTINGS["shots"]]
 LEVEL_SET_SEEDS = [str(seed) for seed in (LEVEL_SET_SETTINGS["seeds"] or config["probes"]["seeds"])]
 EXTRACTED_DATASET = r"in1k|l[1-9][0-9]*|pool"
 VIEW_DATASET = r"(?:wup|path|jcn|res|word2vec)-l[1-9][0-9]*|random-[0-9]{2}"
+# the class-balanced variant (imagenet_cog/balanced.py): views over a default dataset's features
+BALANCED_DATASET = r"balanced-(?:in1k|l[1-9][0-9]*)"
 
 
 def level_set_of(dataset):
@@ -153,7 +155,7 @@ check_random_draw_size()
 
 wildcard_constraints:
     model="|".join(re.escape(model) for model in MODELS),
-    dataset=f"{EXTRACTED_DATASET}|{VIEW_DATASET}",
+    dataset=f"{EXTRACTED_DATASET}|{VIEW_DATASET}|{BALANCED_DATASET}",
     level_set=r"wup|path|jcn|res|word2vec",
     draw=r"[0-9]{2}",
     level=r"l[1-9][0-9]*",
@@ -423,6 +425,7 @@ def final_outputs():
         *analysis_targets(),
         *level_set_targets(),
         *audit_targets(),
+        *balanced_targets(),
     ]
 
 
@@ -444,7 +447,8 @@ def model_feature_dim(model):
 
 def probe_feature_mb(wildcards):
     try:
-        rows = sum(split_row_count(wildcards.dataset, split) for split in SPLITS)
+        # a balanced dataset holds at most its default dataset's rows
+        rows = sum(split_row_count(wildcards.dataset.removeprefix("balanced-"), split) for split in SPLITS)
     except IncompleteCheckpointException:
         # Before the split tables exist (a dry run of a fresh copy) Snakemake 9 substitutes
         # a bare 0 for the resource and crashes on it; real runs size probes only once the
@@ -777,3 +781,38 @@ def audit_targets():
         for model in (result_models() if AUDIT_PAIRS else [])
         for path in (PATHS.audit_predictions(model), PATHS.audit_shares(model), PATHS.audit_contact_sheet(model))
     ]
+
+
+# class-balanced variant (supp. A.4) --------------------------------------------------------
+
+BALANCED_SETTINGS = config["balanced"]
+BALANCED_SEEDS = [str(seed) for seed in (BALANCED_SETTINGS["seeds"] or config["probes"]["seeds"][:1])]
+if BALANCED_SETTINGS["enabled"]:
+    if "all" not in SHOTS:
+        raise WorkflowError(
+            "config.yaml: balanced.enabled compares N = all probes, but probes.shots has no 'all'; "
+            "add it or set balanced.enabled: false."
+        )
+    if not set(BALANCED_SEEDS) <= set(SEEDS):
+        raise WorkflowError(
+            f"config.yaml: balanced.seeds {BALANCED_SEEDS} must be among probes.seeds {SEEDS}, whose default "
+            f"probes they are compared with."
+        )
+
+
+def balanced_probe_results():
+    return probe_results(
+        models=result_models(), datasets=[f"balanced-{dataset}" for dataset in DATASETS], shots=["all"], seeds=BALANCED_SEEDS
+    )
+
+
+def balanced_outputs():
+    return [PATHS.table("balanced", extension) for extension in TABLE_FORMATS] + [
+        PATHS.figure("balanced", extension) for extension in FIGURE_FORMATS
+    ]
+
+
+def balanced_targets():
+    if not BALANCED_SETTINGS["enabled"]:
+        return []
+    return [*(PATHS.balanced_split(dataset) for dataset in DATASETS), *balanced_probe_results(), *balanced_outputs()]
