@@ -343,3 +343,17 @@ def test_the_audit_on_a_run_finished_before_it_refits_classifiers_and_reruns_no_
     snakemake(finished_copy, "--cores", "2")
     assert all(path.is_file() for path in kept)
     assert planned_jobs(finished_copy) == []
+
+
+def test_the_balanced_variant_reads_existing_features_and_reruns_only_its_own_jobs(finished_copy, demo_config):
+    """A changed sub-sample (or the variant switched on) extracts nothing: its datasets are
+    views over the default features, and only its own probes run again."""
+    change = {"balanced": {"train_per_concept": demo_config["balanced"]["train_per_concept"] - 1}}
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, change))
+    assert rules_of(jobs) - {"all"} == {"balanced_split", "balanced_view", "probe", "balanced_results"}
+    assert {w["dataset"] for rule, w in jobs if rule == "probe"} == {f"balanced-{d}" for d in demo_config["datasets"]}
+    per_rule = Counter(rule for rule, _ in jobs)
+    assert per_rule["balanced_split"] == len(demo_config["datasets"])
+    assert per_rule["balanced_view"] == len(demo_config["datasets"]) * len(demo_config["models"])
+    # switched off, nothing runs; the variant's files stay beside the default ones
+    assert planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"balanced": {"enabled": False}})) == []
