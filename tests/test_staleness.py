@@ -29,7 +29,7 @@ AGGREGATES = {
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
 # Rules that collect every probe: run whenever any probe result changes (the label-noise
 # audit reads a model's N = all results and features).
-COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {"all", "probes", "tables", "figures", "label_audit"}
+COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {"all", "probes", "tables", "figures", "label_audit", "balanced_results"}
 # Rules of one (model, dataset) that read its features.
 FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
 ANALYSES = ("kmeans", "alignment_uniformity", "learnability")
@@ -77,6 +77,15 @@ def lin_probe_count(config: dict, models: int | None = None) -> int:
     return (models or len(config["models"])) * len(config["datasets"]) * len(config["probes"]["shots"]) * len(config["probes"]["seeds"])
 
 
+def balanced_probe_count(config: dict, models: int | None = None) -> int:
+    """Probes of the class-balanced variant (N = all, its seeds), when switched on."""
+    settings = config.get("balanced", {})
+    if not settings.get("enabled"):
+        return 0
+    seeds = settings.get("seeds") or config["probes"]["seeds"][:1]
+    return (models or len(config["models"])) * len(config["datasets"]) * len(seeds)
+
+
 @pytest.fixture
 def finished_copy(demo_run, tmp_path) -> Path:
     """A private copy of the finished demo run, modification times kept."""
@@ -103,12 +112,14 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
     # its level-set views read its features: they and their probes re-run too
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "level_set_view"} | FEATURE_READERS
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "level_set_view", "balanced_view"} | FEATURE_READERS
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = [*demo_config["datasets"], "pool"], 2
     assert per_rule["merge_features"] == len(datasets) * splits
     assert per_rule["level_set_view"] == len(level_set_datasets(demo_config)) * splits
-    assert per_rule["probe"] == lin_probe_count(demo_config, 1) + level_set_probe_count(demo_config, 1)
+    assert per_rule["probe"] == (
+        lin_probe_count(demo_config, 1) + level_set_probe_count(demo_config, 1) + balanced_probe_count(demo_config, 1)
+    )
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
@@ -120,7 +131,7 @@ def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
         assert rules_of(jobs) - COLLECTORS == {"probe"}, change
-        total = lin_probe_count(demo_config) + level_set_probe_count(demo_config)
+        total = lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
         assert Counter(rule for rule, _ in jobs)["probe"] == total, change
 
 
@@ -168,7 +179,9 @@ def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy,
     # so a dry run shows the merges and probes of every model and dataset.
     merges = {(w["model"], w["dataset"], w["split"]) for rule, w in jobs if rule == "merge_features"}
     assert len(merges) == len(demo_config["models"]) * (len(demo_config["datasets"]) + 1) * 2  # + the pool
-    assert Counter(rule for rule, _ in jobs)["probe"] == lin_probe_count(demo_config) + level_set_probe_count(demo_config)
+    assert Counter(rule for rule, _ in jobs)["probe"] == (
+        lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
+    )
 
 
 def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
@@ -185,10 +198,19 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     views = [w for rule, w in jobs if rule == "level_set_view"]
     assert sorted(w["dataset"] for w in views) == sorted(level_set_datasets(demo_config))
     assert {(w["model"], w["split"]) for w in views} == {(model, split)}
+    # so do the balanced variant's view of that dataset and its probes
+    assert [w for rule, w in jobs if rule == "balanced_view"] == [{"model": model, "dataset": dataset}]
+    balanced = balanced_probe_count(demo_config, 1) // len(demo_config["datasets"])
     probes = [w for rule, w in jobs if rule == "probe"]
-    assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset)} | {(model, d) for d in level_set_datasets(demo_config)}
-    assert len(probes) == lin_probe_count(demo_config, 1) // len(demo_config["datasets"]) + level_set_probe_count(demo_config, 1)
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "level_set_view", "probe", "analyses_kmeans"}
+    assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset), (model, f"balanced-{dataset}")} | {
+        (model, d) for d in level_set_datasets(demo_config)
+    }
+    assert len(probes) == (
+        lin_probe_count(demo_config, 1) // len(demo_config["datasets"]) + level_set_probe_count(demo_config, 1) + balanced
+    )
+    assert rules_of(jobs) - COLLECTORS == {
+        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe", "analyses_kmeans"
+    }
     # Of the analyses, only k-means reads training features.
     readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
     assert [(rule, w["model"], w["dataset"]) for rule, w in readers] == [("analyses_kmeans", model, dataset)]
@@ -247,7 +269,7 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     models = {added: {"arch": "resnet50", "weights": "random:2", "category": "baseline", "label": "ResNet50-b"}}
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": models}))
     per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
-    assert {rule for rule, _ in per_model} == {"extract_features", "merge_features", "level_set_view"} | FEATURE_READERS
+    assert {rule for rule, _ in per_model} == {"extract_features", "merge_features", "level_set_view", "balanced_view"} | FEATURE_READERS
     assert {w["model"] for _, w in per_model} == {added}
     per_rule = Counter(rule for rule, _ in jobs)
     for analysis in ANALYSES:
@@ -289,6 +311,8 @@ def test_level_sets_on_a_finished_lin_run_extract_only_the_pool(finished_copy, d
         *(path for path in (results / "levels").iterdir() if path.is_dir() and path.name != "nltk_data"),
         *(results / "features").glob("*/*-*"), *(results / "features").glob("*/pool"), *(results / "probes").glob("*/*-*"),
     ]
+    # the class-balanced variant's views and probes are not level sets
+    level_set_outputs = [path for path in level_set_outputs if not path.name.startswith("balanced-")]
     for path in level_set_outputs:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     # Lin's outputs alone are a finished run: only the aggregates (whose command changed) run.
