@@ -222,3 +222,39 @@ def test_every_analysis_ran_for_every_model_and_dataset(demo_run, demo_config):
     analyses_on = ["kmeans", "alignment_uniformity", "learnability", "agreement"]
     for target in [*layout.analysis_tables(analyses_on, datasets), *layout.analysis_figures(analyses_on)]:
         assert (demo_run / target).stat().st_size > 0, target
+
+
+def test_label_audit_lists_confident_predictions_with_both_labels(demo_run, demo_config):
+    layout = Layout(str(demo_run / "results"))
+    levels = [d for d in demo_config["datasets"] if d != "in1k"]
+    pairs = {(level, "in1k") for level in levels} | {("in1k", levels[-1])}
+    seeds = {str(seed) for seed in demo_config["probes"]["seeds"]}
+    names = {row["wnid"]: row["name"] for row in read_tsv(layout.concept_catalogue())}
+    for model in demo_config["models"]:
+        shares = read_tsv(layout.audit_shares(model))
+        assert {(r["classifier_dataset"], r["image_dataset"]) for r in shares} == pairs
+        assert {r["seed"] for r in shares} == seeds | {"mean"}
+        for row in read_tsv(layout.audit_predictions(model)):
+            assert float(row["confidence"]) > demo_config["label_audit"]["threshold"]
+            assert row["true_name"] == names[row["true_wnid"]] and row["predicted_name"] == names[row["predicted_wnid"]]
+            assert (row["classifier_dataset"], row["image_dataset"]) in pairs
+        assert Path(layout.audit_contact_sheet(model)).stat().st_size > 0
+        for dataset in demo_config["datasets"]:
+            for seed in seeds:
+                assert Path(layout.probe_classifier(model, dataset, seed)).is_file()
+
+
+def test_balanced_variant_table_compares_every_model_and_dataset(demo_run, demo_config):
+    layout = Layout(str(demo_run / "results"))
+    table = pd.read_csv(layout.table("balanced", "csv"))
+    assert len(table) == len(demo_config["models"]) * len(demo_config["datasets"])
+    assert np.allclose(table["balanced - default"], table["balanced"] - table["default"], atol=0.011)
+    k = demo_config["balanced"]["train_per_concept"]
+    for dataset in demo_config["datasets"]:
+        rows = read_tsv(layout.balanced_split(dataset))
+        train = pd.Series([r["wnid"] for r in rows if r["split"] == "train"]).value_counts()
+        assert set(train) == {k}
+        default = {tuple(r.values()) for r in read_tsv(layout.image_splits(dataset))}
+        assert {tuple(r.values()) for r in rows} <= default
+        result = json.loads(Path(layout.probe_result("resnet50", f"balanced-{dataset}", "all", "22")).read_text())
+        assert result["n_train"] == k * len(train)
