@@ -57,6 +57,7 @@ include: "workflow/rules/results.smk"
 include: "workflow/rules/analyses.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/balanced.smk"
+include: "workflow/rules/blurred.smk"
 
 
 rule all:

@@ -31,6 +31,8 @@ COMMANDS: dict[str, str] = {
     "balanced-split": "imagenet_cog.balanced:balanced_split_command",
     "balanced-view": "imagenet_cog.balanced:balanced_view_command",
     "balanced-results": "imagenet_cog.balanced:balanced_results_command",
+    "demo-blurred": "imagenet_cog.blurred:demo_blurred_command",
+    "blurred-results": "imagenet_cog.blurred:blurred_results_command",
     # features stage
     "extract": "imagenet_cog.extract:extract_command",
     "merge-shards": "imagenet_cog.extract:merge_command",

@@ -117,6 +117,12 @@ def check_in1k_root(root: str | os.PathLike, setting: str) -> None:
             f"<root>/val/<wnid>/*.JPEG (validation images sorted into one folder per class, as "
             f"torchvision's ImageFolder expects)."
         )
+    if not _has_wnid_folders(path / "train"):
+        raise SplitError(
+            f"image root '{root}' ({setting}) has no class folders train/<wnid>/ (such as "
+            f"train/n01440764/); point {setting} at the folder holding train/<wnid>/*.JPEG and "
+            f"val/<wnid>/*.JPEG."
+        )
     if list_images(path / "val") and not _has_wnid_folders(path / "val"):
         raise SplitError(
             f"'{path / 'val'}' ({setting}) holds the validation images in one flat folder; sort "
@@ -317,7 +323,8 @@ def image_splits(argv: Sequence[str]) -> int:
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
 
-    is_in1k = args.dataset == "in1k"
+    # IN-1K-blurred is IN-1K's concepts and official sets under its own root
+    is_in1k = args.dataset in ("in1k", "in1k_blurred")
     setting = args.root_setting or ("data.in1k_root" if is_in1k else "data.in21k_root")
     try:
         wnids = read_concepts(args.concepts)
@@ -370,13 +377,22 @@ def split_summary(argv: Sequence[str]) -> int:
         description="One line per dataset: concepts and images in each split.",
     )
     parser.add_argument("--table", action="append", required=True, metavar="DATASET=PATH")
+    parser.add_argument("--missing-vs", default=None, metavar="DATASET=REFERENCE",
+                        help="count the images of REFERENCE's table that DATASET's lacks (in1k_blurred=in1k)")
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
+    tables = {dataset: read_tsv(path) for dataset, _, path in (value.partition("=") for value in args.table)}
     rows = []
-    for value in args.table:
-        dataset, _, path = value.partition("=")
-        summary = summarise(read_tsv(path))
-        rows.append((dataset, *summary.values()))
-    header = ("dataset", *summarise([]).keys())
+    for dataset, table in tables.items():
+        rows.append([dataset, *summarise(table).values()])
+    header = ["dataset", *summarise([]).keys()]
+    if args.missing_vs:
+        from imagenet_cog.blurred import missing_images
+
+        dataset, _, reference = args.missing_vs.partition("=")
+        header += [f"train_missing_vs_{reference}", f"test_missing_vs_{reference}"]
+        missing = missing_images(tables[reference], tables[dataset])
+        for row in rows:
+            row += [missing["train"], missing["test"]] if row[0] == dataset else ["", ""]
     write_tsv(args.output, header, rows)
     return 0

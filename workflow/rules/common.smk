@@ -64,6 +64,23 @@ if any("paper_name" in entry for entry in config["models"].values()):
         raise WorkflowError(f"config.yaml: {error}") from error
 
 
+# IN-1K-blurred (supp. E): an optional dataset beside IN-1K, its own image root
+BLURRED_SETTINGS = config["in1k_blurred"]
+BLURRED_DATASETS = ["in1k_blurred"] if BLURRED_SETTINGS["enabled"] else []
+if BLURRED_DATASETS and "in1k" not in DATASETS:
+    raise WorkflowError(
+        "config.yaml: in1k_blurred.enabled compares IN-1K-blurred with IN-1K, but 'datasets' has no in1k; "
+        "add it or set in1k_blurred.enabled: false."
+    )
+BLURRED_SHOTS = [str(shots) for shots in (BLURRED_SETTINGS["shots"] or config["probes"]["shots"])]
+BLURRED_SEEDS = [str(seed) for seed in (BLURRED_SETTINGS["seeds"] or config["probes"]["seeds"])]
+if BLURRED_DATASETS and not (set(BLURRED_SHOTS) <= set(SHOTS) and set(BLURRED_SEEDS) <= set(SEEDS)):
+    raise WorkflowError(
+        f"config.yaml: in1k_blurred.shots {BLURRED_SHOTS} and seeds {BLURRED_SEEDS} must be among probes.shots "
+        f"{SHOTS} and probes.seeds {SEEDS}, whose IN-1K probes they are compared with."
+    )
+
+
 # Level sets (imagenet_cog/level_sets.py): datasets "<set>-l<k>" and "random-<NN>" are views
 # over the features of Lin's levels and of "pool" (eligible concepts outside Lin's levels,
 # extracted only when a configured set may need them).
@@ -83,7 +100,7 @@ LEVEL_SET_DATASETS = [f"{name}-{level}" for name in RANKED_LEVEL_SETS for level 
 ]
 LEVEL_SET_SHOTS = [str(shots) for shots in LEVEL_SET_SETTINGS["shots"]]
 LEVEL_SET_SEEDS = [str(seed) for seed in (LEVEL_SET_SETTINGS["seeds"] or config["probes"]["seeds"])]
-EXTRACTED_DATASET = r"in1k|l[1-9][0-9]*|pool"
+EXTRACTED_DATASET = r"in1k_blurred|in1k|l[1-9][0-9]*|pool"
 VIEW_DATASET = r"(?:wup|path|jcn|res|word2vec)-l[1-9][0-9]*|random-[0-9]{2}"
 # the class-balanced variant (imagenet_cog/balanced.py): views over a default dataset's features
 BALANCED_DATASET = r"balanced-(?:in1k|l[1-9][0-9]*)"
@@ -219,16 +236,20 @@ def published_levels_input(wildcards):
 
 def demo_image_source(dataset):
     """The demo image folder of a dataset: in1k, pool (drawn for level sets) or in21k."""
-    return dataset if dataset in ("in1k", "pool") else "in21k"
+    return dataset if dataset in ("in1k", "in1k_blurred", "pool") else "in21k"
+
+
+# the config key of each dataset's image root (the levels and the pool: IN-21K's)
+ROOT_KEYS = {"in1k": "in1k_root", "in1k_blurred": "in1k_blurred_root"}
 
 
 def image_root(dataset):
     """Folder the image paths of ``dataset``'s split list are relative to."""
     if config["mode"] == "demo":
         return PATHS.demo_images(demo_image_source(dataset))
-    root = config["data"]["in1k_root" if dataset == "in1k" else "in21k_root"]
+    key = ROOT_KEYS.get(dataset, "in21k_root")
+    root = config["data"][key]
     if not root:
-        key = "in1k_root" if dataset == "in1k" else "in21k_root"
         raise WorkflowError(
             f"config.yaml: mode is 'imagenet' but data.{key} is not set; point it at your "
             f"ImageNet folder or set mode: demo."
@@ -240,7 +261,7 @@ def image_root_setting(dataset):
     """The config key behind ``image_root(dataset)``, named in the split stage's errors."""
     if config["mode"] == "demo":
         return "mode: demo, generated images"
-    return "data.in1k_root" if dataset == "in1k" else "data.in21k_root"
+    return f"data.{ROOT_KEYS.get(dataset, 'in21k_root')}"
 
 
 def demo_level_datasets():
@@ -266,12 +287,14 @@ def image_split_inputs(wildcards):
     """A dataset's concept list (and the demo images or the authors' split pickle); real
     ImageNet folders are params, not inputs: Snakemake would stat millions of files."""
     dataset = wildcards.dataset
+    # IN-1K-blurred has IN-1K's concepts
+    concepts_of = "in1k" if dataset == "in1k_blurred" else dataset
     if config["mode"] == "demo":
         return {
-            "concepts": PATHS.demo_concepts(dataset),
+            "concepts": PATHS.demo_concepts(concepts_of),
             "images": PATHS.demo_images(demo_image_source(dataset)),
         }
-    inputs = {"concepts": PATHS.level_concepts(dataset)}
+    inputs = {"concepts": PATHS.level_concepts(concepts_of)}
     if uses_published_splits(dataset):
         inputs["published"] = config["levels"]["published_splits"]
     return inputs
@@ -389,7 +412,7 @@ def all_feature_shards(wildcards):
     return [
         shard
         for model in result_models()
-        for dataset in [*DATASETS, *(["pool"] if POOL_NEEDED else [])]
+        for dataset in [*DATASETS, *(["pool"] if POOL_NEEDED else []), *BLURRED_DATASETS]
         for split in SPLITS
         for shard in feature_shards(SimpleNamespace(model=model, dataset=dataset, split=split))
     ]
@@ -426,6 +449,7 @@ def final_outputs():
         *level_set_targets(),
         *audit_targets(),
         *balanced_targets(),
+        *blurred_targets(),
     ]
 
 
@@ -816,3 +840,16 @@ def balanced_targets():
     if not BALANCED_SETTINGS["enabled"]:
         return []
     return [*(PATHS.balanced_split(dataset) for dataset in DATASETS), *balanced_probe_results(), *balanced_outputs()]
+
+
+# IN-1K-blurred (supp. E) ----------------------------------------------------------------------
+
+
+def blurred_probe_results(models=None):
+    return probe_results(models=models or result_models(), datasets=BLURRED_DATASETS, shots=BLURRED_SHOTS, seeds=BLURRED_SEEDS)
+
+
+def blurred_targets():
+    if not BLURRED_DATASETS:
+        return []
+    return [*blurred_probe_results(), *(PATHS.table("in1k_blurred", extension) for extension in TABLE_FORMATS)]

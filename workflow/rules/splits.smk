@@ -71,12 +71,15 @@ rule split_summary:
     conda:
         CONDA_ENVIRONMENT
     input:
-        tables=[PATHS.image_splits(dataset) for dataset in DATASETS],
+        tables=[PATHS.image_splits(dataset) for dataset in DATASETS + BLURRED_DATASETS],
     output:
         report(PATHS.split_summary(), caption="../report/splits_summary.rst", category="Splits"),
     params:
+        # IN-1K-blurred: also the IN-1K images it lacks (an option only then, so that a run
+        # without it keeps its summary)
         tables=lambda wildcards, input: " ".join(
-            f"--table {dataset}={path}" for dataset, path in zip(DATASETS, input.tables)
+            [f"--table {dataset}={path}" for dataset, path in zip(DATASETS + BLURRED_DATASETS, input.tables)]
+            + (["--missing-vs in1k_blurred=in1k"] if BLURRED_DATASETS else [])
         ),
     log:
         "logs/splits/summary.log",

@@ -1,0 +1,46 @@
+# IN-1K-blurred (paper supp. E, Tab. 4): the face-blurred release of IN-1K as dataset
+# in1k_blurred, split, extracted and probed exactly like IN-1K from its own image root
+# (data.in1k_blurred_root), and compared with IN-1K. See imagenet_cog/blurred.py.
+
+if config["mode"] == "demo":
+
+    rule demo_blurred:
+        conda:
+            CONDA_ENVIRONMENT
+        input:
+            PATHS.demo_images("in1k"),
+        output:
+            directory(PATHS.demo_images("in1k_blurred")),
+        params:
+            dropped=BLURRED_SETTINGS["demo_dropped"],
+            seed=config["demo"]["seed"],
+        log:
+            "logs/splits/demo_blurred.log",
+        shell:
+            python_command("demo-blurred")
+            + " --in1k-images {input} --output {output} --dropped {params.dropped} --seed {params.seed} > {log} 2>&1"
+
+
+rule blurred_results:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        in1k=lambda wildcards: probe_results(models=result_models(), datasets=["in1k"], shots=BLURRED_SHOTS, seeds=BLURRED_SEEDS),
+        blurred=lambda wildcards: blurred_probe_results(),
+    output:
+        tables=[
+            report(PATHS.table("in1k_blurred", extension), caption="../report/in1k_blurred.rst", category="IN-1K-blurred")
+            if extension == "csv"
+            else PATHS.table("in1k_blurred", extension)
+            for extension in TABLE_FORMATS
+        ],
+    params:
+        models=lambda wildcards: shlex.quote(models_json()),
+        shots=" ".join(BLURRED_SHOTS),
+        seeds=" ".join(BLURRED_SEEDS),
+    log:
+        "logs/results/in1k_blurred.log",
+    shell:
+        python_command("blurred-results")
+        + " --results-root {PATHS.root} --models {params.models} --shots {params.shots}"
+        " --seeds {params.seeds} > {log} 2>&1"
