@@ -28,6 +28,19 @@ from imagenet_cog.paper import published_model_names, resolve_paper_names
 from imagenet_cog.level_sets import LEVEL_SETS, MEASURE_TITLES, LevelError, check_level_sets
 
 
+def shipped_file(path):
+    """A relative path to a file this workflow ships (resources/...) is read beside the
+    Snakefile when the working directory holds no file of that name."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    beside = os.path.join(workflow.basedir, path)
+    return beside if os.path.exists(beside) else path
+
+
+for section, key in (("concepts", "image_counts"), ("concepts", "discarded_wnids"), ("results", "published_top1")):
+    config[section][key] = shipped_file(config[section][key])
+
+
 MODELS = list(config["models"])
 DATASETS = list(config["datasets"])
 LEVEL_NAMES = [f"l{k}" for k in range(1, config["levels"]["num_levels"] + 1)]
@@ -170,6 +183,18 @@ wildcard_constraints:
 os.environ["PYTHONPATH"] = os.pathsep.join(
     path for path in (os.path.join(workflow.basedir, "workflow"), os.environ.get("PYTHONPATH")) if path
 )
+
+
+# Declared, so that executors which start jobs in a fresh environment (SLURM, remote
+# storage) pass it on to them.
+envvars:
+    "PYTHONPATH",
+
+
+def results_root(wildcards, output):
+    """The results folder of a results-stage job, from its first output (<root>/tables/.. or
+    <root>/figures/..): where its command writes the rest."""
+    return os.path.dirname(os.path.dirname(output[0]))
 
 
 def python_command(command):
@@ -713,3 +738,18 @@ def analysis_figure_report(name):
         subcategory="Figures",
         labels={"figure": name.removeprefix("analyses_")},
     )
+
+
+# level sets stage: inputs ------------------------------------------------------------
+
+
+def level_set_inputs(wildcards):
+    inputs = {
+        "wordnet": PATHS.wordnet_corpus(),
+        "catalogue": PATHS.concept_catalogue(),
+        "lin_ranking": PATHS.ranking(),
+        "lin_levels": [PATHS.level_concepts(level) for level in LEVEL_NAMES],
+    }
+    if wildcards.level_set == "word2vec":
+        inputs["embeddings"] = word_vectors_file()
+    return inputs
