@@ -31,19 +31,6 @@ configfile: "config.yaml" if os.path.exists("config.yaml") else os.path.join(wor
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
-def shipped_file(path):
-    """A relative path to a file this workflow ships (resources/...) is read beside the
-    Snakefile when the working directory holds no file of that name."""
-    if os.path.isabs(path) or os.path.exists(path):
-        return path
-    beside = os.path.join(workflow.basedir, path)
-    return beside if os.path.exists(beside) else path
-
-
-for section, key in (("concepts", "image_counts"), ("concepts", "discarded_wnids"), ("results", "published_top1")):
-    config[section][key] = shipped_file(config[section][key])
-
-
 report: "workflow/report/workflow.rst"
 
 

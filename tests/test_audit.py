@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from imagenet_cog.audit import (
     ClassifierError,
     audit,

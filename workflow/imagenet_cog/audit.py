@@ -133,7 +133,12 @@ def refit_classifier(result_json: str | Path, train_features: str | Path, device
 
     from imagenet_cog.features import read_features
     from imagenet_cog.probe import resolve_device, resolve_precision
-    from imagenet_cog.search import SearchSettings, contiguous_labels, final_fit, normalised_on_device
+    from imagenet_cog.search import (
+        SearchSettings,
+        contiguous_labels,
+        final_fit,
+        normalised_on_device,
+    )
 
     result = json.loads(Path(result_json).read_text())
     if str(result["shots"]) != "all":

@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from imagenet_cog.io import read_tsv, write_tsv
 from imagenet_cog.splits import HEADER, SplitError, derived_rng

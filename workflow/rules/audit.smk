@@ -5,8 +5,6 @@
 
 
 rule label_audit:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         unpack(audit_inputs),
     output:
@@ -28,20 +26,26 @@ rule label_audit:
             category="Label-noise audit",
             subcategory="{model}",
         ),
-    params:
-        options=audit_options(),
-        threshold=AUDIT_SETTINGS["threshold"],
-        images=AUDIT_SETTINGS["contact_sheet_images"],
-        device=config["probes"]["device"],
-    resources:
-        mem_mb=8000,
     log:
         "logs/audit/{model}.log",
     benchmark:
         "logs/benchmarks/audit/{model}.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    resources:
+        mem_mb=8000,
+    params:
+        # <root>/audit/<model>/confident_predictions.tsv
+        root=lambda wildcards, output: os.path.dirname(
+            os.path.dirname(os.path.dirname(output.predictions))
+        ),
+        options=audit_options(),
+        threshold=AUDIT_SETTINGS["threshold"],
+        images=AUDIT_SETTINGS["contact_sheet_images"],
+        device=config["probes"]["device"],
     shell:
         python_command("label-audit")
-        + " --results-root {PATHS.root} --model {wildcards.model} {params.options}"
+        + " --results-root {params.root} --model {wildcards.model} {params.options}"
         " --concepts {input.concepts} --threshold {params.threshold}"
         " --contact-sheet-images {params.images} --device {params.device}"
         " --predictions {output.predictions} --shares {output.shares}"

@@ -6,19 +6,19 @@
 
 
 rule balanced_split:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         PATHS.image_splits("{dataset}"),
     output:
         PATHS.balanced_split("{dataset}"),
+    log:
+        "logs/splits/balanced/{dataset}.log",
     wildcard_constraints:
         dataset=EXTRACTED_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
     params:
         train_per_concept=BALANCED_SETTINGS["train_per_concept"],
         seed=BALANCED_SETTINGS["seed"],
-    log:
-        "logs/splits/balanced/{dataset}.log",
     shell:
         python_command("balanced-split")
         + " --table {input} --train-per-concept {params.train_per_concept} --seed {params.seed}"
@@ -26,8 +26,6 @@ rule balanced_split:
 
 
 rule balanced_view:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         balanced=PATHS.balanced_split("{dataset}"),
         table=PATHS.image_splits("{dataset}"),
@@ -36,12 +34,14 @@ rule balanced_view:
     output:
         train=PATHS.features("{model}", "balanced-{dataset}", "train"),
         test=PATHS.features("{model}", "balanced-{dataset}", "test"),
-    wildcard_constraints:
-        dataset=EXTRACTED_DATASET,
-    resources:
-        mem_mb=2000,
     log:
         "logs/features/{model}/balanced-{dataset}.view.log",
+    wildcard_constraints:
+        dataset=EXTRACTED_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    resources:
+        mem_mb=2000,
     shell:
         python_command("balanced-view")
         + " --dataset balanced-{wildcards.dataset} --balanced-table {input.balanced}"
@@ -50,35 +50,50 @@ rule balanced_view:
 
 
 rule balanced_results:
-    conda:
-        CONDA_ENVIRONMENT
     input:
-        default=lambda wildcards: probe_results(models=result_models(), datasets=DATASETS, shots=["all"], seeds=BALANCED_SEEDS),
+        default=lambda wildcards: probe_results(
+            models=result_models(),
+            datasets=DATASETS,
+            shots=["all"],
+            seeds=BALANCED_SEEDS,
+        ),
         balanced=lambda wildcards: balanced_probe_results(),
     output:
         tables=[
-            report(
-                PATHS.table("balanced", extension),
-                caption="../report/balanced.rst",
-                category="Class-balanced variant",
+            (
+                report(
+                    PATHS.table("balanced", extension),
+                    caption="../report/balanced.rst",
+                    category="Class-balanced variant",
+                )
+                if extension == "csv"
+                else PATHS.table("balanced", extension)
             )
-            if extension == "csv"
-            else PATHS.table("balanced", extension)
             for extension in TABLE_FORMATS
         ],
         figures=[
-            report(PATHS.figure("balanced", extension), caption="../report/balanced.rst", category="Class-balanced variant")
-            if extension == "png"
-            else PATHS.figure("balanced", extension)
+            (
+                report(
+                    PATHS.figure("balanced", extension),
+                    caption="../report/balanced.rst",
+                    category="Class-balanced variant",
+                )
+                if extension == "png"
+                else PATHS.figure("balanced", extension)
+            )
             for extension in FIGURE_FORMATS
         ],
-    params:
-        models=lambda wildcards: shlex.quote(models_json()),
-        seeds=" ".join(BALANCED_SEEDS),
-        train_per_concept=BALANCED_SETTINGS["train_per_concept"],
     log:
         "logs/results/balanced.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
+        models=lambda wildcards: shlex.quote(models_json()),
+        datasets=" ".join(DATASETS),
+        seeds=" ".join(BALANCED_SEEDS),
+        train_per_concept=BALANCED_SETTINGS["train_per_concept"],
     shell:
         python_command("balanced-results")
-        + " --results-root {PATHS.root} --models {params.models} --datasets {DATASETS}"
+        + " --results-root {params.root} --models {params.models} --datasets {params.datasets}"
         " --seeds {params.seeds} --train-per-concept {params.train_per_concept} > {log} 2>&1"

@@ -5,42 +5,54 @@
 if config["mode"] == "demo":
 
     rule demo_blurred:
-        conda:
-            CONDA_ENVIRONMENT
         input:
             PATHS.demo_images("in1k"),
         output:
             directory(PATHS.demo_images("in1k_blurred")),
+        log:
+            "logs/splits/demo_blurred.log",
+        conda:
+            CONDA_ENVIRONMENT
         params:
             dropped=BLURRED_SETTINGS["demo_dropped"],
             seed=config["demo"]["seed"],
-        log:
-            "logs/splits/demo_blurred.log",
         shell:
             python_command("demo-blurred")
             + " --in1k-images {input} --output {output} --dropped {params.dropped} --seed {params.seed} > {log} 2>&1"
 
 
 rule blurred_results:
-    conda:
-        CONDA_ENVIRONMENT
     input:
-        in1k=lambda wildcards: probe_results(models=result_models(), datasets=["in1k"], shots=BLURRED_SHOTS, seeds=BLURRED_SEEDS),
+        in1k=lambda wildcards: probe_results(
+            models=result_models(),
+            datasets=["in1k"],
+            shots=BLURRED_SHOTS,
+            seeds=BLURRED_SEEDS,
+        ),
         blurred=lambda wildcards: blurred_probe_results(),
     output:
         tables=[
-            report(PATHS.table("in1k_blurred", extension), caption="../report/in1k_blurred.rst", category="IN-1K-blurred")
-            if extension == "csv"
-            else PATHS.table("in1k_blurred", extension)
+            (
+                report(
+                    PATHS.table("in1k_blurred", extension),
+                    caption="../report/in1k_blurred.rst",
+                    category="IN-1K-blurred",
+                )
+                if extension == "csv"
+                else PATHS.table("in1k_blurred", extension)
+            )
             for extension in TABLE_FORMATS
         ],
+    log:
+        "logs/results/in1k_blurred.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
+        root=results_root,
         models=lambda wildcards: shlex.quote(models_json()),
         shots=" ".join(BLURRED_SHOTS),
         seeds=" ".join(BLURRED_SEEDS),
-    log:
-        "logs/results/in1k_blurred.log",
     shell:
         python_command("blurred-results")
-        + " --results-root {PATHS.root} --models {params.models} --shots {params.shots}"
+        + " --results-root {params.root} --models {params.models} --shots {params.shots}"
         " --seeds {params.seeds} > {log} 2>&1"

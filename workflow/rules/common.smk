@@ -28,6 +28,19 @@ from imagenet_cog.paper import published_model_names, resolve_paper_names
 from imagenet_cog.level_sets import LEVEL_SETS, MEASURE_TITLES, LevelError, check_level_sets
 
 
+def shipped_file(path):
+    """A relative path to a file this workflow ships (resources/...) is read beside the
+    Snakefile when the working directory holds no file of that name."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    beside = os.path.join(workflow.basedir, path)
+    return beside if os.path.exists(beside) else path
+
+
+for section, key in (("concepts", "image_counts"), ("concepts", "discarded_wnids"), ("results", "published_top1")):
+    config[section][key] = shipped_file(config[section][key])
+
+
 MODELS = list(config["models"])
 DATASETS = list(config["datasets"])
 LEVEL_NAMES = [f"l{k}" for k in range(1, config["levels"]["num_levels"] + 1)]
@@ -189,6 +202,18 @@ wildcard_constraints:
 os.environ["PYTHONPATH"] = os.pathsep.join(
     path for path in (os.path.join(workflow.basedir, "workflow"), os.environ.get("PYTHONPATH")) if path
 )
+
+
+# Declared, so that executors which start jobs in a fresh environment (SLURM, remote
+# storage) pass it on to them.
+envvars:
+    "PYTHONPATH",
+
+
+def results_root(wildcards, output):
+    """The results folder of a results-stage job, from its first output (<root>/tables/.. or
+    <root>/figures/..): where its command writes the rest."""
+    return os.path.dirname(os.path.dirname(output[0]))
 
 
 def python_command(command):
@@ -744,6 +769,21 @@ def analysis_figure_report(name):
     )
 
 
+# level sets stage: inputs ------------------------------------------------------------
+
+
+def level_set_inputs(wildcards):
+    inputs = {
+        "wordnet": PATHS.wordnet_corpus(),
+        "catalogue": PATHS.concept_catalogue(),
+        "lin_ranking": PATHS.ranking(),
+        "lin_levels": [PATHS.level_concepts(level) for level in LEVEL_NAMES],
+    }
+    if wildcards.level_set == "word2vec":
+        inputs["embeddings"] = word_vectors_file()
+    return inputs
+
+
 # label-noise audit (supp. A.3) ------------------------------------------------------------
 
 AUDIT_SETTINGS = config["label_audit"]
@@ -795,7 +835,7 @@ def audit_options():
     return " ".join(
         [f"--pair {source} {target}" for source, target in AUDIT_PAIRS]
         + ["--seeds " + " ".join(SEEDS)]
-        + [f"--image-root {shlex.quote(target + '=' + image_root(target))}" for target in targets]
+        + [f"--image-root {shlex.quote(f'{target}={image_root(target)}')}" for target in targets]
     )
 
 

@@ -4,18 +4,6 @@
 # word_vectors,views,level_set_results}.py. Nothing here runs when level_sets.sets is empty.
 
 
-def level_set_inputs(wildcards):
-    inputs = {
-        "wordnet": PATHS.wordnet_corpus(),
-        "catalogue": PATHS.concept_catalogue(),
-        "lin_ranking": PATHS.ranking(),
-        "lin_levels": [PATHS.level_concepts(level) for level in LEVEL_NAMES],
-    }
-    if wildcards.level_set == "word2vec":
-        inputs["embeddings"] = word_vectors_file()
-    return inputs
-
-
 rule level_set:
     conda:
         CONDA_ENVIRONMENT

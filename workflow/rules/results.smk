@@ -18,7 +18,7 @@ rule aggregate_probes:
     input:
         result_probe_inputs(),
     output:
-        report(
+        summary=report(
             PATHS.results_summary(),
             caption="../report/summary.rst",
             category="Tables",
@@ -33,7 +33,7 @@ rule aggregate_probes:
         "logs/results/aggregate_probes.log",
     shell:
         python_command("aggregate-probes")
-        + " {params.grid} {params.level_sets} --output {output[0]} --seed-output {output.seeds} > {log} 2>&1"
+        + " {params.grid} {params.level_sets} --output {output.summary} --seed-output {output.seeds} > {log} 2>&1"
 
 
 # Top-1 per level of every level set (paper supp. Fig. 7), at the first of level_sets.shots.
@@ -59,7 +59,7 @@ rule level_sets_results:
         ),
         others=[PATHS.level_sets_table(extension) for extension in TABLE_FORMATS if extension != "csv"],
     params:
-        root=PATHS.root,
+        root=results_root,
         shots=LEVEL_SET_SHOTS[0],
     log:
         "logs/results/level_sets_results.log",
@@ -78,7 +78,7 @@ rule result_tables:
         [table_report(name) if extension == "csv" else PATHS.table(name, extension)
          for name in result_table_names(DATASETS) for extension in TABLE_FORMATS],
     params:
-        root=PATHS.root,
+        root=results_root,
         baseline=config["results"]["baseline_model"],
     log:
         "logs/results/result_tables.log",
@@ -101,7 +101,7 @@ rule result_figures:
         figure_report("few_shot_relative", "figure_few_shot_relative.rst"),
         [PATHS.figure(name, "pdf") for name in RESULT_FIGURES],
     params:
-        root=PATHS.root,
+        root=results_root,
         baseline=config["results"]["baseline_model"],
     log:
         "logs/results/result_figures.log",
@@ -126,7 +126,7 @@ rule result_statistics:
         tidy_report(PATHS.table("rank_agreement", "csv"), "rank_agreement.rst", "Kendall's tau IN-1K vs levels", "Statistics"),
         [PATHS.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS if extension != "csv"],
     params:
-        root=PATHS.root,
+        root=results_root,
         baseline=config["results"]["baseline_model"],
     log:
         "logs/results/result_statistics.log",
@@ -148,7 +148,7 @@ rule result_drop:
         figure_report(DROP_NAME, "generalization_drop_figure.rst"),
         PATHS.figure(DROP_NAME, "pdf"),
     params:
-        root=PATHS.root,
+        root=results_root,
     log:
         "logs/results/result_drop.log",
     shell:
@@ -169,7 +169,7 @@ rule result_published:
         figure_report(PUBLISHED_FIGURE, "published_figure.rst"),
         PATHS.figure(PUBLISHED_FIGURE, "pdf"),
     params:
-        root=PATHS.root,
+        root=results_root,
         models=shlex.quote(models_json(with_paper_name=True)),
     log:
         "logs/results/result_published.log",
@@ -187,13 +187,13 @@ rule result_timings:
     input:
         result_probe_inputs(),
     output:
-        report(
+        csv=report(
             PATHS.timings("csv"),
             caption="../report/timings.rst",
             category="Timings",
             labels={"table": "seconds per model and dataset"},
         ),
-        PATHS.timings("md"),
+        markdown=PATHS.timings("md"),
     params:
         grid=grid_arguments(),
         benchmarks="logs/benchmarks",
@@ -201,7 +201,7 @@ rule result_timings:
         "logs/results/result_timings.log",
     shell:
         python_command("results-timings")
-        + " {params.grid} --benchmark-root {params.benchmarks} --output {output[0]} > {log} 2>&1"
+        + " {params.grid} --benchmark-root {params.benchmarks} --output {output.csv} > {log} 2>&1"
 
 
 # Named targets: `snakemake <name>` builds one stage for the configured selection.
