@@ -381,3 +381,16 @@ def test_the_balanced_variant_reads_existing_features_and_reruns_only_its_own_jo
     assert per_rule["balanced_view"] == len(demo_config["datasets"]) * len(demo_config["models"])
     # switched off, nothing runs; the variant's files stay beside the default ones
     assert planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"balanced": {"enabled": False}})) == []
+
+
+def test_changed_blurred_images_rerun_only_in1k_blurred(finished_copy, demo_config):
+    change = {"in1k_blurred": {"demo_dropped": demo_config["in1k_blurred"].get("demo_dropped", 3) + 1}}
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, change))
+    assert "demo_blurred" in rules_of(jobs)
+    assert rules_of(jobs) <= {
+        "demo_blurred", "image_splits", "split_summary", "extract_features", "merge_features", "probe",
+        "blurred_results", "all",
+    }
+    assert {w["dataset"] for rule, w in jobs if "dataset" in w} == {"in1k_blurred"}
+    # switched off, nothing runs
+    assert planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"in1k_blurred": {"enabled": False}})) == []
