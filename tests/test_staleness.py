@@ -29,7 +29,9 @@ AGGREGATES = {
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
 # Rules that collect every probe: run whenever any probe result changes (the label-noise
 # audit reads a model's N = all results and features).
-COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {"all", "probes", "tables", "figures", "label_audit", "balanced_results"}
+COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {
+    "all", "probes", "tables", "figures", "label_audit", "balanced_results", "blurred_results",
+}
 # Rules of one (model, dataset) that read its features.
 FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
 ANALYSES = ("kmeans", "alignment_uniformity", "learnability")
@@ -86,6 +88,20 @@ def balanced_probe_count(config: dict, models: int | None = None) -> int:
     return (models or len(config["models"])) * len(config["datasets"]) * len(seeds)
 
 
+def blurred_datasets(config: dict) -> list[str]:
+    """IN-1K-blurred, an extracted dataset beside 'datasets' when switched on."""
+    return ["in1k_blurred"] if config.get("in1k_blurred", {}).get("enabled") else []
+
+
+def blurred_probe_count(config: dict, models: int | None = None) -> int:
+    settings = config.get("in1k_blurred", {})
+    if not settings.get("enabled"):
+        return 0
+    shots = settings.get("shots") or config["probes"]["shots"]
+    seeds = settings.get("seeds") or config["probes"]["seeds"]
+    return (models or len(config["models"])) * len(shots) * len(seeds)
+
+
 @pytest.fixture
 def finished_copy(demo_run, tmp_path) -> Path:
     """A private copy of the finished demo run, modification times kept."""
@@ -115,10 +131,11 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "level_set_view", "balanced_view"} | FEATURE_READERS
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = [*demo_config["datasets"], "pool"], 2
-    assert per_rule["merge_features"] == len(datasets) * splits
+    assert per_rule["merge_features"] == (len(datasets) + len(blurred_datasets(demo_config))) * splits
     assert per_rule["level_set_view"] == len(level_set_datasets(demo_config)) * splits
     assert per_rule["probe"] == (
         lin_probe_count(demo_config, 1) + level_set_probe_count(demo_config, 1) + balanced_probe_count(demo_config, 1)
+        + blurred_probe_count(demo_config, 1)
     )
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
@@ -131,7 +148,10 @@ def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
         assert rules_of(jobs) - COLLECTORS == {"probe"}, change
-        total = lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
+        total = (
+            lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
+            + blurred_probe_count(demo_config)
+        )
         assert Counter(rule for rule, _ in jobs)["probe"] == total, change
 
 
@@ -178,9 +198,11 @@ def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy,
     # The split tables are a checkpoint: the shards below them are planned once they exist,
     # so a dry run shows the merges and probes of every model and dataset.
     merges = {(w["model"], w["dataset"], w["split"]) for rule, w in jobs if rule == "merge_features"}
-    assert len(merges) == len(demo_config["models"]) * (len(demo_config["datasets"]) + 1) * 2  # + the pool
+    extracted = len(demo_config["datasets"]) + 1 + len(blurred_datasets(demo_config))  # + the pool
+    assert len(merges) == len(demo_config["models"]) * extracted * 2
     assert Counter(rule for rule, _ in jobs)["probe"] == (
         lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
+        + blurred_probe_count(demo_config)
     )
 
 
