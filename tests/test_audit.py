@@ -121,3 +121,32 @@ def test_no_confident_prediction_when_no_class_overlaps(world):
 def test_a_threshold_outside_the_open_unit_interval_is_a_clear_error(threshold):
     with pytest.raises(ClassifierError, match=r"label_audit.threshold must lie strictly between 0 and 1"):
         check_threshold(threshold)
+
+
+def test_contact_sheet_shows_the_most_confident_images_once_each(tmp_path):
+    from imagenet_cog.audit import contact_sheet
+    from PIL import Image
+
+    for name in ("a.png", "b.png"):
+        (tmp_path / "in1k" / "n01000000").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (16, 16), (200, 20, 20)).save(tmp_path / "in1k" / "n01000000" / name)
+    rows = [
+        ["l3", "7", "in1k", "n01000000/a.png", "n01000000", "own", "n00000002", "other", 0.999],
+        ["l4", "7", "in1k", "n01000000/a.png", "n01000000", "own", "n00000003", "other 2", 0.998],
+        ["l3", "7", "in1k", "n01000000/b.png", "n01000000", "own", "n00000002", "other", 0.995],
+    ]
+    contact_sheet(rows, {"in1k": str(tmp_path / "in1k")}, tmp_path / "sheet.png", count=2)
+    with Image.open(tmp_path / "sheet.png") as sheet:
+        assert sheet.format == "PNG" and sheet.size[0] > 2 * sheet.size[1] * 0.8  # two panels side by side
+
+
+def test_label_audit_command_rejects_a_threshold_outside_0_1(tmp_path):
+    failed = subprocess.run(
+        [sys.executable, "-m", "imagenet_cog", "label-audit", "--results-root", str(tmp_path), "--model", "toy",
+         "--pair", "l3", "in1k", "--seeds", "7", "--concepts", str(tmp_path / "none.tsv"), "--threshold", "1",
+         "--predictions", str(tmp_path / "p.tsv"), "--shares", str(tmp_path / "s.tsv"),
+         "--contact-sheet", str(tmp_path / "c.png")],
+        capture_output=True, text=True, check=False,
+    )
+    assert failed.returncode == 1 and "label_audit.threshold must lie strictly between 0 and 1" in failed.stderr
+    assert not (tmp_path / "p.tsv").exists()
