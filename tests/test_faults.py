@@ -190,9 +190,9 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     keeps every finished output and the probe's finished trials, and redoes only the rest."""
     workdir = Path(shutil.copytree(demo_run, tmp_path / "copy", symlinks=True, copy_function=shutil.copy2))
     layout = Layout()
-    key = ("resnet50", "l3", "all", "22")
+    key = ("demo_cnn_random", "l3", "all", "22")
     result, journal = workdir / layout.probe_result(*key), workdir / layout.probe_study(*key)
-    log = workdir / "logs/probes/resnet50/l3/shots-all/seed-22.log"
+    log = workdir / "logs/probes/demo_cnn_random/l3/shots-all/seed-22.log"
     for stale in (result, journal, log):  # the finished run's log already names its trials
         stale.unlink()
     finished = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*") if path.is_file()}

@@ -32,7 +32,7 @@ from slurm_cluster import LocalSlurmCluster
 
 pytestmark = pytest.mark.slurm
 
-MODEL = "resnet50"
+MODEL = "demo_cnn_random"
 SEED = "22"
 SHOTS = ["1", "all"]
 RUN_LIMIT_S = 1200

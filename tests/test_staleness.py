@@ -124,7 +124,7 @@ def test_nothing_changed_nothing_runs(finished_copy):
 
 
 def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
-    changed = "deit_small"
+    changed = "demo_cnn_random"
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
     # its level-set views read its features: they and their probes re-run too
@@ -208,7 +208,7 @@ def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy,
 
 def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     layout = Layout()
-    model, dataset, split = "resnet50", "l1", "train"
+    model, dataset, split = "demo_cnn_random", "l1", "train"
     shard = finished_copy / layout.feature_shard(model, dataset, split, "00000")
     shard.unlink()
     jobs = planned_jobs(finished_copy)
@@ -279,10 +279,10 @@ def test_an_analysis_switched_off_or_added_runs_only_its_jobs(finished_copy, dem
 
 def test_a_lost_analysis_result_is_made_again_alone(finished_copy):
     layout = Layout()
-    (finished_copy / layout.analysis_result("resnet50", "l1", "learnability")).unlink()
+    (finished_copy / layout.analysis_result("demo_cnn_random", "l1", "learnability")).unlink()
     jobs = planned_jobs(finished_copy)
     assert [(rule, w) for rule, w in jobs if rule not in ANALYSIS_COLLECTORS] == [
-        ("analyses_learnability", {"model": "resnet50", "dataset": "l1"})
+        ("analyses_learnability", {"model": "demo_cnn_random", "dataset": "l1"})
     ]
 
 

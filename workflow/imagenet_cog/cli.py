@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "pool-concepts": "imagenet_cog.level_sets:pool_concepts_command",
     "level-set-view": "imagenet_cog.views:view_command",
     "demo-pool": "imagenet_cog.demo:demo_pool_command",
+    "pretrain-demo": "imagenet_cog.demo_pretraining:pretrain_demo_command",
     "level-sets-results": "imagenet_cog.level_set_results:level_sets_results_command",
     "demo-embeddings": "imagenet_cog.word_vectors:demo_embeddings_command",
     # splits and demo world

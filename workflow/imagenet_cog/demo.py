@@ -39,7 +39,9 @@ from imagenet_cog.splits import derived_rng
 CANVAS_SCALE = 1.3
 JPEG_QUALITY = 90
 CLUTTER_PATTERNS = 32
-CLUTTER_WEIGHT = (0.25, 0.5)
+# Heavy clutter: a feature that has learnt to see past it on the IN-1K concepts has the edge on
+# concepts that resemble those (the demo's L1), little on the others.
+CLUTTER_WEIGHT = (0.55, 0.75)
 
 
 def spread(items: Sequence[str], count: int) -> list[str]:
@@ -56,10 +58,13 @@ def choose_concepts(
     in1k_concepts: Sequence[str],
     nearest_in1k: Mapping[str, str],
     count: int,
+    in1k_count: int | None = None,
 ) -> dict[str, list[str]]:
     """The demo's concepts: ``count`` per level (spread over its rank order) and for IN-1K
-    the nearest IN-1K concepts of those, nearest levels first, then spread over the rest."""
+    (``in1k_count``, default ``count``) the nearest IN-1K concepts of those, nearest levels
+    first, then spread over the rest."""
     chosen = {level: spread(wnids, count) for level, wnids in level_concepts.items()}
+    count = count if in1k_count is None else in1k_count
     in1k_set = set(in1k_concepts)
     in1k: list[str] = []
     for level in sorted(chosen, key=lambda name: int(name[1:])):
@@ -93,12 +98,18 @@ def prototype(wnid: str, seed: int, size: int) -> np.ndarray:
 
 def concept_look(wnid: str, nearest: str | None, similarity: float, seed: int, size: int) -> np.ndarray:
     """The prototype images are drawn from: a level concept resembles its nearest IN-1K
-    concept in proportion to their Lin similarity."""
+    concept in proportion to their Lin similarity.
+
+    Blending two independent prototypes shrinks their contrast by sqrt(w^2 + (1 - w)^2),
+    most at w = 0.5; the blend's deviations from its mean colour are scaled back up, so
+    that every level's concepts are equally distinct to a network that knows none of them."""
     own = prototype(wnid, seed, size)
     if nearest is None:
         return own
     weight = float(np.clip(similarity, 0.0, 1.0))
-    return (1 - weight) * own + weight * prototype(nearest, seed, size)
+    blend = (1 - weight) * own + weight * prototype(nearest, seed, size)
+    mean = blend.mean(axis=(0, 1))
+    return np.clip(mean + (blend - mean) / math.hypot(weight, 1 - weight), 0, 1)
 
 
 def render(look: np.ndarray, wnid: str, index: int, seed: int, size: int) -> Image.Image:
@@ -216,6 +227,8 @@ def demo_world(argv: Sequence[str]) -> int:
     parser.add_argument("--in1k-images", required=True, help="folder for {train,val}/<wnid>/*.JPEG")
     parser.add_argument("--preview", default=None, help="PNG with a few images of each dataset")
     parser.add_argument("--concepts-per-dataset", type=int, default=4)
+    parser.add_argument("--in1k-concepts", type=int, default=None,
+                        help="IN-1K concepts (default: --concepts-per-dataset)")
     parser.add_argument("--train-images", type=int, default=24)
     parser.add_argument("--test-images", type=int, default=8)
     parser.add_argument("--image-size", type=int, default=96)
@@ -238,7 +251,8 @@ def demo_world(argv: Sequence[str]) -> int:
             f"'{args.ranking}'; their images resemble no IN-1K concept."
         )
     nearest = {wnid: ranking[wnid][0] for wnids in levels.values() for wnid in wnids if wnid in ranking}
-    chosen = choose_concepts(levels, read_lines(sources["in1k"]), nearest, args.concepts_per_dataset)
+    chosen = choose_concepts(levels, read_lines(sources["in1k"]), nearest, args.concepts_per_dataset,
+                             args.in1k_concepts)
     chosen = {dataset: wnids for dataset, wnids in chosen.items() if dataset in outputs}
 
     folders = {"in21k": Path(args.in21k_images), "in1k": Path(args.in1k_images)}

@@ -146,6 +146,10 @@ class Layout:
         """The concepts of ``dataset`` that the demo world draws images for."""
         return f"{self.root}/demo/concepts/{dataset}.txt"
 
+    def demo_checkpoint(self) -> str:
+        """The demo's small network pretrained on the demo's IN-1K images (rule pretrain_demo_model)."""
+        return f"{self.root}/demo/pretrained/demo_cnn.pt"
+
     def demo_preview(self) -> str:
         """A few generated images of each demo dataset, one row per dataset (for the report)."""
         return f"{self.root}/demo/preview.png"

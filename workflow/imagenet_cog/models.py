@@ -40,7 +40,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -154,6 +154,12 @@ REGISTRY: dict[str, Architecture] = {
     "t2t_vit_t_14": Architecture(
         "project", "imagenet_cog.backbones.t2t_vit:t2t_vit_t_14", 384,
         paper_name="a-T2T-ViT-t-14 (checkpoint path only)"),
+    # The demo's small network on its 32-pixel images (imagenet_cog.backbones.demo_cnn),
+    # pretrained by the workflow's rule pretrain_demo_model; in no paper.
+    "demo_cnn": Architecture(
+        "project", "imagenet_cog.backbones.demo_cnn:demo_cnn", 128,
+        Preprocessing(size=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), interpolation="bilinear"),
+        paper_name="demo only (checkpoint path only)"),
 }
 
 # The generic fallback for checkpoints no layout of CHECKPOINT_LAYOUTS describes: key
@@ -184,16 +190,19 @@ class ModelSpec:
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any],
-                    checkpoints_dir: str | os.PathLike | None = None) -> "ModelSpec":
+                    checkpoints_dir: str | os.PathLike | None = None,
+                    made_by_workflow: Collection[str] = ()) -> "ModelSpec":
         """The spec of a ``models:`` entry; a relative checkpoint path is taken under
-        ``checkpoints_dir`` (config key ``checkpoints_dir``) when that is set."""
+        ``checkpoints_dir`` (config key ``checkpoints_dir``) when that is set. A checkpoint
+        in ``made_by_workflow`` (written by a rule, e.g. the demo's pretrained network) is
+        taken as it is and need not exist yet."""
         weights = str(entry.get("weights", "pretrained"))
         if (checkpoints_dir and not (is_random_weights(weights) or weights == "pretrained")
                 and not Path(weights).is_absolute()):
             weights = str(Path(checkpoints_dir) / weights)
         spec = cls(name, entry["arch"], weights, entry.get("factory"))
         try:
-            spec.check()
+            spec.check(checkpoint_made_later=weights in made_by_workflow)
         except FileNotFoundError as missing:
             if entry.get("source"):
                 published = f" (published as '{entry['published_file']}')" if entry.get("published_file") else ""
@@ -204,7 +213,7 @@ class ModelSpec:
             raise
         return spec
 
-    def check(self) -> None:
+    def check(self, checkpoint_made_later: bool = False) -> None:
         if self.arch == "custom":
             if not self.factory or ":" not in self.factory:
                 raise ValueError(
@@ -223,7 +232,7 @@ class ModelSpec:
                 f"set weights to a checkpoint path."
             )
         random_seed(self.weights)
-        if not (is_random_weights(self.weights) or self.weights == "pretrained"):
+        if not (is_random_weights(self.weights) or self.weights == "pretrained" or checkpoint_made_later):
             if not Path(self.weights).is_file():
                 raise FileNotFoundError(
                     f"config.yaml: model '{self.name}': weights '{self.weights}' is neither "

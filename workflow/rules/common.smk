@@ -2,6 +2,7 @@
 # Paths are built only here, so each stage's rules and the README describe one layout.
 
 import functools
+import hashlib
 import json
 import math
 import re
@@ -289,6 +290,18 @@ def image_root_setting(dataset):
     return f"data.{ROOT_KEYS.get(dataset, 'in21k_root')}"
 
 
+def demo_world_settings():
+    """What the demo world's images depend on: demo settings without pretraining, and
+    in1k_concepts only when set, so that runs from before those keys stay up to date."""
+    return {key: value for key, value in config["demo"].items()
+            if key != "pretraining" and not (key == "in1k_concepts" and value is None)}
+
+
+def in1k_concepts_option():
+    count = config["demo"]["in1k_concepts"]
+    return "" if count is None else f" --in1k-concepts {count}"
+
+
 def demo_level_datasets():
     """The datasets whose level lists the demo world reads: IN-1K always (the demo's IN-1K
     concepts are the nearest ones of the chosen level concepts), and the configured levels."""
@@ -352,13 +365,31 @@ def feature_shards(wildcards):
     ]
 
 
+def workflow_checkpoints():
+    """Checkpoints a rule of this workflow writes (in demo mode the demo's pretrained network):
+    a model may name one as its weights before it exists."""
+    return {PATHS.demo_checkpoint()} if config["mode"] == "demo" else set()
+
+
+def made_by_workflow(model):
+    return model_spec(model).weights in workflow_checkpoints()
+
+
+def model_checkpoint_input(wildcards):
+    """A workflow-made checkpoint is an input of extraction: it is made first, and a new one
+    re-extracts the model's features."""
+    return [model_spec(wildcards.model).weights] if made_by_workflow(wildcards.model) else []
+
+
 @functools.cache
 def model_spec(model):
     """The registry spec of a ``models:`` entry; fails early on an unknown arch or path."""
     from imagenet_cog.models import ModelSpec
 
     try:
-        return ModelSpec.from_config(model, config["models"][model], config["checkpoints_dir"])
+        return ModelSpec.from_config(
+            model, config["models"][model], config["checkpoints_dir"], made_by_workflow=workflow_checkpoints()
+        )
     except (ValueError, FileNotFoundError) as error:
         raise WorkflowError(str(error))
 
@@ -373,7 +404,19 @@ def model_weights_identity(model):
     """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
     from imagenet_cog.models import weights_identity
 
+    if made_by_workflow(model):
+        # Its digest is unknown until it is made: the settings that make it stand in for it.
+        settings = json.dumps({"demo": demo_world_settings(), "pretraining": config["demo"]["pretraining"]}, sort_keys=True)
+        return f"made by the workflow from {hashlib.sha256(settings.encode()).hexdigest()[:16]}"
     return weights_identity(model_spec(model))
+
+
+def weights_identity_option(model):
+    """Extraction fails when a model's weights changed since planning; a checkpoint the
+    workflow makes is checked by Snakemake instead (it is an input)."""
+    if made_by_workflow(model):
+        return ""
+    return f"--weights-identity {shlex.quote(model_weights_identity(model))}"
 
 
 def decode_option():

@@ -9,6 +9,7 @@ rule extract_features:
     input:
         split_table=PATHS.image_splits("{dataset}"),
         images=lambda wildcards: image_root(wildcards.dataset),
+        checkpoint=model_checkpoint_input,
     output:
         PATHS.feature_shard("{model}", "{dataset}", "{split}", "{shard}"),
     wildcard_constraints:
@@ -19,6 +20,7 @@ rule extract_features:
         weights_identity=lambda wildcards: model_weights_identity(wildcards.model),
         preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
         factory=lambda wildcards: model_factory_option(wildcards.model),
+        weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
         shard=lambda wildcards: int(wildcards.shard),
         shard_size=config["features"]["shard_size"],
         batch_size=config["features"]["batch_size"],
@@ -43,7 +45,7 @@ rule extract_features:
         " --dataset {wildcards.dataset} --split {wildcards.split}"
         " --shard {params.shard} --shard-size {params.shard_size}"
         " --model-name {wildcards.model} --arch {params.arch} --weights {params.weights:q}"
-        " {params.factory} --weights-identity {params.weights_identity:q}"
+        " {params.factory} {params.weights_identity_option}"
         " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
         " --dtype {params.dtype} --device {params.device}"
         " --mixed-precision {params.mixed_precision}"

@@ -19,7 +19,8 @@ rule demo_world:
             f"--level-concepts {dataset}={path}" for dataset, path in zip(demo_level_datasets(), input.levels)
         ),
         demo_concepts=" ".join(f"--demo-concepts {dataset}={PATHS.demo_concepts(dataset)}" for dataset in DATASETS),
-        demo=config["demo"],
+        demo=demo_world_settings(),
+        in1k_concepts=in1k_concepts_option(),
     log:
         "logs/splits/demo_world.log",
     benchmark:
@@ -29,10 +30,35 @@ rule demo_world:
         + " --ranking {input.ranking} {params.level_concepts} {params.demo_concepts}"
         " --in21k-images {output.in21k} --in1k-images {output.in1k} --preview {output.preview}"
         " --concepts-per-dataset {params.demo[concepts_per_dataset]}"
+        "{params.in1k_concepts}"
         " --train-images {params.demo[train_images_per_concept]}"
         " --test-images {params.demo[test_images_per_concept]}"
         " --image-size {params.demo[image_size]} --seed {params.demo[seed]}"
         " > {log} 2>&1"
+
+
+# The demo's small network learns the demo's IN-1K concepts; its checkpoint is then a
+# model's weights like any other (config.yaml: models.demo_cnn).
+rule pretrain_demo_model:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        images=PATHS.demo_images("in1k"),
+        concepts=PATHS.demo_concepts("in1k"),
+    output:
+        PATHS.demo_checkpoint(),
+    params:
+        pretraining=config["demo"]["pretraining"],
+    log:
+        "logs/demo/pretrain_demo_model.log",
+    benchmark:
+        "logs/benchmarks/demo/pretrain_demo_model.tsv"
+    shell:
+        python_command("pretrain-demo")
+        + " --images {input.images} --concepts {input.concepts} --output {output}"
+        " --epochs {params.pretraining[epochs]} --batch-size {params.pretraining[batch_size]}"
+        " --learning-rate {params.pretraining[learning_rate]} --seed {params.pretraining[seed]}"
+        " --threads {threads} > {log} 2>&1"
 
 
 checkpoint image_splits:

@@ -1,0 +1,52 @@
+"""The demo's pretrained network: trained by the workflow, loaded like any checkpoint."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from imagenet_cog.demo import CANVAS_SCALE, concept_look, render
+from imagenet_cog.demo_pretraining import pretrain, pretrain_demo_command
+from imagenet_cog.models import ModelSpec, build_model, weights_identity
+
+CONCEPTS = ["n10000001", "n10000002", "n10000003"]
+
+
+@pytest.fixture(scope="module")
+def in1k_images(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("in1k")
+    for wnid in CONCEPTS:
+        look = concept_look(wnid, None, 0.0, seed=0, size=math.ceil(32 * CANVAS_SCALE))
+        for index in range(12):
+            folder = root / ("train" if index < 8 else "val") / wnid
+            folder.mkdir(parents=True, exist_ok=True)
+            render(look, wnid, index, 0, 32).save(folder / f"{wnid}_{index}.JPEG", quality=90)
+    return root
+
+
+def test_same_seed_same_weights_and_they_load_as_a_checkpoint(in1k_images, tmp_path, one_torch_thread):
+    first, second = tmp_path / "a.pt", tmp_path / "b.pt"
+    scores = pretrain(in1k_images, CONCEPTS, first, epochs=3, batch_size=8, learning_rate=1e-3, seed=0)
+    pretrain(in1k_images, CONCEPTS, second, epochs=3, batch_size=8, learning_rate=1e-3, seed=0)
+    assert scores["train_top1"] > 1 / len(CONCEPTS)
+    states = [torch.load(path, weights_only=True)["state_dict"] for path in (first, second)]
+    assert all(torch.equal(states[0][key], states[1][key]) for key in states[0])
+    model = build_model(ModelSpec("demo_cnn", "demo_cnn", str(first)))
+    assert model.feature_dim == 128 and not model.random_weights
+    assert "generic prefix search; loaded 24 tensors" in model.notes[0]
+    assert weights_identity(model.spec).startswith("sha256:")
+    # the loaded backbone is the trained one, not the seeded initialisation
+    trained = states[0]["features.0.weight"]
+    assert torch.equal(model.network.features[0].weight, trained)
+
+
+def test_too_few_concepts_is_a_clear_error(in1k_images, tmp_path):
+    concepts = tmp_path / "one.txt"
+    concepts.write_text(CONCEPTS[0] + "\n")
+    with pytest.raises(SystemExit, match="pretraining needs 2 or more"):
+        pretrain_demo_command(["--images", str(in1k_images), "--concepts", str(concepts),
+                               "--output", str(tmp_path / "c.pt")])
+    assert not (tmp_path / "c.pt").exists()
