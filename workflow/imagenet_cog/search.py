@@ -22,12 +22,14 @@ labels, the split, the SGD and search settings), so changing any of them starts 
 study in the same journal instead of mixing incompatible trials.
 
 Result JSON (``Layout.probe_result``), one object:
-    model, dataset, shots ("all" or an int), seed
+    model, dataset, probe (the kind: linear, mlp, mlp_noact; absent in results written
+    before other kinds existed, which are linear), shots ("all" or an int), seed
     best_params {lr, weight_decay}, val_top1, test_top1, test_top5 (percent)
     n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials)
     n_train (samples of the final fit), n_test, n_classes, feature_dim, random_weights
     settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
-              trials_per_batch, precision (as configured)}, study {journal, name, resumed_trials}
+              trials_per_batch, precision (as configured); MLP kinds also kind,
+              hidden_width, hidden_layers}, study {journal, name, resumed_trials}
     timings {search_s, final_s, total_s}, versions {imagenet_cog, torch, optuna, numpy},
     device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
 """
@@ -66,6 +68,22 @@ class SearchSettings:
     val_fraction: float = 0.2
     trials_per_batch: int = 1
     precision: str = "auto"
+    # the probe's kind (PROBE_KINDS) and, for the MLP kinds, its hidden layers
+    kind: str = "linear"
+    hidden_width: int = 2048
+    hidden_layers: int = 2
+
+    def defining(self) -> dict:
+        """The settings that shape the probe; the linear probe's are those it had before
+        other kinds existed, so its study names and result JSONs stay as they were."""
+        fields = asdict(self)
+        if self.kind == "linear":
+            for key in ("kind", "hidden_width", "hidden_layers"):
+                fields.pop(key)
+        return fields
+
+
+PROBE_KINDS = ("linear", "mlp", "mlp_noact")
 
 
 # data selection -------------------------------------------------------------------------
@@ -116,7 +134,7 @@ def study_name(train_features: np.ndarray, train_labels: np.ndarray, settings: S
     digest = hashlib.blake2b(digest_size=10)
     digest.update(np.ascontiguousarray(train_features).data)
     digest.update(np.ascontiguousarray(train_labels, dtype=np.int64).data)
-    defining = {k: v for k, v in asdict(settings).items() if k != "trials"}
+    defining = {k: v for k, v in settings.defining().items() if k != "trials"}
     digest.update(json.dumps({**defining, "shots": shots, "seed": seed}, sort_keys=True).encode())
     return f"probe-{digest.hexdigest()}"
 
@@ -171,8 +189,9 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
     from optuna.distributions import FloatDistribution
     from optuna.trial import TrialState
 
-    from imagenet_cog.probe import SGDSchedule, train_probes
+    from imagenet_cog.probe import SGDSchedule
 
+    trainer = probe_trainer(settings)
     space = {
         "lr": FloatDistribution(*settings.lr_range, log=True),
         "weight_decay": FloatDistribution(*settings.wd_range, log=True),
@@ -183,7 +202,7 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
         if done >= settings.trials:
             return
         asked = [study.ask(space) for _ in range(min(settings.trials_per_batch, settings.trials - done))]
-        probes = train_probes(
+        probes = trainer(
             *train,
             num_classes,
             lrs=[t.params["lr"] for t in asked],
@@ -203,6 +222,24 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
             )
 
 
+def probe_trainer(settings: SearchSettings):
+    """``train(features, labels, num_classes, lrs, weight_decays, schedule, seed, precision)``
+    of the settings' kind."""
+    from functools import partial
+
+    from imagenet_cog.mlp import train_mlps
+    from imagenet_cog.probe import train_probes
+
+    if settings.kind not in PROBE_KINDS:
+        raise ValueError(f"probe kind must be one of {PROBE_KINDS}, not {settings.kind!r}")
+    if settings.kind == "linear":
+        return train_probes
+    return partial(
+        train_mlps, hidden_width=settings.hidden_width, hidden_layers=settings.hidden_layers,
+        relu=settings.kind == "mlp",
+    )
+
+
 # one probe job ----------------------------------------------------------------------------
 
 
@@ -219,14 +256,16 @@ def contiguous_labels(train_labels: np.ndarray, test_labels: np.ndarray, test_pa
     return np.searchsorted(classes, train_labels), np.searchsorted(classes, test_labels), int(classes.size)
 
 
-def normalised_on_device(features: np.ndarray, device, precision: str, where: str):
-    """L2-normalised features on the probe device; non-finite values are an extraction fault."""
+def normalised_on_device(features: np.ndarray, device, precision: str, where: str, normalise: bool = True):
+    """Features on the probe device, L2-normalised unless ``normalise`` is false (the MLP
+    kinds read raw features); non-finite values are an extraction fault."""
     import torch
 
     from imagenet_cog.probe import feature_dtype, l2_normalise
 
     loaded = torch.from_numpy(np.ascontiguousarray(features)).to(device)
-    on_device = l2_normalise(loaded, feature_dtype(precision, device, loaded.dtype))
+    dtype = feature_dtype(precision, device, loaded.dtype)
+    on_device = l2_normalise(loaded, dtype) if normalise else loaded.to(dtype)
     if not bool(torch.isfinite(on_device).all()):
         raise ProbeDataError(
             f"{where}: the features contain NaN or infinite values; delete the feature files of "
@@ -253,7 +292,7 @@ def probe_dataset(
     """Search, final fit and test scores of one probe job; the result fields of the module doc."""
     import torch
 
-    from imagenet_cog.probe import SGDSchedule, resolve_device, resolve_precision, train_probes
+    from imagenet_cog.probe import SGDSchedule, resolve_device, resolve_precision
 
     started = time.perf_counter()
     target = resolve_device(device)
@@ -277,7 +316,8 @@ def probe_dataset(
         )
         final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
 
-    features = normalised_on_device(train_features, target, precision, where)
+    normalise = settings.kind == "linear"
+    features = normalised_on_device(train_features, target, precision, where, normalise)
     labels = torch.from_numpy(train_y.astype(np.int64)).to(target)
 
     def on_device(indices: np.ndarray):
@@ -297,14 +337,14 @@ def probe_dataset(
 
     final_features, final_labels = on_device(final_part)
     del features, labels
-    probe = train_probes(
+    probe = probe_trainer(settings)(
         final_features, final_labels, num_classes,
         lrs=[best["lr"]], weight_decays=[best["weight_decay"]],
         schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
         seed=int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0]),
         precision=precision,
     )
-    test_features_on_device = normalised_on_device(test_features, target, precision, test_path)
+    test_features_on_device = normalised_on_device(test_features, target, precision, test_path, normalise)
     test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
     test_top1, test_top5 = probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist()
     finished = time.perf_counter()
@@ -327,7 +367,7 @@ def probe_dataset(
         "n_test": int(test_y.size),
         "n_classes": num_classes,
         "feature_dim": int(train_features.shape[1]),
-        "settings": {**asdict(settings), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
+        "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
         "study": {"journal": str(journal), "name": name, "resumed_trials": resumed},
         "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
         "versions": {
@@ -364,6 +404,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
                         help="matmul operands; auto: bfloat16 where the device multiplies it natively")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
+    parser.add_argument("--kind", choices=PROBE_KINDS, default=defaults.kind, help="the probe's kind")
+    parser.add_argument("--hidden-width", type=int, default=defaults.hidden_width, help="MLP kinds: units per hidden layer")
+    parser.add_argument("--hidden-layers", type=int, default=defaults.hidden_layers, help="MLP kinds: hidden layers")
     return parser
 
 
@@ -395,6 +438,9 @@ def main(argv: list[str]) -> int:
         val_fraction=args.val_fraction,
         trials_per_batch=args.trials_per_batch,
         precision=args.precision,
+        kind=args.kind,
+        hidden_width=args.hidden_width,
+        hidden_layers=args.hidden_layers,
     )
     try:
         result = probe_dataset(
@@ -408,6 +454,7 @@ def main(argv: list[str]) -> int:
     result = {
         "model": args.model,
         "dataset": args.dataset,
+        "probe": args.kind,
         "random_weights": bool(train.metadata.get("random_weights", False)),
         **result,
     }
