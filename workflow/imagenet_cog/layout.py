@@ -92,12 +92,18 @@ class Layout:
         return f"{self.root}/features/{model}/{dataset}/{split}.h5"
 
     # probes stage -----------------------------------------------------------------
-    def probe_result(self, model: str, dataset: str, shots: str, seed: str) -> str:
-        return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.json"
+    def probe_dir(self, model: str, dataset: str, kind: str = "linear") -> str:
+        """The linear probe's results sit where they did before other kinds existed; every
+        other kind has a folder of its own below the dataset."""
+        folder = f"{self.root}/probes/{model}/{dataset}"
+        return folder if kind == "linear" else f"{folder}/{kind}"
 
-    def probe_study(self, model: str, dataset: str, shots: str, seed: str) -> str:
+    def probe_result(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+        return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.json"
+
+    def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
-        return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.optuna.jsonl"
+        return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.optuna.jsonl"
 
     # results stage ----------------------------------------------------------------
     def table(self, name: str, extension: str) -> str:

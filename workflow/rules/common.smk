@@ -45,6 +45,7 @@ wildcard_constraints:
     shard=r"[0-9]{5}",
     shots=r"[1-9][0-9]*|all",
     seed=r"[0-9]+",
+    kind=r"mlp|mlp_noact",
 
 
 # Jobs import the package from this checkout (so jobs on cluster nodes and in conda
@@ -218,14 +219,51 @@ def model_preprocessing(model):
     return preprocessing.to_json() if preprocessing else "factory"
 
 
-def probe_results(models=None, datasets=None, shots=None, seeds=None):
+def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=("linear",)):
     return [
-        PATHS.probe_result(model, dataset, shot, seed)
+        PATHS.probe_result(model, dataset, shot, seed, kind)
+        for kind in kinds
         for model in (models or MODELS)
         for dataset in (datasets or DATASETS)
         for shot in (shots or SHOTS)
         for seed in (seeds or SEEDS)
     ]
+
+
+# probe kinds ---------------------------------------------------------------------------
+
+PROBE_KINDS = list(config["probes"]["kinds"])
+if "linear" not in PROBE_KINDS:
+    raise WorkflowError(
+        f"config.yaml: probes.kinds is {PROBE_KINDS} without 'linear'; the linear probe is the "
+        f"reference the other kinds' tables are relative to: add 'linear' to probes.kinds."
+    )
+OTHER_KINDS = [kind for kind in PROBE_KINDS if kind != "linear"]
+OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
+OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
+# probes settings that are not the linear probe's (and so must not enter its params)
+NOT_LINEAR_PROBE_SETTINGS = ("seeds", "shots", "kinds", "other_kinds_shots", "other_kinds_seeds", "mlp")
+
+
+def kind_probe_settings(kind):
+    """The search settings of a kind other than linear: the shared ones, with the kind's
+    learning-rate and weight-decay ranges and network; ranges as the command reads them."""
+    probes = config["probes"]
+    shared = {key: value for key, value in probes.items() if key not in NOT_LINEAR_PROBE_SETTINGS}
+    mlp = probes["mlp"]
+    lr_range = mlp["lr_range"] if kind == "mlp" else mlp["noact_lr_range"]
+    return {
+        **shared,
+        "lr_range": " ".join(str(value) for value in lr_range),
+        "wd_range": " ".join(str(value) for value in mlp["wd_range"]),
+        "hidden_width": mlp["hidden_width"],
+        "hidden_layers": mlp["hidden_layers"],
+    }
+
+
+def all_probe_results(models=None):
+    """The linear probes of the whole grid and the other kinds' on their own shots and seeds."""
+    return probe_results(models=models) + probe_results(models=models, shots=OTHER_KINDS_SHOTS, seeds=OTHER_KINDS_SEEDS, kinds=OTHER_KINDS)
 
 
 def result_models():
@@ -245,7 +283,7 @@ def result_models():
 def result_probe_inputs():
     """Probe results the summary reads; with results.allow_missing only those that exist,
     so that tables can be made while some probe jobs failed or are still to run."""
-    expected = probe_results(models=result_models())
+    expected = all_probe_results(models=result_models())
     if config["results"]["allow_missing"]:
         return [path for path in expected if os.path.exists(path)]
     return expected
@@ -268,7 +306,7 @@ def final_outputs():
     return [
         PATHS.levels_figure("png"),
         PATHS.split_summary(),
-        *probe_results(models=result_models()),
+        *all_probe_results(models=result_models()),
         *PATHS.result_targets(DATASETS),
     ]
 

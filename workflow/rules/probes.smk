@@ -17,8 +17,9 @@ rule probe:
         PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}"),
     params:
         study=lambda wildcards: PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed),
-        # seeds and shots are wildcards: listing them here would rerun every probe when one is added
-        probes={key: value for key, value in config["probes"].items() if key not in ("seeds", "shots")},
+        # seeds and shots are wildcards, and the other kinds' settings are not the linear
+        # probe's: listing them here would rerun every probe when one is changed
+        probes={key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS},
         lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
         wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
     # On a GPU the host only feeds it; on a CPU the matrix products use every thread given.
@@ -39,6 +40,45 @@ rule probe:
         " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
         " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
         " --lr-range {params.lr_range} --wd-range {params.wd_range}"
+        " --val-fraction {params.probes[val_fraction]}"
+        " --trials-per-batch {params.probes[trials_per_batch]}"
+        " --device {params.probes[device]} --precision {params.probes[precision]}"
+        " --threads {threads} > {log} 2>&1"
+
+
+# The other probe kinds (000 supp. C.3): the same search, final fit and result JSON, with
+# the kind's network and learning-rate range, under a folder named after the kind.
+rule probe_kind:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        train=PATHS.features("{model}", "{dataset}", "train"),
+        test=PATHS.features("{model}", "{dataset}", "test"),
+    output:
+        PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}", "{kind}"),
+    params:
+        study=lambda wildcards: PATHS.probe_study(
+            wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed, wildcards.kind
+        ),
+        probes=lambda wildcards: kind_probe_settings(wildcards.kind),
+    threads: 8 if config["probes"]["device"] == "cpu" else 1
+    resources:
+        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        mem_mb=probe_mem_mb,
+        runtime=probe_runtime_minutes,
+    log:
+        "logs/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.log",
+    benchmark:
+        "logs/benchmarks/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.tsv"
+    shell:
+        python_command("probe")
+        + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
+        " --model {wildcards.model} --dataset {wildcards.dataset} --kind {wildcards.kind}"
+        " --shots {wildcards.shots} --seed {wildcards.seed}"
+        " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
+        " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
+        " --lr-range {params.probes[lr_range]} --wd-range {params.probes[wd_range]}"
+        " --hidden-width {params.probes[hidden_width]} --hidden-layers {params.probes[hidden_layers]}"
         " --val-fraction {params.probes[val_fraction]}"
         " --trials-per-batch {params.probes[trials_per_batch]}"
         " --device {params.probes[device]} --precision {params.probes[precision]}"

@@ -116,7 +116,7 @@ rule features:
 
 rule probes:
     input:
-        probe_results(models=result_models()),
+        all_probe_results(models=result_models()),
 
 
 rule tables:
