@@ -48,13 +48,13 @@ TOP1 = {
 }
 
 
-def write_results(root, top1=TOP1):
+def write_results(root, top1=TOP1, kind="linear", seeds=SEEDS):
     layout = Layout(str(root))
     for (model, dataset, shots), values in top1.items():
-        for seed, value in zip(SEEDS, values):
+        for seed, value in zip(seeds, values):
             if value is None:
                 continue
-            path = Path(layout.probe_result(model, dataset, shots, seed))
+            path = Path(layout.probe_result(model, dataset, shots, seed, kind))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({
                 "model": model, "dataset": dataset, "shots": shots, "seed": int(seed),
@@ -199,7 +199,7 @@ def test_timings_join_benchmarks_and_probe_results(results_root, tmp_path):
 
 def test_table_names_cover_every_dataset():
     assert result_table_names(["in1k", "l3"]) == [
-        "top1_levels", "relative_levels", "top1_in1k", "top1_l3", "relative_in1k", "relative_l3",
+        "top1_levels", "relative_levels", "top1_in1k", "top1_l3", "relative_in1k", "relative_l3", "probe_kinds",
     ]
 
 
@@ -257,3 +257,33 @@ def test_relative_cell_without_a_complete_baseline(results_root, tmp_path):
     assert relative.loc["ResNet50", "N=1"] == "— (2/3 seeds)"
     assert relative.loc["DeiT-S†", "N=1"] == "— (no baseline)"
     assert "the baseline has no complete result" in open(layout.table("relative_l1", "md")).read()
+
+
+def test_other_probe_kinds_get_rows_and_a_table_relative_to_the_linear_probe(results_root, tmp_path):
+    """MLP kinds on their own grid (N=all, one seed): summary rows with probe=mlp, the
+    paper's linear tables unchanged, and 000 Tab. 3's 100 x (MLP - LogReg) / LogReg."""
+    write_results(results_root, {("resnet50", "in1k", "all"): [79.2], ("resnet50", "l1", "all"): [54.9]}, "mlp", ["22"])
+    write_results(results_root, {("resnet50", "in1k", "all"): [36.0]}, "mlp_noact", ["22"])
+    summary_path = tmp_path / "summary.csv"
+    grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS), "--datasets", *DATASETS,
+            "--shots", *SHOTS, "--seeds", *SEEDS, "--kinds", "linear", "mlp", "mlp_noact",
+            "--other-kinds-shots", "all", "--other-kinds-seeds", "22"]
+    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
+    summary = read_summary(summary_path)
+    assert sorted(set(summary["probe"])) == ["linear", "mlp", "mlp_noact"]
+    mlp = summary[summary["probe"] == "mlp"]
+    assert len(mlp) == len(MODELS) * len(DATASETS) and set(mlp["shots"]) == {"all"}
+    assert cell(mlp, "resnet50", "in1k", "all")["mean"] == pytest.approx(79.2)
+    assert cell(summary[summary["probe"] == "linear"], "resnet50", "in1k", "all")["mean"] == pytest.approx(72.0)
+    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
+                           "--baseline", "resnet50"]) == 0
+    layout = Layout(str(results_root))
+    kinds = pd.read_csv(layout.table("probe_kinds", "csv")).set_index("Model")
+    assert list(kinds.columns) == ["MLP IN-1K", "MLP L1", "MLP-NoAct IN-1K", "MLP-NoAct L1"]
+    assert kinds.loc["ResNet50", "MLP IN-1K"] == f"{100 * (79.2 - 72.0) / 72.0:+.1f}"
+    assert kinds.loc["ResNet50", "MLP L1"] == f"{100 * (54.9 - 61.0) / 61.0:+.1f}"
+    assert kinds.loc["ResNet50", "MLP-NoAct IN-1K"] == "-50.0"
+    assert kinds.loc["dino", "MLP IN-1K"] == "—"
+    levels = pd.read_csv(layout.table("top1_levels", "csv"))
+    assert levels["Model"].tolist() == ["ResNet50", "DeiT-S†", "dino"]
+    assert levels.loc[0, "IN-1K"] == "72.0 ± 1.6"

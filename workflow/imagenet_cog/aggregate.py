@@ -3,7 +3,7 @@
 The summary has one row per model x dataset x shots of the configured grid, so a run that
 is missing shows up as a row, never as an absent one:
 
-    model, label, category, random_weights, dataset, shots,
+    model, label, category, random_weights, probe, dataset, shots,
     mean, std, top5_mean, top5_std, n_seeds, expected_seeds, complete, missing_seeds
 
 ``mean``/``std`` are the test top-1 (percent) over the seeds, ``std`` with ddof=0 (the
@@ -12,6 +12,11 @@ A cell is only given a mean when *every* configured seed has a result: with a se
 ``mean``/``std`` are empty, ``complete`` is False and ``missing_seeds`` lists the seeds, so
 an incomplete cell never passes for a mean over fewer seeds. Rendered tables show such a
 cell as ``— (3/5 seeds)``.
+
+``probe`` is the probe kind (linear, mlp, mlp_noact; ``probes.kinds``); the paper's tables
+and figures are the linear probe's, and the other kinds' rows cover their own shots and
+seeds (``probes.other_kinds_shots/seeds``). Table ``probe_kinds`` (000 Tab. 3) gives each
+other kind's top-1 relative to the linear probe's at N=all: 100 x (kind - linear) / linear.
 
 Relative numbers are ``model - baseline`` in percentage points, per dataset and shots,
 both means over all seeds; their std is the model's own std over seeds.
@@ -32,7 +37,7 @@ from .layout import Layout
 from .models import is_random_weights
 
 SUMMARY_COLUMNS = [
-    "model", "label", "category", "random_weights", "dataset", "shots",
+    "model", "label", "category", "random_weights", "probe", "dataset", "shots",
     "mean", "std", "top5_mean", "top5_std",
     "n_seeds", "expected_seeds", "complete", "missing_seeds",
 ]
@@ -74,28 +79,29 @@ def read_probe_result(path: Path) -> dict:
 
 
 def load_probe_results(
-    root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str]
+    root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str],
+    kind: str = "linear",
 ) -> pd.DataFrame:
-    """One row per probe result file of the grid that exists (model, dataset, shots, seed, ...)."""
+    """One row per probe result file of the grid that exists (model, probe, dataset, shots, seed, ...)."""
     layout = Layout(root)
     rows = []
     for model in models:
         for dataset in datasets:
             for shot in shots:
                 for seed in seeds:
-                    path = Path(layout.probe_result(model, dataset, shot, seed))
+                    path = Path(layout.probe_result(model, dataset, shot, seed, kind))
                     if not path.exists():
                         continue
                     result = read_probe_result(path)
                     timings = result.get("timings") or {}
                     rows.append({
-                        "model": model, "dataset": dataset, "shots": str(shot), "seed": str(seed),
+                        "model": model, "probe": kind, "dataset": dataset, "shots": str(shot), "seed": str(seed),
                         "test_top1": float(result["test_top1"]),
                         "test_top5": float(result["test_top5"]),
                         "random_weights": bool(result["random_weights"]),
                         "probe_s": float(timings.get("total_s", math.nan)),
                     })
-    columns = ["model", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
+    columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -109,12 +115,13 @@ def summarise(
     datasets: Sequence[str],
     shots: Sequence[str],
     seeds: Sequence[str],
+    kind: str = "linear",
 ) -> pd.DataFrame:
-    """The tidy summary over the full grid (see the module docstring)."""
+    """The tidy summary of one probe kind over its full grid (see the module docstring)."""
     seeds = [str(seed) for seed in seeds]
     rows = []
     for model, metadata in models.items():
-        model_runs = runs[runs["model"] == model]
+        model_runs = runs[(runs["model"] == model) & (runs["probe"] == kind)]
         random_weights = bool(model_runs["random_weights"].any()) or is_random_weights(str(metadata.get("weights", "")))
         for dataset in datasets:
             for shot in shots:
@@ -127,6 +134,7 @@ def summarise(
                     "label": model_label(model, metadata),
                     "category": metadata.get("category") or "other",
                     "random_weights": random_weights,
+                    "probe": kind,
                     "dataset": dataset,
                     "shots": str(shot),
                     "mean": cell["test_top1"].mean() if complete else math.nan,
@@ -253,7 +261,45 @@ def write_table(layout: Layout, name: str, table: pd.DataFrame, caption: str, no
     write_text(layout.table(name, "tex"), latex_table(table, caption, notes))
 
 
+KIND_TITLES = {"linear": "LogReg", "mlp": "MLP", "mlp_noact": "MLP-NoAct"}
+
+
+def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """000 Tab. 3: per model, each other kind's top-1 relative to the linear probe's, in
+    percent of the linear top-1, per dataset at N=all; and the table's notes."""
+    full = summary[summary["shots"] == "all"]
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    kinds = [kind for kind in dict.fromkeys(summary["probe"]) if kind != "linear"]
+    linear = full[full["probe"] == "linear"].set_index(["model", "dataset"])["mean"]
+    table = pd.DataFrame({"Model": list(dict.fromkeys(full.loc[full["probe"] == "linear"].apply(display_label, axis=1)))})
+    models = list(dict.fromkeys(full.loc[full["probe"] == "linear", "model"]))
+    for kind in kinds:
+        cells = full[full["probe"] == kind].set_index(["model", "dataset"])
+        for dataset in datasets:
+            column = []
+            for model in models:
+                key = (model, dataset)
+                if key not in cells.index or key not in linear.index or not cells.loc[key, "complete"] or pd.isna(linear[key]):
+                    column.append(MISSING)
+                else:
+                    column.append(f"{100.0 * (cells.loc[key, 'mean'] - linear[key]) / linear[key]:+.1f}")
+            table[f"{KIND_TITLES[kind]} {dataset_title(dataset)}"] = column
+    notes = [f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / "
+             f"probes.other_kinds_shots do not ask for it at N=all."]
+    if not kinds:
+        notes.append("probes.kinds has only 'linear': add mlp and/or mlp_noact for this table.")
+    return table, notes
+
+
 def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
+    table, notes = probe_kinds_table(summary)
+    write_table(
+        layout, "probe_kinds", table,
+        "Top-1 of the MLP probes relative to the linear probe (LogReg), all training images: "
+        "100 x (kind - LogReg) / LogReg, in percent (paper 000, Tab. 3).",
+        notes,
+    )
+    summary = summary[summary["probe"] == "linear"]
     datasets = list(dict.fromkeys(summary["dataset"]))
     shots = list(dict.fromkeys(summary["shots"]))
     baseline_labels = summary.loc[summary["model"] == baseline, "label"]
@@ -344,6 +390,25 @@ def grid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", nargs="+", required=True)
     parser.add_argument("--shots", nargs="+", required=True)
     parser.add_argument("--seeds", nargs="+", required=True)
+    parser.add_argument("--kinds", nargs="+", default=["linear"], help="probe kinds (linear is always read)")
+    parser.add_argument("--other-kinds-shots", nargs="+", help="shots of the kinds other than linear (default --shots)")
+    parser.add_argument("--other-kinds-seeds", nargs="+", help="seeds of the kinds other than linear (default --seeds)")
+
+
+def kind_grids(args: argparse.Namespace) -> list[tuple[str, list[str], list[str]]]:
+    """(kind, shots, seeds) of every configured probe kind, linear first."""
+    others = [kind for kind in args.kinds if kind != "linear"]
+    return [("linear", args.shots, args.seeds)] + [
+        (kind, args.other_kinds_shots or args.shots, args.other_kinds_seeds or args.seeds) for kind in others
+    ]
+
+
+def load_all_probe_results(args: argparse.Namespace, models: Sequence[str]) -> pd.DataFrame:
+    frames = [
+        load_probe_results(args.results_root, models, args.datasets, shots, seeds, kind)
+        for kind, shots, seeds in kind_grids(args)
+    ]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def aggregate_command(argv: list[str]) -> int:
@@ -354,8 +419,11 @@ def aggregate_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, help="the summary CSV")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
-    runs = load_probe_results(args.results_root, list(models), args.datasets, args.shots, args.seeds)
-    summary = summarise(runs, models, args.datasets, args.shots, args.seeds)
+    runs = load_all_probe_results(args, list(models))
+    summary = pd.concat(
+        [summarise(runs, models, args.datasets, shots, seeds, kind) for kind, shots, seeds in kind_grids(args)],
+        ignore_index=True,
+    )
     with atomic_output(args.output) as temporary:
         summary.to_csv(temporary, index=False)
     incomplete = summary[~summary["complete"]]
@@ -384,7 +452,7 @@ def timings_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, help="the timings CSV; a .md rendering is written beside it")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
-    runs = load_probe_results(args.results_root, list(models), args.datasets, args.shots, args.seeds)
+    runs = load_all_probe_results(args, list(models))
     benchmarks = benchmark_seconds(Path(args.benchmark_root), list(models), args.datasets)
     table = timings_table(runs, benchmarks, models)
     with atomic_output(args.output) as temporary:

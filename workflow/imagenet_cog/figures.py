@@ -227,7 +227,8 @@ def figures_command(argv: list[str]) -> int:
     parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
-    for name, fig in build_figures(read_summary(args.summary), args.baseline).items():
+    summary = read_summary(args.summary)
+    for name, fig in build_figures(summary[summary["probe"] == "linear"], args.baseline).items():
         save_figure(fig, layout, name)
         plt.close(fig)
     return 0

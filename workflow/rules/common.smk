@@ -365,12 +365,22 @@ def models_json():
 def grid_arguments():
     return (
         f"--results-root {PATHS.root} --models {shlex.quote(models_json())} "
-        f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)}"
+        f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)} "
+        f"--kinds {' '.join(PROBE_KINDS)} --other-kinds-shots {' '.join(OTHER_KINDS_SHOTS)} "
+        f"--other-kinds-seeds {' '.join(OTHER_KINDS_SEEDS)}"
     )
 
 
 def table_report(name):
     """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
+    if name == "probe_kinds":
+        return report(
+            PATHS.table(name, "csv"),
+            caption="../report/table_probe_kinds.rst",
+            category="Tables",
+            subcategory="Probe kinds",
+            labels={"table": "MLP probes relative to linear", "dataset": "IN-1K and levels"},
+        )
     absolute = name.startswith("top1_")
     across_levels = name.endswith("_levels")
     dataset = "IN-1K and levels" if across_levels else name.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
