@@ -74,22 +74,58 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     changed = "deit_small"
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe"}
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe", "probe_kind"}
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = demo_config["datasets"], 2
     assert per_rule["merge_features"] == len(datasets) * splits
     assert per_rule["probe"] == len(datasets) * len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
+    assert per_rule["probe_kind"] == len(datasets) * other_kind_probes_per_dataset(demo_config)
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
 
 
+def other_kind_probes_per_dataset(config) -> int:
+    """Probe jobs of the kinds other than linear per model and dataset in the demo."""
+    probes = config["probes"]
+    kinds = [kind for kind in probes["kinds"] if kind != "linear"]
+    shots = probes.get("other_kinds_shots") or probes["shots"]
+    seeds = probes.get("other_kinds_seeds") or probes["seeds"]
+    return len(kinds) * len(shots) * len(seeds)
+
+
 def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
-        assert rules_of(jobs) - COLLECTORS == {"probe"}, change
-        total = len(demo_config["models"]) * len(demo_config["datasets"]) * len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
+        assert rules_of(jobs) - COLLECTORS == {"probe", "probe_kind"}, change
+        grid = len(demo_config["models"]) * len(demo_config["datasets"])
+        total = grid * len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
         assert Counter(rule for rule, _ in jobs)["probe"] == total, change
+        assert Counter(rule for rule, _ in jobs)["probe_kind"] == grid * other_kind_probes_per_dataset(demo_config)
+
+
+def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_config):
+    """The linear probe's jobs, paths and params are those from before other kinds existed:
+    configuring, changing or dropping other kinds plans no linear probe job."""
+    grid = len(demo_config["models"]) * len(demo_config["datasets"])
+    only_linear = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {
+        "kinds": ["linear"], "other_kinds_shots": None, "other_kinds_seeds": None}}))
+    assert not {"probe", "probe_kind"} & rules_of(only_linear)
+    noact_range = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
+        **demo_config["probes"]["mlp"], "noact_lr_range": [0.02, 5.0]}}}))
+    assert rules_of(noact_range) - COLLECTORS == {"probe_kind"}
+    assert {wildcards["kind"] for rule, wildcards in noact_range if rule == "probe_kind"} == {"mlp_noact"}
+    assert Counter(rule for rule, _ in noact_range)["probe_kind"] == grid * other_kind_probes_per_dataset(demo_config) // 2
+    width = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
+        **demo_config["probes"]["mlp"], "hidden_width": demo_config["probes"]["mlp"]["hidden_width"] + 1}}}))
+    assert rules_of(width) - COLLECTORS == {"probe_kind"}
+
+
+def test_an_added_kind_seed_runs_only_its_probes(finished_copy, demo_config):
+    seeds = [*demo_config["probes"]["other_kinds_seeds"], 99]
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"other_kinds_seeds": seeds}}))
+    assert rules_of(jobs) - COLLECTORS == {"probe_kind"}
+    assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe_kind"} == {"99"}
 
 
 def test_an_added_seed_runs_only_its_probes(finished_copy, demo_config):
