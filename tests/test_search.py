@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -253,9 +253,9 @@ def test_linear_study_names_are_those_from_before_other_kinds():
     assert name == study_name(features, labels, replace(QUICK, hidden_width=7), "all", 45)
     assert name != study_name(features, labels, replace(QUICK, kind="mlp"), "all", 45)
     assert name != study_name(features, labels, replace(QUICK, kind="mlp_noact"), "all", 45)
-    assert "kind" not in QUICK.defining() and QUICK.defining() == {
-        key: value for key, value in asdict(QUICK).items() if key not in ("kind", "hidden_width", "hidden_layers")
-    }
+    before_other_kinds = ("trials", "epochs", "batch_size", "momentum", "lr_range", "wd_range",
+                          "val_fraction", "trials_per_batch", "precision")
+    assert QUICK.defining() == {key: getattr(QUICK, key) for key in before_other_kinds}
 
 
 @pytest.mark.parametrize("kind", ["mlp", "mlp_noact"])
@@ -267,3 +267,19 @@ def test_mlp_kinds_search_and_score(tmp_path, kind):
     result = probe_dataset(*data, shots="all", seed=45, settings=settings, journal=str(tmp_path / "s.jsonl"), device="cpu")
     assert result["n_trials"] == 4 and result["settings"]["kind"] == kind
     assert result["test_top1"] > 90.0
+
+
+def test_pca_probe_command_projects_onto_d_components_and_rejects_a_d_too_large(tmp_path):
+    from imagenet_cog.pca import fit_pca, write_components
+
+    features, labels = blobs(per_class=40, dim=16)
+    write_feature_file(tmp_path / "train.h5", features, labels)
+    write_feature_file(tmp_path / "test.h5", features[::3], labels[::3])
+    write_components(str(tmp_path / "pca.h5"), fit_pca(features))
+    pca = ("--kind", "pca", "--pca-components", str(tmp_path / "pca.h5"))
+    subprocess.run(probe_command(tmp_path, extra=(*pca, "--pca-dim", "4")), check=True, capture_output=True, timeout=120)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["probe"] == "pca-4" and result["feature_dim"] == 4 and result["settings"]["pca_dim"] == 4
+    failed = subprocess.run(probe_command(tmp_path, extra=(*pca, "--pca-dim", "17")), capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1 and "probes.pca_dims asks for d=17" in failed.stderr
+    assert json.loads((tmp_path / "result.json").read_text())["probe"] == "pca-4", "a failed job deletes nothing"

@@ -22,14 +22,14 @@ labels, the split, the SGD and search settings), so changing any of them starts 
 study in the same journal instead of mixing incompatible trials.
 
 Result JSON (``Layout.probe_result``), one object:
-    model, dataset, probe (the kind: linear, mlp, mlp_noact; absent in results written
+    model, dataset, probe (the kind: linear, mlp, mlp_noact, pca-<d>; absent in results written
     before other kinds existed, which are linear), shots ("all" or an int), seed
     best_params {lr, weight_decay}, val_top1, test_top1, test_top5 (percent)
     n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials)
-    n_train (samples of the final fit), n_test, n_classes, feature_dim, random_weights
+    n_train (samples of the final fit), n_test, n_classes, feature_dim (d for pca-<d>), random_weights
     settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
               trials_per_batch, precision (as configured); MLP kinds also kind,
-              hidden_width, hidden_layers}, study {journal, name, resumed_trials}
+              hidden_width, hidden_layers; pca also kind, pca_dim}, study {journal, name, resumed_trials}
     timings {search_s, final_s, total_s}, versions {imagenet_cog, torch, optuna, numpy},
     device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
 """
@@ -72,18 +72,33 @@ class SearchSettings:
     kind: str = "linear"
     hidden_width: int = 2048
     hidden_layers: int = 2
+    # the pca kind: principal components the features were projected onto
+    pca_dim: int = 0
 
     def defining(self) -> dict:
         """The settings that shape the probe; the linear probe's are those it had before
         other kinds existed, so its study names and result JSONs stay as they were."""
         fields = asdict(self)
-        if self.kind == "linear":
-            for key in ("kind", "hidden_width", "hidden_layers"):
-                fields.pop(key)
+        unused = {
+            "linear": ("kind", "hidden_width", "hidden_layers", "pca_dim"),
+            "pca": ("hidden_width", "hidden_layers"),
+        }.get(self.kind, ("pca_dim",))
+        for key in unused:
+            fields.pop(key)
         return fields
 
+    @property
+    def probe_name(self) -> str:
+        """The kind as result paths and the summary name it: linear, mlp, mlp_noact, pca-<d>."""
+        return f"pca-{self.pca_dim}" if self.kind == "pca" else self.kind
 
-PROBE_KINDS = ("linear", "mlp", "mlp_noact")
+    @property
+    def normalised_inputs(self) -> bool:
+        """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (000 C.3)."""
+        return self.kind in ("linear", "pca")
+
+
+PROBE_KINDS = ("linear", "mlp", "mlp_noact", "pca")
 
 
 # data selection -------------------------------------------------------------------------
@@ -232,7 +247,7 @@ def probe_trainer(settings: SearchSettings):
 
     if settings.kind not in PROBE_KINDS:
         raise ValueError(f"probe kind must be one of {PROBE_KINDS}, not {settings.kind!r}")
-    if settings.kind == "linear":
+    if settings.kind in ("linear", "pca"):
         return train_probes
     return partial(
         train_mlps, hidden_width=settings.hidden_width, hidden_layers=settings.hidden_layers,
@@ -316,7 +331,7 @@ def probe_dataset(
         )
         final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
 
-    normalise = settings.kind == "linear"
+    normalise = settings.normalised_inputs
     features = normalised_on_device(train_features, target, precision, where, normalise)
     labels = torch.from_numpy(train_y.astype(np.int64)).to(target)
 
@@ -407,6 +422,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kind", choices=PROBE_KINDS, default=defaults.kind, help="the probe's kind")
     parser.add_argument("--hidden-width", type=int, default=defaults.hidden_width, help="MLP kinds: units per hidden layer")
     parser.add_argument("--hidden-layers", type=int, default=defaults.hidden_layers, help="MLP kinds: hidden layers")
+    parser.add_argument("--pca-dim", type=int, default=0, help="pca kind: principal components kept (d)")
+    parser.add_argument("--pca-components", help="pca kind: the components file (pca-components)")
     return parser
 
 
@@ -424,6 +441,21 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(max(1, args.threads))
     train = read_features(args.train)
     test = read_features(args.test)
+    train_features, test_features = train.features, test.features
+    if args.kind == "pca":
+        from imagenet_cog.pca import check_dim, read_components
+
+        if not args.pca_components:
+            log.error("--kind pca needs --pca-components")
+            return 1
+        components = read_components(args.pca_components)
+        try:
+            check_dim(args.pca_dim, components, f"{args.dataset} ({args.pca_components})")
+        except ValueError as error:
+            log.error("%s", error)
+            return 1
+        train_features = components.project(train_features, args.pca_dim)
+        test_features = components.project(test_features, args.pca_dim)
     for name, (low, high) in (("lr_range", args.lr_range), ("wd_range", args.wd_range)):
         if not 0 < low < high:
             log.error("probes.%s must be [low, high] with 0 < low < high, not [%s, %s]; fix config.yaml.", name, low, high)
@@ -441,10 +473,11 @@ def main(argv: list[str]) -> int:
         kind=args.kind,
         hidden_width=args.hidden_width,
         hidden_layers=args.hidden_layers,
+        pca_dim=args.pca_dim if args.kind == "pca" else 0,
     )
     try:
         result = probe_dataset(
-            train.features, train.labels, test.features, test.labels,
+            train_features, train.labels, test_features, test.labels,
             shots=args.shots, seed=args.seed, settings=settings, journal=args.study,
             device=args.device, where=f"{args.dataset} ({args.train})", test_path=args.test,
         )
@@ -454,7 +487,7 @@ def main(argv: list[str]) -> int:
     result = {
         "model": args.model,
         "dataset": args.dataset,
-        "probe": args.kind,
+        "probe": settings.probe_name,
         "random_weights": bool(train.metadata.get("random_weights", False)),
         **result,
     }
