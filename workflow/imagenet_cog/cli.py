@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "models": "imagenet_cog.extract:describe_models_command",
     # probes stage
     "probe": "imagenet_cog.search:main",
+    "pca-components": "imagenet_cog.pca:main",
     # results stage
     "aggregate-probes": "imagenet_cog.aggregate:aggregate_command",
     "results-tables": "imagenet_cog.aggregate:tables_command",

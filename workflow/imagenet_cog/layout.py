@@ -106,6 +106,10 @@ class Layout:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
         return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.optuna.jsonl"
 
+    def pca_components(self, model: str, dataset: str) -> str:
+        """Principal components of a dataset's training features (imagenet_cog.pca)."""
+        return f"{self.root}/probes/{model}/{dataset}/pca-components.h5"
+
     # results stage ----------------------------------------------------------------
     def table(self, name: str, extension: str) -> str:
         return f"{self.root}/tables/{name}.{extension}"

@@ -45,7 +45,7 @@ wildcard_constraints:
     shard=r"[0-9]{5}",
     shots=r"[1-9][0-9]*|all",
     seed=r"[0-9]+",
-    kind=r"mlp|mlp_noact",
+    kind=r"mlp|mlp_noact|pca-[1-9][0-9]*",
 
 
 # Jobs import the package from this checkout (so jobs on cluster nodes and in conda
@@ -232,7 +232,13 @@ def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=("li
 
 # probe kinds ---------------------------------------------------------------------------
 
-PROBE_KINDS = list(config["probes"]["kinds"])
+PCA_DIMS = [int(dim) for dim in config["probes"]["pca_dims"]]
+# pca in probes.kinds stands for one kind per d, pca-<d>
+PROBE_KINDS = [
+    name
+    for kind in config["probes"]["kinds"]
+    for name in ([f"pca-{dim}" for dim in PCA_DIMS] if kind == "pca" else [kind])
+]
 if "linear" not in PROBE_KINDS:
     raise WorkflowError(
         f"config.yaml: probes.kinds is {PROBE_KINDS} without 'linear'; the linear probe is the "
@@ -242,23 +248,41 @@ OTHER_KINDS = [kind for kind in PROBE_KINDS if kind != "linear"]
 OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
 OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
 # probes settings that are not the linear probe's (and so must not enter its params)
-NOT_LINEAR_PROBE_SETTINGS = ("seeds", "shots", "kinds", "other_kinds_shots", "other_kinds_seeds", "mlp")
+NOT_LINEAR_PROBE_SETTINGS = ("seeds", "shots", "kinds", "other_kinds_shots", "other_kinds_seeds", "mlp", "pca_dims")
 
 
 def kind_probe_settings(kind):
     """The search settings of a kind other than linear: the shared ones, with the kind's
-    learning-rate and weight-decay ranges and network; ranges as the command reads them."""
+    learning-rate and weight-decay ranges and network; ranges as the command reads them.
+    pca-<d> is the linear probe on projected features, with the linear probe's ranges."""
     probes = config["probes"]
     shared = {key: value for key, value in probes.items() if key not in NOT_LINEAR_PROBE_SETTINGS}
+    if kind.startswith("pca-"):
+        return {
+            **shared,
+            "lr_range": " ".join(str(value) for value in probes["lr_range"]),
+            "wd_range": " ".join(str(value) for value in probes["wd_range"]),
+            "kind_arguments": f"--kind pca --pca-dim {kind.split('-', 1)[1]}",
+        }
     mlp = probes["mlp"]
     lr_range = mlp["lr_range"] if kind == "mlp" else mlp["noact_lr_range"]
     return {
         **shared,
         "lr_range": " ".join(str(value) for value in lr_range),
         "wd_range": " ".join(str(value) for value in mlp["wd_range"]),
-        "hidden_width": mlp["hidden_width"],
-        "hidden_layers": mlp["hidden_layers"],
+        "kind_arguments": f"--kind {kind} --hidden-width {mlp['hidden_width']} --hidden-layers {mlp['hidden_layers']}",
     }
+
+
+def probe_kind_inputs(wildcards):
+    inputs = {
+        "train": PATHS.features(wildcards.model, wildcards.dataset, "train"),
+        "test": PATHS.features(wildcards.model, wildcards.dataset, "test"),
+    }
+    if wildcards.kind.startswith("pca-"):
+        inputs["pca"] = PATHS.pca_components(wildcards.model, wildcards.dataset)
+    return inputs
+
 
 
 def all_probe_results(models=None):
@@ -342,6 +366,18 @@ def probe_mem_mb(wildcards):
     """The host holds the features read from disk; on a CPU also the normalised copies."""
     copies = 1 if config["probes"]["device"] != "cpu" else 3
     return int(2000 + copies * probe_feature_mb(wildcards))
+
+
+# Checked before any job: a d wider than a model's features cannot be had (a d above a
+# dataset's training samples is known only once its splits exist: the probe job says so).
+for model in MODELS:
+    too_wide = [dim for dim in PCA_DIMS if dim > model_feature_dim(model)] if "pca" in config["probes"]["kinds"] else []
+    if too_wide:
+        raise WorkflowError(
+            f"config.yaml: probes.pca_dims has {too_wide}, more principal components than model "
+            f"'{model}' has feature dimensions ({model_feature_dim(model)}); remove them from "
+            f"probes.pca_dims or 'pca' from probes.kinds."
+        )
 
 
 def probe_runtime_minutes(wildcards):

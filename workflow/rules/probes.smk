@@ -46,14 +46,13 @@ rule probe:
         " --threads {threads} > {log} 2>&1"
 
 
-# The other probe kinds (000 supp. C.3): the same search, final fit and result JSON, with
+# The other probe kinds (000 supp. C.2, C.3): the same search, final fit and result JSON, with
 # the kind's network and learning-rate range, under a folder named after the kind.
 rule probe_kind:
     conda:
         CONDA_ENVIRONMENT
     input:
-        train=PATHS.features("{model}", "{dataset}", "train"),
-        test=PATHS.features("{model}", "{dataset}", "test"),
+        unpack(probe_kind_inputs),
     output:
         PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}", "{kind}"),
     params:
@@ -61,6 +60,7 @@ rule probe_kind:
             wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed, wildcards.kind
         ),
         probes=lambda wildcards: kind_probe_settings(wildcards.kind),
+        pca=lambda wildcards, input: f"--pca-components {input.pca}" if "pca" in input.keys() else "",
     threads: 8 if config["probes"]["device"] == "cpu" else 1
     resources:
         gpu=0 if config["probes"]["device"] == "cpu" else 1,
@@ -73,13 +73,35 @@ rule probe_kind:
     shell:
         python_command("probe")
         + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
-        " --model {wildcards.model} --dataset {wildcards.dataset} --kind {wildcards.kind}"
+        " --model {wildcards.model} --dataset {wildcards.dataset} {params.probes[kind_arguments]}"
         " --shots {wildcards.shots} --seed {wildcards.seed}"
         " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
         " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
         " --lr-range {params.probes[lr_range]} --wd-range {params.probes[wd_range]}"
-        " --hidden-width {params.probes[hidden_width]} --hidden-layers {params.probes[hidden_layers]}"
+        " {params.pca}"
         " --val-fraction {params.probes[val_fraction]}"
         " --trials-per-batch {params.probes[trials_per_batch]}"
         " --device {params.probes[device]} --precision {params.probes[precision]}"
         " --threads {threads} > {log} 2>&1"
+
+
+# Principal components of a dataset's training features, once for every d and seed of the
+# pca-<d> probes (000 supp. C.2; imagenet_cog/pca.py).
+rule pca_components:
+    conda:
+        CONDA_ENVIRONMENT
+    input:
+        PATHS.features("{model}", "{dataset}", "train"),
+    output:
+        PATHS.pca_components("{model}", "{dataset}"),
+    threads: 8 if config["probes"]["device"] == "cpu" else 1
+    resources:
+        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        mem_mb=probe_mem_mb,
+    log:
+        "logs/probes/{model}/{dataset}/pca-components.log",
+    benchmark:
+        "logs/benchmarks/pca/{model}/{dataset}.tsv"
+    shell:
+        python_command("pca-components")
+        + " --train {input} --output {output} --device {config[probes][device]} --threads {threads} > {log} 2>&1"
