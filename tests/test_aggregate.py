@@ -200,6 +200,7 @@ def test_timings_join_benchmarks_and_probe_results(results_root, tmp_path):
 def test_table_names_cover_every_dataset():
     assert result_table_names(["in1k", "l3"]) == [
         "top1_levels", "relative_levels", "top1_in1k", "top1_l3", "relative_in1k", "relative_l3", "probe_kinds",
+        "pca_top1", "pca_relative",
     ]
 
 
@@ -287,3 +288,22 @@ def test_other_probe_kinds_get_rows_and_a_table_relative_to_the_linear_probe(res
     levels = pd.read_csv(layout.table("top1_levels", "csv"))
     assert levels["Model"].tolist() == ["ResNet50", "DeiT-S†", "dino"]
     assert levels.loc[0, "IN-1K"] == "72.0 ± 1.6"
+
+
+def test_pca_kinds_give_top1_against_d_absolute_and_relative_to_the_baseline(results_root, tmp_path):
+    write_results(results_root, {("resnet50", "in1k", "all"): [50.0], ("deit_small", "in1k", "all"): [20.0]}, "pca-8", ["22"])
+    write_results(results_root, {("resnet50", "in1k", "all"): [65.0], ("deit_small", "in1k", "all"): [28.0]}, "pca-32", ["22"])
+    summary_path = tmp_path / "summary.csv"
+    grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS), "--datasets", *DATASETS,
+            "--shots", *SHOTS, "--seeds", *SEEDS, "--kinds", "linear", "pca-8", "pca-32",
+            "--other-kinds-shots", "all", "--other-kinds-seeds", "22"]
+    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
+    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
+                           "--baseline", "resnet50"]) == 0
+    layout = Layout(str(results_root))
+    absolute = pd.read_csv(layout.table("pca_top1", "csv")).set_index(["Model", "Dataset"])
+    assert list(absolute.columns) == ["d=8", "d=32", "All dims"]
+    assert absolute.loc[("ResNet50", "IN-1K")].tolist() == ["50.0", "65.0", "72.0"]
+    assert absolute.loc[("DeiT-S†", "L1"), "d=8"] == "—"
+    relative = pd.read_csv(layout.table("pca_relative", "csv")).set_index(["Model", "Dataset"])
+    assert relative.loc[("DeiT-S†", "IN-1K")].tolist() == ["-30.0", "-37.0", "-42.0"]

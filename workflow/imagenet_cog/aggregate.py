@@ -269,7 +269,7 @@ def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     percent of the linear top-1, per dataset at N=all; and the table's notes."""
     full = summary[summary["shots"] == "all"]
     datasets = list(dict.fromkeys(summary["dataset"]))
-    kinds = [kind for kind in dict.fromkeys(summary["probe"]) if kind != "linear"]
+    kinds = [kind for kind in dict.fromkeys(summary["probe"]) if kind in ("mlp", "mlp_noact")]
     linear = full[full["probe"] == "linear"].set_index(["model", "dataset"])["mean"]
     table = pd.DataFrame({"Model": list(dict.fromkeys(full.loc[full["probe"] == "linear"].apply(display_label, axis=1)))})
     models = list(dict.fromkeys(full.loc[full["probe"] == "linear", "model"]))
@@ -287,8 +287,38 @@ def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     notes = [f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / "
              f"probes.other_kinds_shots do not ask for it at N=all."]
     if not kinds:
-        notes.append("probes.kinds has only 'linear': add mlp and/or mlp_noact for this table.")
+        notes.append("probes.kinds has no MLP kind: add mlp and/or mlp_noact for this table.")
     return table, notes
+
+
+def pca_dim(probe: str) -> int | None:
+    return int(probe.split("-", 1)[1]) if probe.startswith("pca-") else None
+
+
+def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """000 Tab. 5: top-1 of PCA + linear probes per model and dataset against d, the last
+    column the linear probe on all dimensions; absolute, and relative to ``baseline``."""
+    full = summary[summary["shots"] == "all"]
+    dims = sorted(dim for dim in map(pca_dim, dict.fromkeys(summary["probe"])) if dim is not None)
+    columns = [(f"pca-{dim}", f"d={dim}") for dim in dims] + [("linear", "All dims")]
+    absolute_rows, relative_rows = [], []
+    linear = full[full["probe"] == "linear"]
+    for _, row in linear.iterrows():
+        absolute = {"Model": display_label(row), "Dataset": dataset_title(row["dataset"])}
+        relative = dict(absolute)
+        for probe, title in columns:
+            cells = full[(full["probe"] == probe) & (full["dataset"] == row["dataset"])].set_index("model")
+            own = cells["mean"].get(row["model"], math.nan) if bool(cells["complete"].get(row["model"], False)) else math.nan
+            reference = cells["mean"].get(baseline, math.nan) if bool(cells["complete"].get(baseline, False)) else math.nan
+            absolute[title] = MISSING if pd.isna(own) else f"{own:.1f}"
+            relative[title] = MISSING if pd.isna(own) or pd.isna(reference) else f"{own - reference:+.1f}"
+        absolute_rows.append(absolute)
+        relative_rows.append(relative)
+    notes = [f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / probes.pca_dims / "
+             f"probes.other_kinds_shots do not ask for it at N=all."]
+    if not dims:
+        notes.append("probes.kinds has no 'pca': add it (and probes.pca_dims) for this table.")
+    return pd.DataFrame(absolute_rows), pd.DataFrame(relative_rows), notes
 
 
 def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
@@ -298,6 +328,20 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
         "Top-1 of the MLP probes relative to the linear probe (LogReg), all training images: "
         "100 x (kind - LogReg) / LogReg, in percent (paper 000, Tab. 3).",
         notes,
+    )
+    baseline_rows = summary.loc[summary["model"] == baseline, "label"]
+    pca_baseline = baseline_rows.iloc[0] if len(baseline_rows) else baseline
+    pca_absolute, pca_relative, pca_notes = pca_tables(summary, baseline)
+    write_table(
+        layout, "pca_top1", pca_absolute,
+        "Top-1 accuracy (%) of linear probes on features projected onto their first d principal "
+        "components, all training images (paper 000, Tab. 5, Fig. 8).",
+        pca_notes,
+    )
+    write_table(
+        layout, "pca_relative", pca_relative,
+        f"PCA + linear top-1 relative to {pca_baseline} at the same d, all training images, in points.",
+        pca_notes,
     )
     summary = summary[summary["probe"] == "linear"]
     datasets = list(dict.fromkeys(summary["dataset"]))

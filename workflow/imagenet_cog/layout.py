@@ -21,7 +21,7 @@ def result_table_names(datasets: list[str]) -> list[str]:
         "top1_levels", "relative_levels",
         *(f"top1_{dataset}" for dataset in datasets),
         *(f"relative_{dataset}" for dataset in datasets),
-        "probe_kinds",
+        "probe_kinds", "pca_top1", "pca_relative",
     ]
 
 

@@ -409,13 +409,18 @@ def grid_arguments():
 
 def table_report(name):
     """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
-    if name == "probe_kinds":
+    probe_kind_tables = {
+        "probe_kinds": "MLP probes relative to linear",
+        "pca_top1": "PCA + linear, top-1",
+        "pca_relative": "PCA + linear, relative to baseline",
+    }
+    if name in probe_kind_tables:
         return report(
             PATHS.table(name, "csv"),
-            caption="../report/table_probe_kinds.rst",
+            caption=f"../report/table_{name}.rst",
             category="Tables",
             subcategory="Probe kinds",
-            labels={"table": "MLP probes relative to linear", "dataset": "IN-1K and levels"},
+            labels={"table": probe_kind_tables[name], "dataset": "IN-1K and levels"},
         )
     absolute = name.startswith("top1_")
     across_levels = name.endswith("_levels")
