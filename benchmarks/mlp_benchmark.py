@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--weight-decay", type=float, default=1e-6)
     parser.add_argument("--seeds", type=int, nargs="+", default=[22, 37])
     parser.add_argument("--candidates", type=int, default=4)
+    parser.add_argument("--spread", type=float, default=2.5, help="cluster spread: overlap makes accuracy informative")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     if args.full:
@@ -122,7 +123,7 @@ def main() -> None:
     accuracy = {name: [] for name in ["baseline", *variants]}
     seconds = {name: 0.0 for name in accuracy}
     for seed in args.seeds:
-        features, labels = clustered_features(args.classes, args.per_class + 20, args.dim, seed, 1.2, device)
+        features, labels = clustered_features(args.classes, args.per_class + 20, args.dim, seed, args.spread, device)
         test = torch.arange(len(labels), device=device) % (args.per_class + 20) >= args.per_class
         train_x, train_y, test_x, test_y = features[~test], labels[~test], features[test], labels[test]
         top1, elapsed = timed(lambda: baseline_mlp(train_x, train_y, test_x, test_y, args.classes, args.lr,
