@@ -9,6 +9,7 @@ import yaml
 
 from conftest import snakemake
 from imagenet_cog.io import read_lines, read_tsv
+from imagenet_cog.aggregate import read_summary
 from imagenet_cog.layout import Layout
 
 pytestmark = pytest.mark.e2e
@@ -59,6 +60,26 @@ def test_every_configured_output_exists(demo_run, demo_config):
     for target in layout.result_targets(demo_config["datasets"]):
         assert (demo_run / target).stat().st_size > 0, target
     assert (demo_run / layout.levels_figure("png")).stat().st_size > 0
+
+
+def test_every_configured_probe_kind_ran(demo_run, demo_config):
+    """The demo runs each other kind (000 C.2, C.3) on its own shots and seeds, at small d."""
+    layout, probes = Layout(), demo_config["probes"]
+    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
+    kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
+    assert {"mlp", "mlp_noact"} <= set(kinds) and any(kind.startswith("pca-") for kind in kinds)
+    for model in demo_config["models"]:
+        for dataset in demo_config["datasets"]:
+            for kind in kinds:
+                for shots in probes["other_kinds_shots"]:
+                    for seed in probes["other_kinds_seeds"]:
+                        path = demo_run / layout.probe_result(model, dataset, str(shots), str(seed), kind)
+                        result = json.loads(path.read_text())
+                        assert result["probe"] == kind and 0.0 <= result["test_top1"] <= 100.0
+                        if kind.startswith("pca-"):
+                            assert result["feature_dim"] == int(kind.split("-")[1])
+    summary = read_summary(demo_run / layout.results_summary())
+    assert set(summary["probe"]) == {"linear", *kinds} and summary["complete"].all()
 
 
 def test_rerun_does_nothing(demo_run):
