@@ -49,3 +49,17 @@ def test_a_d_beyond_the_components_names_the_setting():
     wide = fit_pca(correlated_features(count=300))
     with pytest.raises(ValueError, match=r"probes.pca_dims asks for d=32.*at most 24"):
         check_dim(32, wide, "l1")
+
+
+def test_a_d_wider_than_a_models_features_stops_the_workflow_before_any_job(tmp_path):
+    import yaml
+
+    from conftest import copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path / "workflow")
+    overlay = workdir / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"probes": {"kinds": ["linear", "pca"], "pca_dims": [8, 512]}}))
+    result = snakemake(workdir, "--cores", "1", "--dry-run", "--configfile", str(overlay), check=False)
+    assert result.returncode != 0
+    assert "probes.pca_dims has [512]" in result.stdout + result.stderr and "deit_small" in result.stdout + result.stderr
+    assert not (workdir / "results").exists()
