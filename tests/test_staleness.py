@@ -74,12 +74,13 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     changed = "deit_small"
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe", "probe_kind"}
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe", "probe_kind", "pca_components"}
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = demo_config["datasets"], 2
     assert per_rule["merge_features"] == len(datasets) * splits
     assert per_rule["probe"] == len(datasets) * len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
     assert per_rule["probe_kind"] == len(datasets) * other_kind_probes_per_dataset(demo_config)
+    assert per_rule["pca_components"] == len(datasets)
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
@@ -88,7 +89,8 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
 def other_kind_probes_per_dataset(config) -> int:
     """Probe jobs of the kinds other than linear per model and dataset in the demo."""
     probes = config["probes"]
-    kinds = [kind for kind in probes["kinds"] if kind != "linear"]
+    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
+    kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
     shots = probes.get("other_kinds_shots") or probes["shots"]
     seeds = probes.get("other_kinds_seeds") or probes["seeds"]
     return len(kinds) * len(shots) * len(seeds)
@@ -115,10 +117,19 @@ def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_c
         **demo_config["probes"]["mlp"], "noact_lr_range": [0.02, 5.0]}}}))
     assert rules_of(noact_range) - COLLECTORS == {"probe_kind"}
     assert {wildcards["kind"] for rule, wildcards in noact_range if rule == "probe_kind"} == {"mlp_noact"}
-    assert Counter(rule for rule, _ in noact_range)["probe_kind"] == grid * other_kind_probes_per_dataset(demo_config) // 2
+    probes = demo_config["probes"]
+    assert Counter(rule for rule, _ in noact_range)["probe_kind"] == grid * len(probes["other_kinds_shots"]) * len(probes["other_kinds_seeds"])
     width = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
         **demo_config["probes"]["mlp"], "hidden_width": demo_config["probes"]["mlp"]["hidden_width"] + 1}}}))
     assert rules_of(width) - COLLECTORS == {"probe_kind"}
+    assert not any(wildcards["kind"].startswith("pca-") for rule, wildcards in width if rule == "probe_kind")
+
+
+def test_an_added_pca_dim_runs_only_its_probes(finished_copy, demo_config):
+    dims = [*demo_config["probes"]["pca_dims"], 4]
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"pca_dims": dims}}))
+    assert rules_of(jobs) - COLLECTORS == {"probe_kind"}, "the components are reused, not recomputed"
+    assert {wildcards["kind"] for rule, wildcards in jobs if rule == "probe_kind"} == {"pca-4"}
 
 
 def test_an_added_kind_seed_runs_only_its_probes(finished_copy, demo_config):
