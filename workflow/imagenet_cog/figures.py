@@ -6,6 +6,10 @@
 - ``few_shot``: top-1 against N images per concept (log2 axis, "All" last), one panel per
   dataset (Figs. 4a-c, 10).
 - ``few_shot_relative``: the same minus the baseline (Figs. 4d-f, 11).
+- ``pca``, ``pca_relative``: top-1 of PCA + linear probes against the number d of principal
+  components (log2 axis, "All" = the linear probe on every dimension), one panel per
+  dataset, absolute and minus the baseline (paper 000 Fig. 8); empty panels without the
+  pca kind.
 
 Error bars (levels figures) and bands (few-shot figures) are ± the std over seeds; a cell
 with a missing seed has no mean and leaves a gap in its line.
@@ -202,13 +206,36 @@ def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None):
     return fig
 
 
+PCA_LABEL = "Principal components d (log$_2$ scale)"
+
+
+def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
+    """000 Fig. 8: the few-shot layout with d in place of N, at N = all."""
+    full = summary[summary["shots"] == "all"]
+    pca = full[full["probe"].str.startswith("pca-")].assign(shots=lambda frame: frame["probe"].str[4:])
+    frame = pd.concat([pca, full[full["probe"] == "linear"]], ignore_index=True)
+    if pca.empty:
+        fig, axes = panel_grid(1, 1)
+        no_data(axes.flat[0], "no pca probes (probes.kinds)")
+        return fig
+    fig = few_shot_figure(frame, baseline)
+    for ax in fig.axes:
+        if ax.get_xlabel() == SHOTS_LABEL:
+            ax.set_xlabel(PCA_LABEL)
+    return fig
+
+
 def build_figures(summary: pd.DataFrame, baseline: str) -> dict:
     sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
+    kinds = summary
+    summary = summary[summary["probe"] == "linear"]
     return {
         "top1_levels": top1_levels_figure(summary),
         "relative_levels": relative_levels_figure(summary, baseline),
         "few_shot": few_shot_figure(summary),
         "few_shot_relative": few_shot_figure(summary, baseline),
+        "pca": pca_figure(kinds),
+        "pca_relative": pca_figure(kinds, baseline),
     }
 
 
@@ -228,7 +255,7 @@ def figures_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
     summary = read_summary(args.summary)
-    for name, fig in build_figures(summary[summary["probe"] == "linear"], args.baseline).items():
+    for name, fig in build_figures(summary, args.baseline).items():
         save_figure(fig, layout, name)
         plt.close(fig)
     return 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 # results stage: the tables (each in every TABLE_FORMATS) and figures it writes
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf")
-RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative")
+RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", "pca", "pca_relative")
 
 
 def result_table_names(datasets: list[str]) -> list[str]:

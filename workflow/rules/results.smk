@@ -61,6 +61,8 @@ rule result_figures:
         figure_report("relative_levels", "figure_relative_levels.rst"),
         figure_report("few_shot", "figure_few_shot.rst"),
         figure_report("few_shot_relative", "figure_few_shot_relative.rst"),
+        figure_report("pca", "figure_pca.rst"),
+        figure_report("pca_relative", "figure_pca_relative.rst"),
         [PATHS.figure(name, "pdf") for name in RESULT_FIGURES],
     params:
         root=PATHS.root,
