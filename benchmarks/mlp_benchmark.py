@@ -27,15 +27,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from functools import partial
+from itertools import pairwise
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_benchmark import clustered_features, matmul_flops_per_second, synchronise  # noqa: E402
-
-from imagenet_cog.mlp import train_mlps  # noqa: E402
-from imagenet_cog.probe import SGDSchedule, operand_dtype, resolve_precision  # noqa: E402
+from imagenet_cog.mlp import train_mlps
+from imagenet_cog.probe import SGDSchedule, operand_dtype, resolve_precision
+from probe_benchmark import clustered_features, matmul_flops_per_second, synchronise
 
 
 def baseline_mlp(train_x, train_y, test_x, test_y, classes, lr, weight_decay, schedule, seed, width, layers):
@@ -67,7 +68,7 @@ def baseline_mlp(train_x, train_y, test_x, test_y, classes, lr, weight_decay, sc
 def training_flops(count: int, dim: int, width: int, layers: int, classes: int, epochs: int, candidates: int = 1) -> float:
     """Matrix-product FLOPs: forward, input gradients (not of the first layer), weight gradients."""
     widths = [dim] + [width] * layers + [classes]
-    products = sum(a * b for a, b in zip(widths[:-1], widths[1:]))
+    products = sum(a * b for a, b in pairwise(widths))
     return 2.0 * count * epochs * candidates * (3 * products - dim * width)
 
 
@@ -107,7 +108,7 @@ def main() -> None:
     schedule = SGDSchedule(args.epochs, args.batch_size, 0.9)
     precision = resolve_precision("auto", device)
     variants = [precision] + (["float32"] if precision != "float32" else [])
-    shape = dict(width=args.hidden_width, layers=args.hidden_layers)
+    shape = {"width": args.hidden_width, "layers": args.hidden_layers}
     print(f"{args.classes} classes x {args.per_class} training samples, dim {args.dim}, "
           f"{args.hidden_layers} hidden layers of {args.hidden_width}, batch {args.batch_size}, "
           f"{args.epochs} epochs, device {device}, {torch.get_num_threads()} threads")
@@ -126,14 +127,14 @@ def main() -> None:
         features, labels = clustered_features(args.classes, args.per_class + 20, args.dim, seed, args.spread, device)
         test = torch.arange(len(labels), device=device) % (args.per_class + 20) >= args.per_class
         train_x, train_y, test_x, test_y = features[~test], labels[~test], features[test], labels[test]
-        top1, elapsed = timed(lambda: baseline_mlp(train_x, train_y, test_x, test_y, args.classes, args.lr,
-                                                   args.weight_decay, schedule, seed, **shape), device)
+        top1, elapsed = timed(partial(baseline_mlp, train_x, train_y, test_x, test_y, args.classes, args.lr,
+                                      args.weight_decay, schedule, seed, **shape), device)
         accuracy["baseline"].append(top1)
         seconds["baseline"] += elapsed
         for name in variants:
             ours = train_x.to(operand_dtype(name))
-            probes, elapsed = timed(lambda: train_mlps(ours, train_y, args.classes, [args.lr], [args.weight_decay],
-                                                       schedule, seed, name, args.hidden_width, args.hidden_layers), device)
+            probes, elapsed = timed(partial(train_mlps, ours, train_y, args.classes, [args.lr], [args.weight_decay],
+                                            schedule, seed, name, args.hidden_width, args.hidden_layers), device)
             accuracy[name].append(probes.topk_accuracy(test_x, test_y)[0, 0].item())
             seconds[name] += elapsed
     flops = training_flops(len(train_y), args.dim, args.hidden_width, args.hidden_layers, args.classes, args.epochs)

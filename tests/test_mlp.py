@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
 import torch
-
 from imagenet_cog.mlp import train_mlps
 from imagenet_cog.probe import SGDSchedule, train_probes
 
@@ -22,11 +22,11 @@ def reference_mlp(features, labels, classes, lr, weight_decay, schedule, seed, w
     modules = []
     # train_mlps draws each layer's weight, then its bias
     initial, initial_biases = [], []
-    for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+    for fan_in, fan_out in pairwise(widths):
         bound = 1.0 / math.sqrt(fan_in)
         initial.append(torch.rand(trials, fan_out, fan_in, generator=generator) * 2 * bound - bound)
         initial_biases.append(torch.rand(trials, fan_out, generator=generator) * 2 * bound - bound)
-    for index, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
+    for index, (fan_in, fan_out) in enumerate(pairwise(widths)):
         linear = torch.nn.Linear(fan_in, fan_out)
         with torch.no_grad():
             linear.weight.copy_(initial[index][candidate])

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.decomposition import PCA
-
 from imagenet_cog.pca import check_dim, fit_pca, read_components, write_components
+from sklearn.decomposition import PCA
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -53,7 +52,6 @@ def test_a_d_beyond_the_components_names_the_setting():
 
 def test_a_d_wider_than_a_models_features_stops_the_workflow_before_any_job(tmp_path):
     import yaml
-
     from conftest import copy_workflow, snakemake
 
     workdir = copy_workflow(tmp_path / "workflow")

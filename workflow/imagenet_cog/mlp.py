@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 import torch
 
@@ -95,7 +96,7 @@ def train_mlps(
     widths = [dim] + [hidden_width] * hidden_layers + [num_classes]
     generator = torch.Generator(device=device).manual_seed(seed)
     weights, biases = [], []
-    for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+    for fan_in, fan_out in pairwise(widths):
         bound = 1.0 / math.sqrt(fan_in)  # nn.Linear's default initialisation
         weights.append(torch.rand(trials, fan_out, fan_in, generator=generator, device=device).mul_(2 * bound).sub_(bound))
         biases.append(torch.rand(trials, fan_out, generator=generator, device=device).mul_(2 * bound).sub_(bound))
