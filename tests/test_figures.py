@@ -134,7 +134,7 @@ def test_pca_figure_draws_top1_against_d_with_all_dimensions_last(tmp_path):
         assert in1k["ResNet50"] == [50.0, 72.0]
         assert [tick.get_text() for tick in axes[0].get_xticklabels()] == ["8", "All"]
         relative = visible_axes(built["pca_relative"])[0]
-        deit = [line for line in relative.get_lines() if line.get_label() == "DeiT-S†"][0]
+        deit = next(line for line in relative.get_lines() if line.get_label() == "DeiT-S†")
         assert list(deit.get_ydata()) == [-30.0, -42.0]
     finally:
         for fig in built.values():

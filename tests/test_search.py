@@ -280,6 +280,7 @@ def test_pca_probe_command_projects_onto_d_components_and_rejects_a_d_too_large(
     subprocess.run(probe_command(tmp_path, extra=(*pca, "--pca-dim", "4")), check=True, capture_output=True, timeout=120)
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["probe"] == "pca-4" and result["feature_dim"] == 4 and result["settings"]["pca_dim"] == 4
-    failed = subprocess.run(probe_command(tmp_path, extra=(*pca, "--pca-dim", "17")), capture_output=True, text=True, timeout=120)
+    failed = subprocess.run(probe_command(tmp_path, extra=(*pca, "--pca-dim", "17")), check=False,
+                            capture_output=True, text=True, timeout=120)
     assert failed.returncode == 1 and "probes.pca_dims asks for d=17" in failed.stderr
     assert json.loads((tmp_path / "result.json").read_text())["probe"] == "pca-4", "a failed job deletes nothing"

@@ -284,8 +284,10 @@ def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                 else:
                     column.append(f"{100.0 * (cells.loc[key, 'mean'] - linear[key]) / linear[key]:+.1f}")
             table[f"{KIND_TITLES[kind]} {dataset_title(dataset)}"] = column
-    notes = [f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / "
-             f"probes.other_kinds_shots do not ask for it at N=all."]
+    notes = [
+        f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / "
+        "probes.other_kinds_shots do not ask for it at N=all."
+    ]
     if not kinds:
         notes.append("probes.kinds has no MLP kind: add mlp and/or mlp_noact for this table.")
     return table, notes
@@ -314,8 +316,10 @@ def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.D
             relative[title] = MISSING if pd.isna(own) or pd.isna(reference) else f"{own - reference:+.1f}"
         absolute_rows.append(absolute)
         relative_rows.append(relative)
-    notes = [f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / probes.pca_dims / "
-             f"probes.other_kinds_shots do not ask for it at N=all."]
+    notes = [
+        f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / probes.pca_dims / "
+        "probes.other_kinds_shots do not ask for it at N=all."
+    ]
     if not dims:
         notes.append("probes.kinds has no 'pca': add it (and probes.pca_dims) for this table.")
     return pd.DataFrame(absolute_rows), pd.DataFrame(relative_rows), notes
