@@ -122,3 +122,13 @@ def test_diverging_candidate_is_frozen_and_marked():
     probes = train_mlps(features * 1e4, labels, 2, [1e6, 0.01], [1e-5, 1e-5], schedule, seed=0, hidden_width=16)
     assert probes.diverged == [True, False]
     assert all(bool(torch.isfinite(w).all()) for w in probes.weights)
+
+
+def test_half_precision_features_train_in_float32():
+    """On a GPU float32 probes keep float16 feature files half (probe.feature_dtype)."""
+    features, labels = xor_classes()
+    schedule = SGDSchedule(epochs=3, batch_size=64, momentum=0.9)
+    half = train_mlps(features.half(), labels, 2, [0.5], [1e-5], schedule, seed=0, hidden_width=16)
+    full = train_mlps(features.half().float(), labels, 2, [0.5], [1e-5], schedule, seed=0, hidden_width=16)
+    for ours, reference in zip(half.weights, full.weights):
+        torch.testing.assert_close(ours, reference)

@@ -124,7 +124,8 @@ def train_mlps(
         for start in range(0, count, schedule.batch_size):
             index = order[start : start + schedule.batch_size]
             size = index.shape[0]
-            batch = low(features.index_select(0, index))
+            # features may be kept float16 on a GPU (imagenet_cog.probe.feature_dtype)
+            batch = features.index_select(0, index).to(operand)
             targets = labels.index_select(0, index)
             # forward, activations [T, units, batch]; pre-activations are kept for ReLU's mask
             inputs = []
