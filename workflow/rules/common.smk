@@ -391,6 +391,18 @@ def probe_runtime_minutes(wildcards):
     return int(30 + passes_mb / (20 * 1024) / 60)
 
 
+def probe_kind_runtime_minutes(wildcards):
+    """The linear probe's limit, scaled for the MLP kinds by their products per sample
+    (forward and backward, about 3x the weights) against the linear probe's (2 D C)."""
+    minutes = probe_runtime_minutes(wildcards)
+    if not wildcards.kind.startswith("mlp"):
+        return minutes
+    dim, classes = model_feature_dim(wildcards.model), config["levels"]["concepts_per_level"]
+    width, layers = config["probes"]["mlp"]["hidden_width"], config["probes"]["mlp"]["hidden_layers"]
+    weights = dim * width + (layers - 1) * width * width + width * classes
+    return int(30 + (minutes - 30) * 3 * weights / (2 * dim * classes))
+
+
 # results stage ---------------------------------------------------------------------------
 
 def models_json():

@@ -65,7 +65,7 @@ rule probe_kind:
     resources:
         gpu=0 if config["probes"]["device"] == "cpu" else 1,
         mem_mb=probe_mem_mb,
-        runtime=probe_runtime_minutes,
+        runtime=probe_kind_runtime_minutes,
     log:
         "logs/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.log",
     benchmark:
