@@ -16,7 +16,9 @@ cell as ``— (3/5 seeds)``.
 ``probe`` is the probe kind (linear, mlp, mlp_noact; ``probes.kinds``); the paper's tables
 and figures are the linear probe's, and the other kinds' rows cover their own shots and
 seeds (``probes.other_kinds_shots/seeds``). Table ``probe_kinds`` (000 Tab. 3) gives each
-other kind's top-1 relative to the linear probe's at N=all: 100 x (kind - linear) / linear.
+other kind's top-1 relative to the linear probe's at N=all: 100 x (kind - linear) / linear;
+tables ``pca_top1`` / ``pca_relative`` (000 Tab. 5, Fig. 8) the pca-<d> probes' top-1
+against d, absolute and minus the baseline's at the same d.
 
 Relative numbers are ``model - baseline`` in percentage points, per dataset and shots,
 both means over all seeds; their std is the model's own std over seeds.
