@@ -180,4 +180,7 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     probes = [w for rule, w in jobs if rule == "probe"]
     assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset)}
     assert len(probes) == len(demo_config["probes"]["shots"]) * len(demo_config["probes"]["seeds"])
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe"}
+    others = [w for rule, w in jobs if rule in ("probe_kind", "pca_components")]
+    assert {(w["model"], w["dataset"]) for w in others} == {(model, dataset)}
+    assert len([w for rule, w in jobs if rule == "probe_kind"]) == other_kind_probes_per_dataset(demo_config)
+    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "probe", "probe_kind", "pca_components"}
