@@ -48,7 +48,7 @@ include: "workflow/rules/blurred.smk"
 
 
 rule all:
+    default_target: True
     input:
         final_outputs(),
         all_feature_shards,
-    default_target: True

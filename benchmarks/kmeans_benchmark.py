@@ -24,6 +24,7 @@ import argparse
 import time
 
 import numpy as np
+
 from imagenet_cog.analyses.clustering import (
     confusion_matrix,
     faiss_uses_gpu,

@@ -11,16 +11,17 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import snakemake
 from imagenet_cog.aggregate import (
     aggregate_command,
     benchmark_seconds,
+    lin_rows,
     load_probe_results,
     read_summary,
     summarise,
     tables_command,
     timings_command,
 )
-from conftest import snakemake
 from imagenet_cog.layout import Layout, result_table_names
 
 MODELS = {
@@ -48,13 +49,13 @@ TOP1 = {
 }
 
 
-def write_results(root, top1=TOP1):
+def write_results(root, top1=TOP1, kind="linear", seeds=SEEDS):
     layout = Layout(str(root))
     for (model, dataset, shots), values in top1.items():
-        for seed, value in zip(SEEDS, values):
+        for seed, value in zip(seeds, values):
             if value is None:
                 continue
-            path = Path(layout.probe_result(model, dataset, shots, seed))
+            path = Path(layout.probe_result(model, dataset, shots, seed, kind))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({
                 "model": model, "dataset": dataset, "shots": shots, "seed": int(seed),
@@ -210,7 +211,8 @@ def test_timings_join_benchmarks_and_probe_results(results_root, tmp_path):
 
 def test_table_names_cover_every_dataset():
     assert result_table_names(["in1k", "l3"]) == [
-        "top1_levels", "relative_levels", "top1_in1k", "top1_l3", "relative_in1k", "relative_l3",
+        "top1_levels", "relative_levels", "top1_in1k", "top1_l3", "relative_in1k", "relative_l3", "probe_kinds",
+        "pca_top1", "pca_relative",
     ]
 
 
@@ -220,7 +222,7 @@ def test_demo_summary_is_complete(demo_run):
     layout = Layout()
     for path in layout.result_targets(config["datasets"]):
         assert (demo_run / path).stat().st_size > 0, path
-    summary = read_summary(demo_run / layout.results_summary())
+    summary = lin_rows(read_summary(demo_run / layout.results_summary()))
     assert len(summary) == len(config["models"]) * len(config["datasets"]) * len(config["probes"]["shots"])
     assert summary["complete"].all()
     assert (summary["n_seeds"] == len(config["probes"]["seeds"])).all()
@@ -236,13 +238,14 @@ def test_tables_from_existing_results_mark_a_failed_probe(demo_run, tmp_path):
     shutil.copytree(demo_run, workdir, symlinks=True)
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     seeds = [str(seed) for seed in config["probes"]["seeds"]]
-    lost = Path(workdir / Layout().probe_result("deit_small", "l2", "all", seeds[0]))
+    model = list(config["models"])[-1]
+    lost = Path(workdir / Layout().probe_result(model, "l2", "all", seeds[0]))
     lost.unlink()
     (workdir / "partial.yaml").write_text("results: {allow_missing: true}\n")
     snakemake(workdir, "tables", "--cores", "1", "--configfile", "partial.yaml")
     assert not lost.exists()  # the failed probe is reported, not re-run
     levels = pd.read_csv(workdir / Layout().table("top1_levels", "csv")).set_index("Model")
-    assert levels.loc["DeiT-S†", "L2"] == f"— ({len(seeds) - 1}/{len(seeds)} seeds)"
+    assert levels.loc[f"{config['models'][model]['label']}†", "L2"] == f"— ({len(seeds) - 1}/{len(seeds)} seeds)"
 
 
 def test_without_n_all_every_table_is_still_written(results_root, tmp_path):
@@ -270,3 +273,52 @@ def test_relative_cell_without_a_complete_baseline(results_root, tmp_path):
     assert relative.loc["ResNet50", "N=1"] == "— (2/3 seeds)"
     assert relative.loc["DeiT-S†", "N=1"] == "— (no baseline)"
     assert "the baseline has no complete result" in open(layout.table("relative_l1", "md")).read()
+
+
+def test_other_probe_kinds_get_rows_and_a_table_relative_to_the_linear_probe(results_root, tmp_path):
+    """MLP kinds on their own grid (N=all, one seed): summary rows with probe=mlp, the
+    paper's linear tables unchanged, and 000 Tab. 3's 100 x (MLP - LogReg) / LogReg."""
+    write_results(results_root, {("resnet50", "in1k", "all"): [79.2], ("resnet50", "l1", "all"): [54.9]}, "mlp", ["22"])
+    write_results(results_root, {("resnet50", "in1k", "all"): [36.0]}, "mlp_noact", ["22"])
+    summary_path = tmp_path / "summary.csv"
+    grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS), "--datasets", *DATASETS,
+            "--shots", *SHOTS, "--seeds", *SEEDS, "--kinds", "linear", "mlp", "mlp_noact",
+            "--other-kinds-shots", "all", "--other-kinds-seeds", "22"]
+    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
+    summary = read_summary(summary_path)
+    assert sorted(set(summary["probe"])) == ["linear", "mlp", "mlp_noact"]
+    mlp = summary[summary["probe"] == "mlp"]
+    assert len(mlp) == len(MODELS) * len(DATASETS) and set(mlp["shots"]) == {"all"}
+    assert cell(mlp, "resnet50", "in1k", "all")["mean"] == pytest.approx(79.2)
+    assert cell(summary[summary["probe"] == "linear"], "resnet50", "in1k", "all")["mean"] == pytest.approx(72.0)
+    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
+                           "--baseline", "resnet50"]) == 0
+    layout = Layout(str(results_root))
+    kinds = pd.read_csv(layout.table("probe_kinds", "csv")).set_index("Model")
+    assert list(kinds.columns) == ["MLP IN-1K", "MLP L1", "MLP-NoAct IN-1K", "MLP-NoAct L1"]
+    assert kinds.loc["ResNet50", "MLP IN-1K"] == f"{100 * (79.2 - 72.0) / 72.0:+.1f}"
+    assert kinds.loc["ResNet50", "MLP L1"] == f"{100 * (54.9 - 61.0) / 61.0:+.1f}"
+    assert kinds.loc["ResNet50", "MLP-NoAct IN-1K"] == "-50.0"
+    assert kinds.loc["dino", "MLP IN-1K"] == "—"
+    levels = pd.read_csv(layout.table("top1_levels", "csv"))
+    assert levels["Model"].tolist() == ["ResNet50", "DeiT-S†", "dino"]
+    assert levels.loc[0, "IN-1K"] == "72.0 ± 1.6"
+
+
+def test_pca_kinds_give_top1_against_d_absolute_and_relative_to_the_baseline(results_root, tmp_path):
+    write_results(results_root, {("resnet50", "in1k", "all"): [50.0], ("deit_small", "in1k", "all"): [20.0]}, "pca-8", ["22"])
+    write_results(results_root, {("resnet50", "in1k", "all"): [65.0], ("deit_small", "in1k", "all"): [28.0]}, "pca-32", ["22"])
+    summary_path = tmp_path / "summary.csv"
+    grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS), "--datasets", *DATASETS,
+            "--shots", *SHOTS, "--seeds", *SEEDS, "--kinds", "linear", "pca-8", "pca-32",
+            "--other-kinds-shots", "all", "--other-kinds-seeds", "22"]
+    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
+    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
+                           "--baseline", "resnet50"]) == 0
+    layout = Layout(str(results_root))
+    absolute = pd.read_csv(layout.table("pca_top1", "csv")).set_index(["Model", "Dataset"])
+    assert list(absolute.columns) == ["d=8", "d=32", "All dims"]
+    assert absolute.loc[("ResNet50", "IN-1K")].tolist() == ["50.0", "65.0", "72.0"]
+    assert absolute.loc[("DeiT-S†", "L1"), "d=8"] == "—"
+    relative = pd.read_csv(layout.table("pca_relative", "csv")).set_index(["Model", "Dataset"])
+    assert relative.loc[("DeiT-S†", "IN-1K")].tolist() == ["-30.0", "-37.0", "-42.0"]

@@ -9,16 +9,17 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from imagenet_cog.analyses import agreement, clustering, geometry, learnability, report
-from imagenet_cog.analyses.common import AnalysisInputError, load_split
-from imagenet_cog.features import write_shard
-from imagenet_cog.io import read_tsv
-from imagenet_cog.layout import Layout, analysis_figure_names, analysis_table_names
 from sklearn.metrics import (
     adjusted_mutual_info_score,
     adjusted_rand_score,
     normalized_mutual_info_score,
 )
+
+from imagenet_cog.analyses import agreement, clustering, geometry, learnability, report
+from imagenet_cog.analyses.common import AnalysisInputError, load_split
+from imagenet_cog.features import write_shard
+from imagenet_cog.io import read_tsv
+from imagenet_cog.layout import Layout, analysis_figure_names, analysis_table_names
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

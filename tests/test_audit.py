@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from imagenet_cog.audit import (
     ClassifierError,
     audit,
@@ -124,8 +125,9 @@ def test_a_threshold_outside_the_open_unit_interval_is_a_clear_error(threshold):
 
 
 def test_contact_sheet_shows_the_most_confident_images_once_each(tmp_path):
-    from imagenet_cog.audit import contact_sheet
     from PIL import Image
+
+    from imagenet_cog.audit import contact_sheet
 
     for name in ("a.png", "b.png"):
         (tmp_path / "in1k" / "n01000000").mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from imagenet_cog.backbones.nat import nat_m4
 from imagenet_cog.backbones.t2t_vit import t2t_vit_t_14
 from imagenet_cog.models import ModelSpec, build_model

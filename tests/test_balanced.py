@@ -7,11 +7,12 @@ import sys
 from collections import Counter
 
 import pytest
+from test_views import extracted
+
 from imagenet_cog.balanced import balanced_rows
 from imagenet_cog.features import read_features
 from imagenet_cog.io import read_tsv, write_tsv
 from imagenet_cog.splits import SplitError
-from test_views import extracted
 
 
 def default_table(concepts: dict[str, int], test: int = 3) -> list[dict[str, str]]:

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
+
 from imagenet_cog.blurred import blurred_copy
 from imagenet_cog.io import read_tsv, write_lines
-from PIL import Image
 
 WNIDS = ["n01440764", "n01443537"]
 

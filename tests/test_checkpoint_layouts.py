@@ -14,6 +14,7 @@ import itertools
 import pytest
 import torch
 import torchvision
+
 from imagenet_cog.models import (
     CHECKPOINT_LAYOUTS,
     ModelSpec,

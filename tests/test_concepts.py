@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from wordnet_world import synthetic_graph, write_data_noun
 
 from imagenet_cog.concepts import (
     ConceptError,
@@ -20,7 +21,6 @@ from imagenet_cog.concepts import (
     timm_info_file,
 )
 from imagenet_cog.io import read_tsv, write_lines, write_tsv
-from wordnet_world import synthetic_graph, write_data_noun
 
 
 def test_timm_files_are_found_without_importing_torch():

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import yaml
+
 from conftest import REPOSITORY, SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
 
 TOOLS = Path(sys.executable).parent

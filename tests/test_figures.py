@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 from PIL import Image
+from test_aggregate import DATASETS, MODELS, SEEDS, SHOTS, write_results
 
 from imagenet_cog.aggregate import load_probe_results, summarise
 from imagenet_cog.figures import build_figures, figures_command, shot_positions
 from imagenet_cog.layout import RESULT_FIGURES, Layout
-
-from test_aggregate import DATASETS, MODELS, SEEDS, SHOTS, write_results
 
 
 @pytest.fixture()
@@ -139,6 +139,28 @@ def test_summary_without_n_all_still_draws(summary):
         assert "no N=all results" in " ".join(text.get_text() for text in ax.texts)
         few_shot_ticks = [tick.get_text() for tick in visible_axes(built["few_shot"])[0].get_xticklabels()]
         assert few_shot_ticks == ["1"]
+    finally:
+        for fig in built.values():
+            plt.close(fig)
+
+
+def test_pca_figure_draws_top1_against_d_with_all_dimensions_last(tmp_path):
+    root = tmp_path / "results"
+    write_results(root)
+    write_results(root, {("resnet50", "in1k", "all"): [50.0], ("deit_small", "in1k", "all"): [20.0]}, "pca-8", ["22"])
+    frames = [summarise(load_probe_results(str(root), list(MODELS), DATASETS, SHOTS, SEEDS), MODELS, DATASETS, SHOTS, SEEDS)]
+    runs = load_probe_results(str(root), list(MODELS), DATASETS, ["all"], ["22"], "pca-8")
+    frames.append(summarise(runs, MODELS, DATASETS, ["all"], ["22"], "pca-8"))
+    built = build_figures(pd.concat(frames, ignore_index=True), "resnet50")
+    try:
+        axes = visible_axes(built["pca"])
+        assert [ax.get_title() for ax in axes] == ["IN-1K", "L1"]
+        in1k = {line.get_label(): list(line.get_ydata()) for line in axes[0].get_lines() if not line.get_label().startswith("_")}
+        assert in1k["ResNet50"] == [50.0, 72.0]
+        assert [tick.get_text() for tick in axes[0].get_xticklabels()] == ["8", "All"]
+        relative = visible_axes(built["pca_relative"])[0]
+        deit = next(line for line in relative.get_lines() if line.get_label() == "DeiT-S†")
+        assert list(deit.get_ydata()) == [-30.0, -42.0]
     finally:
         for fig in built.values():
             plt.close(fig)

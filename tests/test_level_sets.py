@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_levels import IN1K, _cut, small_world  # noqa: F401 (fixture)
+
 from imagenet_cog.io import read_lines, read_tsv, write_lines, write_tsv
 from imagenet_cog.level_sets import (
     LevelError,
@@ -23,7 +25,6 @@ from imagenet_cog.word_vectors import (
     max_cosine_similarity,
     write_demo_embeddings,
 )
-from test_levels import IN1K, _cut, small_world  # noqa: F401 (fixture)
 
 
 def _level_set(world, lin_out, measure, *extra, levels=2, per_level=2):
@@ -214,6 +215,7 @@ def workflow_copy(tmp_path_factory) -> Path:
 )
 def test_bad_level_set_settings_stop_before_any_job(workflow_copy, settings, message):
     import yaml
+
     from conftest import snakemake
 
     overlay = workflow_copy / "bad.yaml"
@@ -226,6 +228,7 @@ def test_bad_level_set_settings_stop_before_any_job(workflow_copy, settings, mes
 
 def test_a_random_draw_larger_than_the_eligible_concepts_stops_the_run(workflow_copy):
     import yaml
+
     from conftest import snakemake
 
     ranking = workflow_copy / "results" / "levels" / "ranking.tsv"

@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from wordnet_world import real_corpus, synthetic_graph, write_data_noun  # noqa: F401 (fixture)
 
 from imagenet_cog.concepts import concept_catalogue_command, image_counts_command
 from imagenet_cog.io import read_lines, read_tsv, write_lines, write_tsv
@@ -21,7 +22,6 @@ from imagenet_cog.levels import (
     summarise_levels,
 )
 from imagenet_cog.levels_figure import level_runs, levels_figure_command
-from wordnet_world import real_corpus, synthetic_graph, write_data_noun  # noqa: F401 (fixture)
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

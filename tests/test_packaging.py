@@ -1,9 +1,9 @@
 """The conda environment and pyproject.toml must list the same dependencies."""
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -42,5 +42,8 @@ def test_schema_defaults_fill_an_empty_config():
     validate(config, str(REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"))
     assert config["probes"]["trials"] == 30
     assert config["probes"]["seeds"] == [22, 37, 45, 77, 93]
+    assert config["probes"]["kinds"] == ["linear"] and config["probes"]["pca_dims"] == [32, 64, 128, 256, 512, 1024]
+    assert config["probes"]["mlp"] == {"hidden_width": 2048, "hidden_layers": 2, "lr_range": [0.1, 100.0],
+                                       "noact_lr_range": [0.01, 10.0], "wd_range": [1e-8, 1e-4]}
     assert config["levels"]["concepts_per_level"] == 1000
     assert config["models"]["resnet50"]["arch"] == "resnet50"

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import validate
+
 from conftest import REPOSITORY, copy_workflow, snakemake
 from imagenet_cog.models import REGISTRY, ModelSpec
-from snakemake.utils import validate
 
 PAPER_MODELS = REPOSITORY / "config" / "paper_models.yaml"
 SCHEMA = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"

@@ -20,7 +20,6 @@ from imagenet_cog.probe import (
     train_probes,
 )
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from imagenet_cog.analyses import raters
 from imagenet_cog.features import write_shard
 from imagenet_cog.io import read_tsv, write_tsv
-from PIL import Image
 
 WNIDS = ["n00000001", "n00000002", "n00000003", "n00000004"]
 NAMES = {wnid: f"thing{index}" for index, wnid in enumerate(WNIDS)}

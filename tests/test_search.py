@@ -29,6 +29,7 @@ from imagenet_cog.search import (
     open_study,
     probe_dataset,
     scored_trials,
+    study_name,
     validation_split,
 )
 
@@ -184,12 +185,13 @@ def write_feature_file(path: Path, features: np.ndarray, labels: np.ndarray) -> 
                 {"model": "toy", "random_weights": True, "feature_dim": features.shape[1]})
 
 
-def probe_command(tmp_path: Path, shots: str = "all", trials: int = 4, epochs: int = 5) -> list[str]:
+def probe_command(tmp_path: Path, shots: str = "all", trials: int = 4, epochs: int = 5,
+                  extra: tuple[str, ...] = ()) -> list[str]:
     return [sys.executable, "-m", "imagenet_cog", "probe", "--train", str(tmp_path / "train.h5"),
             "--test", str(tmp_path / "test.h5"), "--output", str(tmp_path / "result.json"),
             "--study", str(tmp_path / "study.jsonl"), "--model", "toy", "--dataset", "l3",
             "--shots", shots, "--seed", "93", "--trials", str(trials), "--epochs", str(epochs),
-            "--batch-size", "64", "--device", "cpu"]
+            "--batch-size", "64", "--device", "cpu", *extra]
 
 
 def test_probe_command_writes_the_documented_result(tmp_path):
@@ -210,10 +212,12 @@ def test_probe_command_writes_the_documented_result(tmp_path):
     assert f"l3 ({tmp_path / 'train.h5'})" in failed.stderr and "fewer than shots=64" in failed.stderr
 
 
-def test_killed_probe_job_resumes_and_finishes_with_exactly_the_requested_trials(tmp_path):
+@pytest.mark.parametrize("kind", ["linear", "mlp"])
+def test_killed_probe_job_resumes_and_finishes_with_exactly_the_requested_trials(tmp_path, kind):
     write_feature_file(tmp_path / "train.h5", *blobs(classes=20, per_class=60, dim=256))
     write_feature_file(tmp_path / "test.h5", *blobs(classes=20, per_class=10, dim=256, seed=4))
-    command = probe_command(tmp_path, trials=6, epochs=150)
+    extra = () if kind == "linear" else ("--kind", kind, "--hidden-width", "64")
+    command = probe_command(tmp_path, trials=6, epochs=150 if kind == "linear" else 40, extra=extra)
     log_path = tmp_path / "first.log"
     with open(log_path, "w") as log:
         job = subprocess.Popen(command, stderr=log, stdout=log)
@@ -229,7 +233,7 @@ def test_killed_probe_job_resumes_and_finishes_with_exactly_the_requested_trials
     with open(os.devnull, "w") as sink:
         subprocess.run(command, check=True, stdout=sink, stderr=sink, timeout=120)
     result = json.loads((tmp_path / "result.json").read_text())
-    assert result["n_trials"] == 6 and result["study"]["resumed_trials"] >= 2
+    assert result["n_trials"] == 6 and result["study"]["resumed_trials"] >= 2 and result["probe"] == kind
     study = open_study(str(tmp_path / "study.jsonl"), result["study"]["name"], seed=93)
     assert len(scored_trials(study, 100)) == 6
 
@@ -240,3 +244,43 @@ def test_non_finite_features_are_a_clear_error(tmp_path):
     with pytest.raises(ProbeDataError, match="l2 train.h5: the features contain NaN"):
         probe_dataset(train_x, train_y, *blobs(seed=4), shots="all", seed=22, settings=QUICK,
                       journal=str(tmp_path / "study.jsonl"), device="cpu", where="l2 train.h5")
+
+
+def test_linear_study_names_are_those_from_before_other_kinds():
+    """Finished linear studies must resume under the same name: the kind fields do not enter it."""
+    features, labels = blobs()
+    name = study_name(features, labels, QUICK, "all", 45)
+    assert name == study_name(features, labels, replace(QUICK, hidden_width=7), "all", 45)
+    assert name != study_name(features, labels, replace(QUICK, kind="mlp"), "all", 45)
+    assert name != study_name(features, labels, replace(QUICK, kind="mlp_noact"), "all", 45)
+    before_other_kinds = ("trials", "epochs", "batch_size", "momentum", "lr_range", "wd_range",
+                          "val_fraction", "trials_per_batch", "precision")
+    assert QUICK.defining() == {key: getattr(QUICK, key) for key in before_other_kinds}
+
+
+@pytest.mark.parametrize("kind", ["mlp", "mlp_noact"])
+def test_mlp_kinds_search_and_score(tmp_path, kind):
+    features, labels = blobs(per_class=40)
+    test = np.arange(labels.size) % 4 == 0  # the same classes' centres: blobs(seed=...) moves them
+    data = (features[~test], labels[~test], features[test], labels[test])
+    settings = replace(QUICK, kind=kind, hidden_width=16, epochs=30, lr_range=(0.01, 0.3))
+    result = probe_dataset(*data, shots="all", seed=45, settings=settings, journal=str(tmp_path / "s.jsonl"), device="cpu")
+    assert result["n_trials"] == 4 and result["settings"]["kind"] == kind
+    assert result["test_top1"] > 90.0
+
+
+def test_pca_probe_command_projects_onto_d_components_and_rejects_a_d_too_large(tmp_path):
+    from imagenet_cog.pca import fit_pca, write_components
+
+    features, labels = blobs(per_class=40, dim=16)
+    write_feature_file(tmp_path / "train.h5", features, labels)
+    write_feature_file(tmp_path / "test.h5", features[::3], labels[::3])
+    write_components(str(tmp_path / "pca.h5"), fit_pca(features))
+    pca = ("--kind", "pca", "--pca-components", str(tmp_path / "pca.h5"))
+    subprocess.run(probe_command(tmp_path, extra=(*pca, "--pca-dim", "4")), check=True, capture_output=True, timeout=120)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["probe"] == "pca-4" and result["feature_dim"] == 4 and result["settings"]["pca_dim"] == 4
+    failed = subprocess.run(probe_command(tmp_path, extra=(*pca, "--pca-dim", "17")), check=False,
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1 and "probes.pca_dims asks for d=17" in failed.stderr
+    assert json.loads((tmp_path / "result.json").read_text())["probe"] == "pca-4", "a failed job deletes nothing"

@@ -8,11 +8,11 @@ import random
 
 import numpy as np
 import pytest
+from wordnet_world import real_corpus, synthetic_graph  # noqa: F401 (fixture)
 
 from imagenet_cog.concepts import read_wnids, timm_info_file
 from imagenet_cog.similarity import Taxonomy, max_lin_similarity, max_similarity
 from imagenet_cog.wordnet import load_noun_graph, nltk_reader, nltk_synset_names
-from wordnet_world import real_corpus, synthetic_graph  # noqa: F401 (fixture)
 
 E, A, B, C, D, F = (f"n0000000{i}" for i in range(1, 7))
 

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from slurm_cluster import LocalSlurmCluster
 
 from conftest import SNAKEMAKE, copy_workflow
 from imagenet_cog.layout import Layout
-from slurm_cluster import LocalSlurmCluster
 
 pytestmark = pytest.mark.slurm
 

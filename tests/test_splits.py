@@ -303,7 +303,8 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
         f"data: {{in1k_root: {in1k}, in21k_root: {in21k}}}\n"
         f"splits: {{test_per_concept: 3, max_train_per_concept: 4}}\n"
     )
-    (workdir / "imagenet.yaml").write_text(settings + "levels: {concepts_per_level: 10}\n")
+    # level sets need word vectors and more concepts than these small levels leave
+    (workdir / "imagenet.yaml").write_text(settings + "levels: {concepts_per_level: 10}\nlevel_sets: {sets: []}\n")
     snakemake(workdir, "results/levels/l1.txt", "--cores", "1", "--configfile", "imagenet.yaml")
     level = read_concepts(workdir / "results/levels/l1.txt")
     for wnid in level:
@@ -328,6 +329,7 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
     (workdir / "imagenet.yaml").write_text(
         settings + f"levels: {{concepts_per_level: 10, source: published, "
         f"published_levels: {tmp_path / 'levels.pkl'}, published_splits: {tmp_path / 'splits.pkl'}}}\n"
+        "level_sets: {sets: []}\n"
     )
     snakemake(workdir, "results/splits/l1.tsv", "--cores", "1", "--configfile", "imagenet.yaml")
     rows = read_tsv(workdir / "results/splits/l1.tsv")

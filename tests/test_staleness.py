@@ -128,7 +128,9 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
     # its level-set views read its features: they and their probes re-run too
-    assert rules_of(jobs) - COLLECTORS == {"extract_features", "merge_features", "level_set_view", "balanced_view"} | FEATURE_READERS
+    assert rules_of(jobs) - COLLECTORS == {
+        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components"
+    } | FEATURE_READERS
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = [*demo_config["datasets"], "pool"], 2
     assert per_rule["merge_features"] == (len(datasets) + len(blurred_datasets(demo_config))) * splits
@@ -137,6 +139,8 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
         lin_probe_count(demo_config, 1) + level_set_probe_count(demo_config, 1) + balanced_probe_count(demo_config, 1)
         + blurred_probe_count(demo_config, 1)
     )
+    assert per_rule["probe_kind"] == len(demo_config["datasets"]) * other_kind_probes_per_dataset(demo_config)
+    assert per_rule["pca_components"] == len(demo_config["datasets"])
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
@@ -144,15 +148,60 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
         assert per_rule[f"analyses_{analysis}"] == len(datasets)
 
 
+def other_kind_probes_per_dataset(config) -> int:
+    """Probe jobs of the kinds other than linear per model and dataset in the demo."""
+    probes = config["probes"]
+    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
+    kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
+    shots = probes.get("other_kinds_shots") or probes["shots"]
+    seeds = probes.get("other_kinds_seeds") or probes["seeds"]
+    return len(kinds) * len(shots) * len(seeds)
+
+
 def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
-        assert rules_of(jobs) - COLLECTORS == {"probe"}, change
+        assert rules_of(jobs) - COLLECTORS == {"probe", "probe_kind"}, change
         total = (
             lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
             + blurred_probe_count(demo_config)
         )
+        grid = len(demo_config["models"]) * len(demo_config["datasets"])
         assert Counter(rule for rule, _ in jobs)["probe"] == total, change
+        assert Counter(rule for rule, _ in jobs)["probe_kind"] == grid * other_kind_probes_per_dataset(demo_config)
+
+
+def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_config):
+    """The linear probe's jobs, paths and params are those from before other kinds existed:
+    configuring, changing or dropping other kinds plans no linear probe job."""
+    grid = len(demo_config["models"]) * len(demo_config["datasets"])
+    only_linear = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {
+        "kinds": ["linear"], "other_kinds_shots": None, "other_kinds_seeds": None}}))
+    assert not {"probe", "probe_kind"} & rules_of(only_linear)
+    noact_range = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
+        **demo_config["probes"]["mlp"], "noact_lr_range": [0.02, 5.0]}}}))
+    assert rules_of(noact_range) - COLLECTORS == {"probe_kind"}
+    assert {wildcards["kind"] for rule, wildcards in noact_range if rule == "probe_kind"} == {"mlp_noact"}
+    probes = demo_config["probes"]
+    assert Counter(rule for rule, _ in noact_range)["probe_kind"] == grid * len(probes["other_kinds_shots"]) * len(probes["other_kinds_seeds"])
+    width = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
+        **demo_config["probes"]["mlp"], "hidden_width": demo_config["probes"]["mlp"]["hidden_width"] + 1}}}))
+    assert rules_of(width) - COLLECTORS == {"probe_kind"}
+    assert not any(wildcards["kind"].startswith("pca-") for rule, wildcards in width if rule == "probe_kind")
+
+
+def test_an_added_pca_dim_runs_only_its_probes(finished_copy, demo_config):
+    dims = [*demo_config["probes"]["pca_dims"], 4]
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"pca_dims": dims}}))
+    assert rules_of(jobs) - COLLECTORS == {"probe_kind"}, "the components are reused, not recomputed"
+    assert {wildcards["kind"] for rule, wildcards in jobs if rule == "probe_kind"} == {"pca-4"}
+
+
+def test_an_added_kind_seed_runs_only_its_probes(finished_copy, demo_config):
+    seeds = [*demo_config["probes"]["other_kinds_seeds"], 99]
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"other_kinds_seeds": seeds}}))
+    assert rules_of(jobs) - COLLECTORS == {"probe_kind"}
+    assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe_kind"} == {"99"}
 
 
 def test_an_added_seed_runs_only_its_probes(finished_copy, demo_config):
@@ -230,8 +279,12 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     assert len(probes) == (
         lin_probe_count(demo_config, 1) // len(demo_config["datasets"]) + level_set_probe_count(demo_config, 1) + balanced
     )
+    others = [w for rule, w in jobs if rule in ("probe_kind", "pca_components")]
+    assert {(w["model"], w["dataset"]) for w in others} == {(model, dataset)}
+    assert len([w for rule, w in jobs if rule == "probe_kind"]) == other_kind_probes_per_dataset(demo_config)
     assert rules_of(jobs) - COLLECTORS == {
-        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe", "analyses_kmeans"
+        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe", "analyses_kmeans",
+        "probe_kind", "pca_components",
     }
     # Of the analyses, only k-means reads training features.
     readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
@@ -291,7 +344,9 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     models = {added: {"arch": "resnet50", "weights": "random:2", "category": "baseline", "label": "ResNet50-b"}}
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": models}))
     per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
-    assert {rule for rule, _ in per_model} == {"extract_features", "merge_features", "level_set_view", "balanced_view"} | FEATURE_READERS
+    assert {rule for rule, _ in per_model} == {
+        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components"
+    } | FEATURE_READERS
     assert {w["model"] for _, w in per_model} == {added}
     per_rule = Counter(rule for rule, _ in jobs)
     for analysis in ANALYSES:

@@ -9,13 +9,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from test_aggregate import DATASETS, MODELS, SEEDS, SHOTS, write_results
 
 from imagenet_cog.aggregate import aggregate_command, statistics_command, summarise
 from imagenet_cog.drop import drop_command, drop_table
 from imagenet_cog.layout import DROP_NAME, FIGURE_FORMATS, STATISTICS_TABLES, TABLE_FORMATS, Layout
 from imagenet_cog.statistics import generalization_drop, holm, mean_interval, paired_tests, rank_agreement
-
-from test_aggregate import DATASETS, MODELS, SEEDS, SHOTS, write_results
 
 # two-sided 95% quantiles of Student's t, from printed tables
 T_975 = {2: 4.302653, 4: 2.776445}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from imagenet_cog.features import merge_shards, read_features
 from imagenet_cog.io import write_lines, write_tsv
 from imagenet_cog.views import (

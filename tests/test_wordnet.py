@@ -7,6 +7,7 @@ import random
 import shutil
 
 import pytest
+from wordnet_world import real_corpus, synthetic_graph, write_data_noun  # noqa: F401 (fixture)
 
 from imagenet_cog.wordnet import (
     DEBIAN_DICT_DIR,
@@ -21,7 +22,6 @@ from imagenet_cog.wordnet import (
     wnid,
     wordnet_corpus_command,
 )
-from wordnet_world import real_corpus, synthetic_graph, write_data_noun  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")

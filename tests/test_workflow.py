@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from conftest import snakemake
+from imagenet_cog.aggregate import read_summary
 from imagenet_cog.io import read_lines, read_tsv
 from imagenet_cog.layout import Layout
 from imagenet_cog.models import is_random_weights
@@ -141,6 +142,26 @@ def test_level_set_outputs(demo_run, demo_config):
     assert len(table) == len(demo_config["models"]) * len(sets) + len(demo_config["models"])  # Lin, sets; random 1 row
 
 
+def test_every_configured_probe_kind_ran(demo_run, demo_config):
+    """The demo runs each other kind (000 C.2, C.3) on its own shots and seeds, at small d."""
+    layout, probes = Layout(), demo_config["probes"]
+    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
+    kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
+    assert {"mlp", "mlp_noact"} <= set(kinds) and any(kind.startswith("pca-") for kind in kinds)
+    for model in demo_config["models"]:
+        for dataset in demo_config["datasets"]:
+            for kind in kinds:
+                for shots in probes["other_kinds_shots"]:
+                    for seed in probes["other_kinds_seeds"]:
+                        path = demo_run / layout.probe_result(model, dataset, str(shots), str(seed), kind)
+                        result = json.loads(path.read_text())
+                        assert result["probe"] == kind and 0.0 <= result["test_top1"] <= 100.0
+                        if kind.startswith("pca-"):
+                            assert result["feature_dim"] == int(kind.split("-")[1])
+    summary = read_summary(demo_run / layout.results_summary())
+    assert set(summary["probe"]) == {"linear", *kinds} and summary["complete"].all()
+
+
 def test_rerun_does_nothing(demo_run):
     result = snakemake(demo_run, "--cores", "2", "--dry-run")
     assert "Nothing to be done" in result.stdout + result.stderr
@@ -181,20 +202,21 @@ def test_rater_sheets_hold_the_key_tasks_and_score(demo_run, demo_config, tmp_pa
 
 
 def test_statistics_drop_and_published_comparison_of_the_demo(demo_run, demo_config):
-    from imagenet_cog.aggregate import read_summary
+    from imagenet_cog.aggregate import lin_rows, read_summary
 
     layout = Layout()
     models = list(demo_config["models"])
     baseline = demo_config["results"]["baseline_model"]
     datasets = demo_config["datasets"]
     shots = [str(shot) for shot in demo_config["probes"]["shots"]]
-    summary = read_summary(demo_run / layout.results_summary())
+    summary = lin_rows(read_summary(demo_run / layout.results_summary()))
     with_interval = summary[summary["ci95_low"].notna()]
     assert len(with_interval) == len(summary)  # the demo runs 2 seeds: every cell has one
     assert (with_interval["ci95_low"] <= with_interval["mean"]).all()
     assert (with_interval["mean"] <= with_interval["ci95_high"]).all()
 
     seeds = pd.read_csv(demo_run / layout.seed_results())
+    seeds = seeds[(seeds["probe"] == "linear") & seeds["dataset"].isin(datasets)]
     assert len(seeds) == len(models) * len(datasets) * len(shots) * len(demo_config["probes"]["seeds"])
     tests = pd.read_csv(demo_run / layout.table("paired_tests", "csv"))
     assert len(tests) == (len(models) - 1) * len(datasets) * len(shots)
@@ -291,5 +313,6 @@ def test_balanced_variant_table_compares_every_model_and_dataset(demo_run, demo_
         assert set(train) == {k}
         default = {tuple(r.values()) for r in read_tsv(layout.image_splits(dataset))}
         assert {tuple(r.values()) for r in rows} <= default
-        result = json.loads(Path(layout.probe_result("resnet50", f"balanced-{dataset}", "all", "22")).read_text())
+        model = demo_config["results"]["baseline_model"]
+        result = json.loads(Path(layout.probe_result(model, f"balanced-{dataset}", "all", "22")).read_text())
         assert result["n_train"] == k * len(train)

@@ -3,14 +3,14 @@
 The summary has one row per model x dataset x shots of the configured grid, so a run that
 is missing shows up as a row, never as an absent one:
 
-    model, label, category, random_weights, dataset, level_set, shots,
+    model, label, category, random_weights, probe, dataset, level_set, shots,
     mean, std, ci95_low, ci95_high, top5_mean, top5_std, n_seeds, expected_seeds, complete,
     missing_seeds
 
 ``level_set`` is ``lin`` for IN-1K and Lin's levels, else the level set of a level-set
 dataset (``wup-l3``: wup; ``random-07``: random), whose rows follow, over their own shots
 and seeds (``level_sets.shots``, ``level_sets.seeds``). The paper's tables and figures use
-the ``lin`` rows.
+the ``lin`` rows of the linear probe.
 
 ``mean``/``std`` are the test top-1 (percent) over the seeds, ``std`` with ddof=0 (the
 population standard deviation, as the authors' result script computes it over its 5 seeds);
@@ -20,6 +20,13 @@ A cell is only given a mean when *every* configured seed has a result: with a se
 ``mean``/``std`` are empty, ``complete`` is False and ``missing_seeds`` lists the seeds, so
 an incomplete cell never passes for a mean over fewer seeds. Rendered tables show such a
 cell as ``— (3/5 seeds)``.
+
+``probe`` is the probe kind (linear, mlp, mlp_noact; ``probes.kinds``); the paper's tables
+and figures are the linear probe's, and the other kinds' rows cover their own shots and
+seeds (``probes.other_kinds_shots/seeds``). Table ``probe_kinds`` (000 Tab. 3) gives each
+other kind's top-1 relative to the linear probe's at N=all: 100 x (kind - linear) / linear;
+tables ``pca_top1`` / ``pca_relative`` (000 Tab. 5, Fig. 8) the pca-<d> probes' top-1
+against d, absolute and minus the baseline's at the same d.
 
 Relative numbers are ``model - baseline`` in percentage points, per dataset and shots,
 both means over all seeds; their std is the model's own std over seeds, their interval the
@@ -47,7 +54,7 @@ from .models import is_random_weights
 from .statistics import SIGNIFICANT_MARK, mean_interval, paired_tests, rank_agreement
 
 SUMMARY_COLUMNS = [
-    "model", "label", "category", "random_weights", "dataset", "shots",
+    "model", "label", "category", "random_weights", "probe", "dataset", "shots",
     "mean", "std", "ci95_low", "ci95_high", "top5_mean", "top5_std",
     "n_seeds", "expected_seeds", "complete", "missing_seeds",
 ]
@@ -89,28 +96,29 @@ def read_probe_result(path: Path) -> dict:
 
 
 def load_probe_results(
-    root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str]
+    root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str],
+    kind: str = "linear",
 ) -> pd.DataFrame:
-    """One row per probe result file of the grid that exists (model, dataset, shots, seed, ...)."""
+    """One row per probe result file of the grid that exists (model, probe, dataset, shots, seed, ...)."""
     layout = Layout(root)
     rows = []
     for model in models:
         for dataset in datasets:
             for shot in shots:
                 for seed in seeds:
-                    path = Path(layout.probe_result(model, dataset, shot, seed))
+                    path = Path(layout.probe_result(model, dataset, shot, seed, kind))
                     if not path.exists():
                         continue
                     result = read_probe_result(path)
                     timings = result.get("timings") or {}
                     rows.append({
-                        "model": model, "dataset": dataset, "shots": str(shot), "seed": str(seed),
+                        "model": model, "probe": kind, "dataset": dataset, "shots": str(shot), "seed": str(seed),
                         "test_top1": float(result["test_top1"]),
                         "test_top5": float(result["test_top5"]),
                         "random_weights": bool(result["random_weights"]),
                         "probe_s": float(timings.get("total_s", math.nan)),
                     })
-    columns = ["model", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
+    columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -126,11 +134,21 @@ def with_level_set(summary: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def lin_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    """IN-1K and Lin's levels: what the paper's tables and figures show."""
-    if "level_set" not in summary.columns:
-        return summary
-    return summary[summary["level_set"] == "lin"].reset_index(drop=True)
+def lin_rows(summary: pd.DataFrame, every_probe: bool = False) -> pd.DataFrame:
+    """IN-1K and Lin's levels, of the linear probe unless ``every_probe``: what the paper's
+    tables and figures show."""
+    if "level_set" in summary.columns:
+        summary = summary[summary["level_set"] == "lin"]
+    if not every_probe and "probe" in summary.columns:
+        summary = summary[summary["probe"] == "linear"]
+    return summary.reset_index(drop=True)
+
+
+def linear_seed_results(seed_results: pd.DataFrame) -> pd.DataFrame:
+    """The linear probe's per-seed results (those the paired tests pair)."""
+    if "probe" not in seed_results.columns:
+        return seed_results
+    return seed_results[seed_results["probe"] == "linear"].reset_index(drop=True)
 
 
 def population_std(values: pd.Series) -> float:
@@ -143,12 +161,13 @@ def summarise(
     datasets: Sequence[str],
     shots: Sequence[str],
     seeds: Sequence[str],
+    kind: str = "linear",
 ) -> pd.DataFrame:
-    """The tidy summary over the full grid (see the module docstring)."""
+    """The tidy summary of one probe kind over its full grid (see the module docstring)."""
     seeds = [str(seed) for seed in seeds]
     rows = []
     for model, metadata in models.items():
-        model_runs = runs[runs["model"] == model]
+        model_runs = runs[(runs["model"] == model) & (runs["probe"] == kind)]
         random_weights = bool(model_runs["random_weights"].any()) or is_random_weights(str(metadata.get("weights", "")))
         for dataset in datasets:
             for shot in shots:
@@ -162,6 +181,7 @@ def summarise(
                     "label": model_label(model, metadata),
                     "category": metadata.get("category") or "other",
                     "random_weights": random_weights,
+                    "probe": kind,
                     "dataset": dataset,
                     "shots": str(shot),
                     "mean": cell["test_top1"].mean() if complete else math.nan,
@@ -358,7 +378,94 @@ def write_tidy_table(
     write_text(layout.table(name, "tex"), latex_table(rendered, caption, notes))
 
 
+KIND_TITLES = {"linear": "LogReg", "mlp": "MLP", "mlp_noact": "MLP-NoAct"}
+
+
+def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """000 Tab. 3: per model, each other kind's top-1 relative to the linear probe's, in
+    percent of the linear top-1, per dataset at N=all; and the table's notes."""
+    full = summary[summary["shots"] == "all"]
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    kinds = [kind for kind in dict.fromkeys(summary["probe"]) if kind in ("mlp", "mlp_noact")]
+    linear = full[full["probe"] == "linear"].set_index(["model", "dataset"])["mean"]
+    table = pd.DataFrame({"Model": list(dict.fromkeys(full.loc[full["probe"] == "linear"].apply(display_label, axis=1)))})
+    models = list(dict.fromkeys(full.loc[full["probe"] == "linear", "model"]))
+    for kind in kinds:
+        cells = full[full["probe"] == kind].set_index(["model", "dataset"])
+        for dataset in datasets:
+            column = []
+            for model in models:
+                key = (model, dataset)
+                if key not in cells.index or key not in linear.index or not cells.loc[key, "complete"] or pd.isna(linear[key]):
+                    column.append(MISSING)
+                else:
+                    column.append(f"{100.0 * (cells.loc[key, 'mean'] - linear[key]) / linear[key]:+.1f}")
+            table[f"{KIND_TITLES[kind]} {dataset_title(dataset)}"] = column
+    notes = [
+        f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / "
+        "probes.other_kinds_shots do not ask for it at N=all."
+    ]
+    if not kinds:
+        notes.append("probes.kinds has no MLP kind: add mlp and/or mlp_noact for this table.")
+    return table, notes
+
+
+def pca_dim(probe: str) -> int | None:
+    return int(probe.split("-", 1)[1]) if probe.startswith("pca-") else None
+
+
+def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """000 Tab. 5: top-1 of PCA + linear probes per model and dataset against d, the last
+    column the linear probe on all dimensions; absolute, and relative to ``baseline``."""
+    full = summary[summary["shots"] == "all"]
+    dims = sorted(dim for dim in map(pca_dim, dict.fromkeys(summary["probe"])) if dim is not None)
+    columns = [(f"pca-{dim}", f"d={dim}") for dim in dims] + [("linear", "All dims")]
+    absolute_rows, relative_rows = [], []
+    linear = full[full["probe"] == "linear"]
+    for _, row in linear.iterrows():
+        absolute = {"Model": display_label(row), "Dataset": dataset_title(row["dataset"])}
+        relative = dict(absolute)
+        for probe, title in columns:
+            cells = full[(full["probe"] == probe) & (full["dataset"] == row["dataset"])].set_index("model")
+            own = cells["mean"].get(row["model"], math.nan) if bool(cells["complete"].get(row["model"], False)) else math.nan
+            reference = cells["mean"].get(baseline, math.nan) if bool(cells["complete"].get(baseline, False)) else math.nan
+            absolute[title] = MISSING if pd.isna(own) else f"{own:.1f}"
+            relative[title] = MISSING if pd.isna(own) or pd.isna(reference) else f"{own - reference:+.1f}"
+        absolute_rows.append(absolute)
+        relative_rows.append(relative)
+    notes = [
+        f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / probes.pca_dims / "
+        "probes.other_kinds_shots do not ask for it at N=all."
+    ]
+    if not dims:
+        notes.append("probes.kinds has no 'pca': add it (and probes.pca_dims) for this table.")
+    return pd.DataFrame(absolute_rows), pd.DataFrame(relative_rows), notes
+
+
 def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame) -> None:
+    table, notes = probe_kinds_table(summary)
+    write_table(
+        layout, "probe_kinds", table,
+        "Top-1 of the MLP probes relative to the linear probe (LogReg), all training images: "
+        "100 x (kind - LogReg) / LogReg, in percent (paper 000, Tab. 3).",
+        notes,
+    )
+    baseline_rows = summary.loc[summary["model"] == baseline, "label"]
+    pca_baseline = baseline_rows.iloc[0] if len(baseline_rows) else baseline
+    pca_absolute, pca_relative, pca_notes = pca_tables(summary, baseline)
+    write_table(
+        layout, "pca_top1", pca_absolute,
+        "Top-1 accuracy (%) of linear probes on features projected onto their first d principal "
+        "components, all training images (paper 000, Tab. 5, Fig. 8).",
+        pca_notes,
+    )
+    write_table(
+        layout, "pca_relative", pca_relative,
+        f"PCA + linear top-1 relative to {pca_baseline} at the same d, all training images, in points.",
+        pca_notes,
+    )
+    summary = summary[summary["probe"] == "linear"]
+    seed_results = linear_seed_results(seed_results)
     datasets = list(dict.fromkeys(summary["dataset"]))
     shots = list(dict.fromkeys(summary["shots"]))
     baseline_labels = summary.loc[summary["model"] == baseline, "label"]
@@ -450,6 +557,25 @@ def grid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", nargs="+", required=True)
     parser.add_argument("--shots", nargs="+", required=True)
     parser.add_argument("--seeds", nargs="+", required=True)
+    parser.add_argument("--kinds", nargs="+", default=["linear"], help="probe kinds (linear is always read)")
+    parser.add_argument("--other-kinds-shots", nargs="+", help="shots of the kinds other than linear (default --shots)")
+    parser.add_argument("--other-kinds-seeds", nargs="+", help="seeds of the kinds other than linear (default --seeds)")
+
+
+def kind_grids(args: argparse.Namespace) -> list[tuple[str, list[str], list[str]]]:
+    """(kind, shots, seeds) of every configured probe kind, linear first."""
+    others = [kind for kind in args.kinds if kind != "linear"]
+    return [("linear", args.shots, args.seeds)] + [
+        (kind, args.other_kinds_shots or args.shots, args.other_kinds_seeds or args.seeds) for kind in others
+    ]
+
+
+def load_all_probe_results(args: argparse.Namespace, models: Sequence[str]) -> pd.DataFrame:
+    frames = [
+        load_probe_results(args.results_root, models, args.datasets, shots, seeds, kind)
+        for kind, shots, seeds in kind_grids(args)
+    ]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def aggregate_command(argv: list[str]) -> int:
@@ -464,8 +590,11 @@ def aggregate_command(argv: list[str]) -> int:
     parser.add_argument("--seed-output", required=True, help="the per-seed results CSV (for the paired tests)")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
-    runs = load_probe_results(args.results_root, list(models), args.datasets, args.shots, args.seeds)
-    summary = summarise(runs, models, args.datasets, args.shots, args.seeds)
+    runs = load_all_probe_results(args, list(models))
+    summary = pd.concat(
+        [summarise(runs, models, args.datasets, shots, seeds, kind) for kind, shots, seeds in kind_grids(args)],
+        ignore_index=True,
+    )
     if args.level_set_datasets:
         set_runs = load_probe_results(args.results_root, list(models), args.level_set_datasets,
                                       args.level_set_shots, args.level_set_seeds)
@@ -491,7 +620,7 @@ def tables_command(argv: list[str]) -> int:
     parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
     parser.add_argument("--baseline", required=True, help="model that relative tables subtract")
     args = parser.parse_args(argv)
-    write_tables(lin_rows(read_summary(args.summary)), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
+    write_tables(lin_rows(read_summary(args.summary), every_probe=True), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
     return 0
 
 
@@ -530,7 +659,7 @@ def statistics_command(argv: list[str]) -> int:
     parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
     parser.add_argument("--baseline", required=True)
     args = parser.parse_args(argv)
-    write_statistics(lin_rows(read_summary(args.summary)), read_seed_results(args.seed_results), Layout(args.results_root), args.baseline)
+    write_statistics(lin_rows(read_summary(args.summary)), linear_seed_results(read_seed_results(args.seed_results)), Layout(args.results_root), args.baseline)
     return 0
 
 
@@ -543,7 +672,7 @@ def timings_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, help="the timings CSV; a .md rendering is written beside it")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
-    runs = load_probe_results(args.results_root, list(models), args.datasets, args.shots, args.seeds)
+    runs = load_all_probe_results(args, list(models))
     benchmarks = benchmark_seconds(Path(args.benchmark_root), list(models), args.datasets)
     table = timings_table(runs, benchmarks, models)
     with atomic_output(args.output) as temporary:

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     # probes stage
     "probe": "imagenet_cog.search:main",
     "label-audit": "imagenet_cog.audit:label_audit_command",
+    "pca-components": "imagenet_cog.pca:main",
     # results stage
     "aggregate-probes": "imagenet_cog.aggregate:aggregate_command",
     "results-tables": "imagenet_cog.aggregate:tables_command",

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-
 from imagenet_cog.io import atomic_output, read_lines
 
 log = logging.getLogger("imagenet_cog.demo_pretraining")

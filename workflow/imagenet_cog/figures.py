@@ -6,6 +6,10 @@
 - ``few_shot``: top-1 against N images per concept (log2 axis, "All" last), one panel per
   dataset (Figs. 4a-c, 10).
 - ``few_shot_relative``: the same minus the baseline (Figs. 4d-f, 11).
+- ``pca``, ``pca_relative``: top-1 of PCA + linear probes against the number d of principal
+  components (log2 axis, "All" = the linear probe on every dimension), one panel per
+  dataset, absolute and minus the baseline (paper 000 Fig. 8); empty panels without the
+  pca kind.
 
 Error bars (levels figures) and bands (few-shot figures) are the 95% confidence intervals of
 the mean over seeds (Student t; relative figures: of the paired per-seed difference to the
@@ -29,7 +33,14 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from .aggregate import (  # noqa: E402
-    INTERVAL_COLUMNS, RANDOM_WEIGHTS_MARK, dataset_title, lin_rows, read_seed_results, read_summary, with_relative,
+    INTERVAL_COLUMNS,
+    RANDOM_WEIGHTS_MARK,
+    dataset_title,
+    lin_rows,
+    linear_seed_results,
+    read_seed_results,
+    read_summary,
+    with_relative,
 )
 from .io import atomic_output  # noqa: E402
 from .layout import FIGURE_FORMATS, Layout  # noqa: E402
@@ -220,15 +231,39 @@ def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None, paired: 
     return fig
 
 
+PCA_LABEL = "Principal components d (log$_2$ scale)"
+
+
+def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
+    """000 Fig. 8: the few-shot layout with d in place of N, at N = all."""
+    full = summary[summary["shots"] == "all"]
+    pca = full[full["probe"].str.startswith("pca-")].assign(shots=lambda frame: frame["probe"].str[4:])
+    frame = pd.concat([pca, full[full["probe"] == "linear"]], ignore_index=True)
+    if pca.empty:
+        fig, axes = panel_grid(1, 1)
+        no_data(axes.flat[0], "no pca probes (probes.kinds)")
+        return fig
+    fig = few_shot_figure(frame, baseline)
+    for ax in fig.axes:
+        if ax.get_xlabel() == SHOTS_LABEL:
+            ax.set_xlabel(PCA_LABEL)
+    return fig
+
+
 def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
-    """The four result figures; relative ones get interval bars only with ``seed_results``."""
+    """The result figures of the linear probe (relative ones get interval bars only with
+    ``seed_results``), and the pca figures from the pca-<d> rows."""
     sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
-    paired = None if seed_results is None else paired_tests(seed_results, summary, baseline)
+    kinds = summary
+    summary = summary[summary["probe"] == "linear"]
+    paired = None if seed_results is None else paired_tests(linear_seed_results(seed_results), summary, baseline)
     return {
         "top1_levels": top1_levels_figure(summary),
         "relative_levels": relative_levels_figure(summary, baseline, paired),
         "few_shot": few_shot_figure(summary),
         "few_shot_relative": few_shot_figure(summary, baseline, paired),
+        "pca": pca_figure(kinds),
+        "pca_relative": pca_figure(kinds, baseline),
     }
 
 
@@ -248,7 +283,8 @@ def figures_command(argv: list[str]) -> int:
     parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
-    figures = build_figures(lin_rows(read_summary(args.summary)), args.baseline, read_seed_results(args.seed_results))
+    summary = lin_rows(read_summary(args.summary), every_probe=True)
+    figures = build_figures(summary, args.baseline, read_seed_results(args.seed_results))
     for name, fig in figures.items():
         save_figure(fig, layout, name)
         plt.close(fig)

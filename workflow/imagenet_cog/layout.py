@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 # results stage: the tables (each in every TABLE_FORMATS) and figures it writes
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf")
-RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative")
+RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", "pca", "pca_relative")
 # paired tests against the baseline and Kendall's tau of rankings (results-statistics)
 STATISTICS_TABLES = ("paired_tests", "rank_agreement")
 # drop from IN-1K to each level (results-drop): a table and a figure of the same name
@@ -64,6 +63,7 @@ def result_table_names(datasets: list[str]) -> list[str]:
         "top1_levels", "relative_levels",
         *(f"top1_{dataset}" for dataset in datasets),
         *(f"relative_{dataset}" for dataset in datasets),
+        "probe_kinds", "pca_top1", "pca_relative",
     ]
 
 
@@ -177,8 +177,11 @@ class Layout:
         return f"{self.root}/features/{model}/{dataset}/{split}.h5"
 
     # probes stage -----------------------------------------------------------------
-    def probe_result(self, model: str, dataset: str, shots: str, seed: str) -> str:
-        return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.json"
+    def probe_dir(self, model: str, dataset: str, kind: str = "linear") -> str:
+        """The linear probe's results sit where they did before other kinds existed; every
+        other kind has a folder of its own below the dataset."""
+        folder = f"{self.root}/probes/{model}/{dataset}"
+        return folder if kind == "linear" else f"{folder}/{kind}"
 
     def probe_classifier(self, model: str, dataset: str, seed: str) -> str:
         """The final classifier of an N = all probe, beside its result JSON (not a rule
@@ -198,9 +201,16 @@ class Layout:
         """The most confident cross-predictions: image, its own label, the predicted concept."""
         return f"{self.root}/audit/{model}/contact_sheet.png"
 
-    def probe_study(self, model: str, dataset: str, shots: str, seed: str) -> str:
+    def probe_result(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+        return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.json"
+
+    def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
-        return f"{self.root}/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.optuna.jsonl"
+        return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.optuna.jsonl"
+
+    def pca_components(self, model: str, dataset: str) -> str:
+        """Principal components of a dataset's training features (imagenet_cog.pca)."""
+        return f"{self.root}/probes/{model}/{dataset}/pca-components.h5"
 
     # analyses stage: human forced-choice sheets -----------------------------------
     def rater_sheets(self, dataset: str) -> str:

@@ -28,7 +28,7 @@ def draw_levels_figure(ranking: list[dict[str, str]], outputs: list[str], measur
     ranks = [int(row["rank"]) for row in ranking]
     similarity = [float(row["sim_in1k"]) for row in ranking]
     labels = [row["level"] for row in ranking]
-    level_names = sorted({l for l in labels if l.startswith("l")}, key=lambda name: int(name[1:]))
+    level_names = sorted({label for label in labels if label.startswith("l")}, key=lambda name: int(name[1:]))
     colours = dict(zip(level_names, plt.get_cmap("viridis")([i / max(1, len(level_names) - 1) * 0.9 for i in range(len(level_names))])))
 
     figure, axis = plt.subplots(figsize=(7.0, 3.2))

@@ -659,7 +659,7 @@ def load_checkpoint(network, checkpoint: str) -> str:
         raise CheckpointMismatch(
             f"checkpoint {checkpoint} does not fit a {type(network).__name__} backbone "
             f"(best key prefix '{prefix}'): " + "; ".join(problems) + ". Check the model's "
-            f"'arch' in config.yaml, or convert the checkpoint to a state dict of that network."
+            "'arch' in config.yaml, or convert the checkpoint to a state dict of that network."
         )
     network.load_state_dict(mapped, strict=False)
     ignored = len(state) - len(mapped)

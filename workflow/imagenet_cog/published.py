@@ -32,7 +32,15 @@ import seaborn as sns  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from .aggregate import (  # noqa: E402
-    MISSING, RANDOM_WEIGHTS_NOTE, dataset_title, display_label, lin_rows, read_summary, shots_title, write_table, write_tidy_table,
+    MISSING,
+    RANDOM_WEIGHTS_NOTE,
+    dataset_title,
+    display_label,
+    lin_rows,
+    read_summary,
+    shots_title,
+    write_table,
+    write_tidy_table,
 )
 from .figures import ModelStyles  # noqa: E402
 from .io import atomic_output  # noqa: E402

@@ -22,12 +22,14 @@ labels, the split, the SGD and search settings), so changing any of them starts 
 study in the same journal instead of mixing incompatible trials.
 
 Result JSON (``Layout.probe_result``), one object:
-    model, dataset, shots ("all" or an int), seed
+    model, dataset, probe (the kind: linear, mlp, mlp_noact, pca-<d>; absent in results written
+    before other kinds existed, which are linear), shots ("all" or an int), seed
     best_params {lr, weight_decay}, val_top1, test_top1, test_top5 (percent)
     n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials)
-    n_train (samples of the final fit), n_test, n_classes, feature_dim, random_weights
+    n_train (samples of the final fit), n_test, n_classes, feature_dim (d for pca-<d>), random_weights
     settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
-              trials_per_batch, precision (as configured)}, study {journal, name, resumed_trials}
+              trials_per_batch, precision (as configured); MLP kinds also kind,
+              hidden_width, hidden_layers; pca also kind, pca_dim}, study {journal, name, resumed_trials}
     timings {search_s, final_s, total_s}, versions {imagenet_cog, torch, optuna, numpy},
     device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
 """
@@ -66,6 +68,37 @@ class SearchSettings:
     val_fraction: float = 0.2
     trials_per_batch: int = 1
     precision: str = "auto"
+    # the probe's kind (PROBE_KINDS) and, for the MLP kinds, its hidden layers
+    kind: str = "linear"
+    hidden_width: int = 2048
+    hidden_layers: int = 2
+    # the pca kind: principal components the features were projected onto
+    pca_dim: int = 0
+
+    def defining(self) -> dict:
+        """The settings that shape the probe; the linear probe's are those it had before
+        other kinds existed, so its study names and result JSONs stay as they were."""
+        fields = asdict(self)
+        unused = {
+            "linear": ("kind", "hidden_width", "hidden_layers", "pca_dim"),
+            "pca": ("hidden_width", "hidden_layers"),
+        }.get(self.kind, ("pca_dim",))
+        for key in unused:
+            fields.pop(key)
+        return fields
+
+    @property
+    def probe_name(self) -> str:
+        """The kind as result paths and the summary name it: linear, mlp, mlp_noact, pca-<d>."""
+        return f"pca-{self.pca_dim}" if self.kind == "pca" else self.kind
+
+    @property
+    def normalised_inputs(self) -> bool:
+        """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (000 C.3)."""
+        return self.kind in ("linear", "pca")
+
+
+PROBE_KINDS = ("linear", "mlp", "mlp_noact", "pca")
 
 
 # data selection -------------------------------------------------------------------------
@@ -148,7 +181,7 @@ def study_name(train_features: np.ndarray, train_labels: np.ndarray, settings: S
     digest = hashlib.blake2b(digest_size=10)
     digest.update(np.ascontiguousarray(train_features).data)
     digest.update(np.ascontiguousarray(train_labels, dtype=np.int64).data)
-    defining = {k: v for k, v in asdict(settings).items() if k != "trials"}
+    defining = {k: v for k, v in settings.defining().items() if k != "trials"}
     digest.update(json.dumps({**defining, "shots": shots, "seed": seed}, sort_keys=True).encode())
     return f"probe-{digest.hexdigest()}"
 
@@ -203,8 +236,9 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
     from optuna.distributions import FloatDistribution
     from optuna.trial import TrialState
 
-    from imagenet_cog.probe import SGDSchedule, train_probes
+    from imagenet_cog.probe import SGDSchedule
 
+    trainer = probe_trainer(settings)
     space = {
         "lr": FloatDistribution(*settings.lr_range, log=True),
         "weight_decay": FloatDistribution(*settings.wd_range, log=True),
@@ -215,7 +249,7 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
         if done >= settings.trials:
             return
         asked = [study.ask(space) for _ in range(min(settings.trials_per_batch, settings.trials - done))]
-        probes = train_probes(
+        probes = trainer(
             *train,
             num_classes,
             lrs=[t.params["lr"] for t in asked],
@@ -235,15 +269,33 @@ def run_search(study, train, validation, num_classes: int, settings: SearchSetti
             )
 
 
+def probe_trainer(settings: SearchSettings):
+    """``train(features, labels, num_classes, lrs, weight_decays, schedule, seed, precision)``
+    of the settings' kind."""
+    from functools import partial
+
+    from imagenet_cog.mlp import train_mlps
+    from imagenet_cog.probe import train_probes
+
+    if settings.kind not in PROBE_KINDS:
+        raise ValueError(f"probe kind must be one of {PROBE_KINDS}, not {settings.kind!r}")
+    if settings.kind in ("linear", "pca"):
+        return train_probes
+    return partial(
+        train_mlps, hidden_width=settings.hidden_width, hidden_layers=settings.hidden_layers,
+        relu=settings.kind == "mlp",
+    )
+
+
 def final_fit(features, labels, num_classes: int, best: dict, settings: SearchSettings, seed: int, precision: str):
     """The final probe: the best (lr, weight decay) trained on the final-fit rows.
 
     Deterministic for given rows, settings, seed and precision on one device, so the
     label-noise audit can refit a classifier that was not kept (imagenet_cog/audit.py).
     """
-    from imagenet_cog.probe import SGDSchedule, train_probes
+    from imagenet_cog.probe import SGDSchedule
 
-    return train_probes(
+    return probe_trainer(settings)(
         features, labels, num_classes,
         lrs=[best["lr"]], weight_decays=[best["weight_decay"]],
         schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
@@ -268,14 +320,16 @@ def contiguous_labels(train_labels: np.ndarray, test_labels: np.ndarray, test_pa
     return np.searchsorted(classes, train_labels), np.searchsorted(classes, test_labels), int(classes.size)
 
 
-def normalised_on_device(features: np.ndarray, device, precision: str, where: str):
-    """L2-normalised features on the probe device; non-finite values are an extraction fault."""
+def normalised_on_device(features: np.ndarray, device, precision: str, where: str, normalise: bool = True):
+    """Features on the probe device, L2-normalised unless ``normalise`` is false (the MLP
+    kinds read raw features); non-finite values are an extraction fault."""
     import torch
 
     from imagenet_cog.probe import feature_dtype, l2_normalise
 
     loaded = torch.from_numpy(np.ascontiguousarray(features)).to(device)
-    on_device = l2_normalise(loaded, feature_dtype(precision, device, loaded.dtype))
+    dtype = feature_dtype(precision, device, loaded.dtype)
+    on_device = l2_normalise(loaded, dtype) if normalise else loaded.to(dtype)
     if not bool(torch.isfinite(on_device).all()):
         raise ProbeDataError(
             f"{where}: the features contain NaN or infinite values; delete the feature files of "
@@ -330,7 +384,8 @@ def probe_dataset(
     ).all()):
         raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
 
-    features = normalised_on_device(train_features, target, precision, where)
+    normalise = settings.normalised_inputs
+    features = normalised_on_device(train_features, target, precision, where, normalise)
     labels = torch.from_numpy(train_y[held].astype(np.int64)).to(target)
 
     def on_device(indices: np.ndarray):
@@ -349,9 +404,9 @@ def probe_dataset(
     searched = time.perf_counter()
 
     final_features, final_labels = on_device(final_part)
-    del features, labels
+    features = labels = None  # the final fit needs only its own rows on the device
     probe = final_fit(final_features, final_labels, num_classes, best, settings, seed, precision)
-    test_features_on_device = normalised_on_device(test_features, target, precision, test_path)
+    test_features_on_device = normalised_on_device(test_features, target, precision, test_path, normalise)
     test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
     test_top1, test_top5 = probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist()
     finished = time.perf_counter()
@@ -376,7 +431,7 @@ def probe_dataset(
         "n_test": int(test_y.size),
         "n_classes": num_classes,
         "feature_dim": int(train_features.shape[1]),
-        "settings": {**asdict(settings), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
+        "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
         "study": {"journal": str(journal), "name": name, "resumed_trials": resumed},
         "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
         "versions": {
@@ -413,6 +468,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
                         help="matmul operands; auto: bfloat16 where the device multiplies it natively")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
+    parser.add_argument("--kind", choices=PROBE_KINDS, default=defaults.kind, help="the probe's kind")
+    parser.add_argument("--hidden-width", type=int, default=defaults.hidden_width, help="MLP kinds: units per hidden layer")
+    parser.add_argument("--hidden-layers", type=int, default=defaults.hidden_layers, help="MLP kinds: hidden layers")
+    parser.add_argument("--pca-dim", type=int, default=0, help="pca kind: principal components kept (d)")
+    parser.add_argument("--pca-components", help="pca kind: the components file (pca-components)")
     return parser
 
 
@@ -442,6 +502,21 @@ def main(argv: list[str]) -> int:
         return 1
     train = read_features(args.train, rows=train_rows)
     test = read_features(args.test)
+    train_features, test_features = train.features, test.features
+    if args.kind == "pca":
+        from imagenet_cog.pca import check_dim, read_components
+
+        if not args.pca_components:
+            log.error("--kind pca needs --pca-components")
+            return 1
+        components = read_components(args.pca_components)
+        try:
+            check_dim(args.pca_dim, components, f"{args.dataset} ({args.pca_components})")
+        except ValueError as error:
+            log.error("%s", error)
+            return 1
+        train_features = components.project(train_features, args.pca_dim)
+        test_features = components.project(test_features, args.pca_dim)
     settings = SearchSettings(
         trials=args.trials,
         epochs=args.epochs,
@@ -452,13 +527,17 @@ def main(argv: list[str]) -> int:
         val_fraction=args.val_fraction,
         trials_per_batch=args.trials_per_batch,
         precision=args.precision,
+        kind=args.kind,
+        hidden_width=args.hidden_width,
+        hidden_layers=args.hidden_layers,
+        pca_dim=args.pca_dim if args.kind == "pca" else 0,
     )
     try:
         result = probe_dataset(
-            train.features, train_labels, test.features, test.labels,
+            train_features, train_labels, test_features, test.labels,
             shots=args.shots, seed=args.seed, settings=settings, journal=args.study,
             device=args.device, where=where, test_path=args.test, train_rows=train_rows,
-            return_classifier=args.shots == "all",
+            return_classifier=args.shots == "all" and args.kind == "linear",
         )
     except ProbeDataError as error:
         log.error("%s", error)
@@ -467,6 +546,7 @@ def main(argv: list[str]) -> int:
     result = {
         "model": args.model,
         "dataset": args.dataset,
+        "probe": settings.probe_name,
         "random_weights": bool(train.metadata.get("random_weights", False)),
         **result,
     }

@@ -39,7 +39,6 @@ import numpy as np
 
 from imagenet_cog.wordnet import NounGraph
 
-
 MEASURES = ("lin", "wup", "path", "jcn", "res")
 # What NLTK's jcn_similarity returns for a zero distance.
 JCN_INFINITY = 1e300

@@ -36,8 +36,7 @@ rule analyses_kmeans:
             )
         ),
     shell:
-        python_command("analyses-kmeans")
-        + " --train {input.train} --test {input.test} --output {output.result}"
+        python_command("analyses-kmeans") + " --train {input.train} --test {input.test} --output {output.result}"
         " --assignments {output.assignments} --model {wildcards.model} --dataset {wildcards.dataset}"
         " --seeds {params.seeds} --iterations {params.settings[iterations]}"
         " --subsample-seed {params.settings[subsample_seed]}{params.options}"
@@ -82,8 +81,7 @@ rule analyses_learnability:
     params:
         settings=ANALYSES_CONFIG["learnability"],
     shell:
-        python_command("analyses-learnability")
-        + " --test {input.test} --splits {input.splits} --output {output.result}"
+        python_command("analyses-learnability") + " --test {input.test} --splits {input.splits} --output {output.result}"
         " --concepts {output.concepts} --model {wildcards.model} --dataset {wildcards.dataset}"
         " --tasks {params.settings[tasks]} --references {params.settings[references]}"
         " --seed {params.settings[seed]} > {log} 2>&1"
@@ -91,10 +89,7 @@ rule analyses_learnability:
 
 rule analyses_agreement:
     input:
-        lambda wildcards: [
-            PATHS.kmeans_assignments(model, wildcards.dataset)
-            for model in result_models()
-        ],
+        lambda wildcards: [PATHS.kmeans_assignments(model, wildcards.dataset) for model in result_models()],
     output:
         PATHS.agreement_matrix("{dataset}"),
     log:
@@ -125,8 +120,7 @@ rule analyses_summary:
     conda:
         CONDA_ENVIRONMENT
     shell:
-        python_command("analyses-summary")
-        + " --results {input} --output {output} > {log} 2>&1"
+        python_command("analyses-summary") + " --results {input} --output {output} > {log} 2>&1"
 
 
 rule analyses_tables:
@@ -135,11 +129,7 @@ rule analyses_tables:
         agreement=list(agreement_matrices().values()),
     output:
         [
-            (
-                analysis_table_report(name)
-                if extension == "csv"
-                else PATHS.table(name, extension)
-            )
+            (analysis_table_report(name) if extension == "csv" else PATHS.table(name, extension))
             for name in analysis_table_names(analyses_switched_on(), DATASETS)
             for extension in TABLE_FORMATS
         ],
@@ -150,8 +140,7 @@ rule analyses_tables:
     params:
         arguments=analyses_rendering_arguments(),
     shell:
-        python_command("analyses-tables")
-        + " --summary {input.summary} {params.arguments} > {log} 2>&1"
+        python_command("analyses-tables") + " --summary {input.summary} {params.arguments} > {log} 2>&1"
 
 
 rule analyses_figures:
@@ -159,14 +148,8 @@ rule analyses_figures:
         summary=PATHS.analyses_summary(),
         agreement=list(agreement_matrices().values()),
     output:
-        [
-            analysis_figure_report(name)
-            for name in analysis_figure_names(analyses_switched_on())
-        ],
-        [
-            PATHS.figure(name, "pdf")
-            for name in analysis_figure_names(analyses_switched_on())
-        ],
+        [analysis_figure_report(name) for name in analysis_figure_names(analyses_switched_on())],
+        [PATHS.figure(name, "pdf") for name in analysis_figure_names(analyses_switched_on())],
     log:
         "logs/analyses/analyses_figures.log",
     benchmark:
@@ -176,8 +159,7 @@ rule analyses_figures:
     params:
         arguments=analyses_rendering_arguments(),
     shell:
-        python_command("analyses-figures")
-        + " --summary {input.summary} {params.arguments} > {log} 2>&1"
+        python_command("analyses-figures") + " --summary {input.summary} {params.arguments} > {log} 2>&1"
 
 
 # Named target: `snakemake analyses` builds the stage for the configured selection.
@@ -194,25 +176,25 @@ rule analyses:
 
 
 rule rater_sheets:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         unpack(rater_sheet_inputs),
     output:
         sheets=directory(PATHS.rater_sheets("{dataset}")),
         key=PATHS.rater_key("{dataset}"),
+    log:
+        "logs/analyses/raters/{dataset}.log",
+    benchmark:
+        "logs/analyses/benchmarks/raters/{dataset}.tsv"
     wildcard_constraints:
         dataset=r"in1k|l[1-9][0-9]*",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         root=lambda wildcards: image_root(wildcards.dataset),
         features=lambda wildcards, input: f"--features {input.features}" if "features" in input.keys() else "",
         settings=rater_sheet_settings(),
         negatives=" ".join(config["analyses"]["raters"]["negatives"]),
         variants=" ".join(config["analyses"]["raters"]["variants"]),
-    log:
-        "logs/analyses/raters/{dataset}.log",
-    benchmark:
-        "logs/analyses/benchmarks/raters/{dataset}.tsv"
     shell:
         python_command("rater-sheets")
         + " --dataset {wildcards.dataset} --split-table {input.split_table} --image-root {params.root:q}"

@@ -36,16 +36,13 @@ rule label_audit:
         mem_mb=8000,
     params:
         # <root>/audit/<model>/confident_predictions.tsv
-        root=lambda wildcards, output: os.path.dirname(
-            os.path.dirname(os.path.dirname(output.predictions))
-        ),
+        root=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.predictions))),
         options=audit_options(),
         threshold=AUDIT_SETTINGS["threshold"],
         images=AUDIT_SETTINGS["contact_sheet_images"],
         device=config["probes"]["device"],
     shell:
-        python_command("label-audit")
-        + " --results-root {params.root} --model {wildcards.model} {params.options}"
+        python_command("label-audit") + " --results-root {params.root} --model {wildcards.model} {params.options}"
         " --concepts {input.concepts} --threshold {params.threshold}"
         " --contact-sheet-images {params.images} --device {params.device}"
         " --predictions {output.predictions} --shares {output.shares}"

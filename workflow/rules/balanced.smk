@@ -20,8 +20,7 @@ rule balanced_split:
         train_per_concept=BALANCED_SETTINGS["train_per_concept"],
         seed=BALANCED_SETTINGS["seed"],
     shell:
-        python_command("balanced-split")
-        + " --table {input} --train-per-concept {params.train_per_concept} --seed {params.seed}"
+        python_command("balanced-split") + " --table {input} --train-per-concept {params.train_per_concept} --seed {params.seed}"
         " --output {output} > {log} 2>&1"
 
 
@@ -43,8 +42,7 @@ rule balanced_view:
     resources:
         mem_mb=2000,
     shell:
-        python_command("balanced-view")
-        + " --dataset balanced-{wildcards.dataset} --balanced-table {input.balanced}"
+        python_command("balanced-view") + " --dataset balanced-{wildcards.dataset} --balanced-table {input.balanced}"
         " --source {wildcards.dataset} --source-table {input.table}"
         " --source-features {input.train} {input.test} --outputs {output.train} {output.test} > {log} 2>&1"
 

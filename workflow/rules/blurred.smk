@@ -53,6 +53,5 @@ rule blurred_results:
         shots=" ".join(BLURRED_SHOTS),
         seeds=" ".join(BLURRED_SEEDS),
     shell:
-        python_command("blurred-results")
-        + " --results-root {params.root} --models {params.models} --shots {params.shots}"
+        python_command("blurred-results") + " --results-root {params.root} --models {params.models} --shots {params.shots}"
         " --seeds {params.seeds} > {log} 2>&1"

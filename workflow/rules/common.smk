@@ -194,6 +194,7 @@ wildcard_constraints:
     shard=r"[0-9]{5}",
     shots=r"[1-9][0-9]*|all",
     seed=r"[0-9]+",
+    kind=r"mlp|mlp_noact|pca-[1-9][0-9]*",
 
 
 # Jobs import the package from this checkout (so jobs on cluster nodes and in conda
@@ -277,8 +278,7 @@ def image_root(dataset):
     root = config["data"][key]
     if not root:
         raise WorkflowError(
-            f"config.yaml: mode is 'imagenet' but data.{key} is not set; point it at your "
-            f"ImageNet folder or set mode: demo."
+            f"config.yaml: mode is 'imagenet' but data.{key} is not set; point it at your " f"ImageNet folder or set mode: demo."
         )
     return root
 
@@ -293,8 +293,11 @@ def image_root_setting(dataset):
 def demo_world_settings():
     """What the demo world's images depend on: demo settings without pretraining, and
     in1k_concepts only when set, so that runs from before those keys stay up to date."""
-    return {key: value for key, value in config["demo"].items()
-            if key != "pretraining" and not (key == "in1k_concepts" and value is None)}
+    return {
+        key: value
+        for key, value in config["demo"].items()
+        if key != "pretraining" and not (key == "in1k_concepts" and value is None)
+    }
 
 
 def in1k_concepts_option():
@@ -359,15 +362,12 @@ def feature_shards(wildcards):
     """All shard files of one (model, dataset, split)."""
     count = split_row_count(wildcards.dataset, wildcards.split)
     shards = max(1, math.ceil(count / config["features"]["shard_size"]))
-    return [
-        PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, f"{index:05d}")
-        for index in range(shards)
-    ]
+    return [PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, f"{index:05d}") for index in range(shards)]
 
 
 def workflow_checkpoints():
-    """Checkpoints a rule of this workflow writes (in demo mode the demo's pretrained network):
-    a model may name one as its weights before it exists."""
+    """Checkpoints that this workflow's own jobs write, which a model may name as its weights
+    before they exist; in demo mode the demo's pretrained network."""
     return {PATHS.demo_checkpoint()} if config["mode"] == "demo" else set()
 
 
@@ -440,14 +440,74 @@ def model_preprocessing(model):
     return preprocessing.to_json() if preprocessing else "factory"
 
 
-def probe_results(models=None, datasets=None, shots=None, seeds=None):
+def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=("linear",)):
     return [
-        PATHS.probe_result(model, dataset, shot, seed)
+        PATHS.probe_result(model, dataset, shot, seed, kind)
+        for kind in kinds
         for model in (models or MODELS)
         for dataset in (datasets or DATASETS)
         for shot in (shots or SHOTS)
         for seed in (seeds or SEEDS)
     ]
+
+
+# probe kinds ---------------------------------------------------------------------------
+
+PCA_DIMS = [int(dim) for dim in config["probes"]["pca_dims"]]
+# pca in probes.kinds stands for one kind per d, pca-<d>
+PROBE_KINDS = [
+    name for kind in config["probes"]["kinds"] for name in ([f"pca-{dim}" for dim in PCA_DIMS] if kind == "pca" else [kind])
+]
+if "linear" not in PROBE_KINDS:
+    raise WorkflowError(
+        f"config.yaml: probes.kinds is {PROBE_KINDS} without 'linear'; the linear probe is the "
+        f"reference the other kinds' tables are relative to: add 'linear' to probes.kinds."
+    )
+OTHER_KINDS = [kind for kind in PROBE_KINDS if kind != "linear"]
+OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
+OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
+# probes settings that are not the linear probe's (and so must not enter its params)
+NOT_LINEAR_PROBE_SETTINGS = ("seeds", "shots", "kinds", "other_kinds_shots", "other_kinds_seeds", "mlp", "pca_dims")
+
+
+def kind_probe_settings(kind):
+    """The search settings of a kind other than linear: the shared ones, with the kind's
+    learning-rate and weight-decay ranges and network; ranges as the command reads them.
+    pca-<d> is the linear probe on projected features, with the linear probe's ranges."""
+    probes = config["probes"]
+    shared = {key: value for key, value in probes.items() if key not in NOT_LINEAR_PROBE_SETTINGS}
+    if kind.startswith("pca-"):
+        return {
+            **shared,
+            "lr_range": " ".join(str(value) for value in probes["lr_range"]),
+            "wd_range": " ".join(str(value) for value in probes["wd_range"]),
+            "kind_arguments": f"--kind pca --pca-dim {kind.split('-', 1)[1]}",
+        }
+    mlp = probes["mlp"]
+    lr_range = mlp["lr_range"] if kind == "mlp" else mlp["noact_lr_range"]
+    return {
+        **shared,
+        "lr_range": " ".join(str(value) for value in lr_range),
+        "wd_range": " ".join(str(value) for value in mlp["wd_range"]),
+        "kind_arguments": f"--kind {kind} --hidden-width {mlp['hidden_width']} --hidden-layers {mlp['hidden_layers']}",
+    }
+
+
+def probe_kind_inputs(wildcards):
+    inputs = {
+        "train": PATHS.features(wildcards.model, wildcards.dataset, "train"),
+        "test": PATHS.features(wildcards.model, wildcards.dataset, "test"),
+    }
+    if wildcards.kind.startswith("pca-"):
+        inputs["pca"] = PATHS.pca_components(wildcards.model, wildcards.dataset)
+    return inputs
+
+
+def all_probe_results(models=None):
+    """The linear probes of the whole grid and the other kinds' on their own shots and seeds."""
+    return probe_results(models=models) + probe_results(
+        models=models, shots=OTHER_KINDS_SHOTS, seeds=OTHER_KINDS_SEEDS, kinds=OTHER_KINDS
+    )
 
 
 def result_models():
@@ -467,7 +527,7 @@ def result_models():
 def result_probe_inputs():
     """Probe results the summary reads; with results.allow_missing only those that exist,
     so that tables can be made while some probe jobs failed or are still to run."""
-    expected = probe_results(models=result_models()) + level_set_probe_results(models=result_models())
+    expected = all_probe_results(models=result_models()) + level_set_probe_results(models=result_models())
     if config["results"]["allow_missing"]:
         return [path for path in expected if os.path.exists(path)]
     return expected
@@ -495,9 +555,17 @@ def level_set_targets():
     if not LEVEL_SET_DATASETS:
         return []
     return [
-        *(path for name in RANKED_LEVEL_SETS for path in (
-            PATHS.level_set_ranking(name), PATHS.level_set_summary(name), PATHS.level_set_overlap(name),
-            PATHS.level_set_figure(name, "png"), PATHS.level_set_figure(name, "pdf"))),
+        *(
+            path
+            for name in RANKED_LEVEL_SETS
+            for path in (
+                PATHS.level_set_ranking(name),
+                PATHS.level_set_summary(name),
+                PATHS.level_set_overlap(name),
+                PATHS.level_set_figure(name, "png"),
+                PATHS.level_set_figure(name, "pdf"),
+            )
+        ),
         *(PATHS.random_draw_overlap(draw) for draw in RANDOM_DRAWS),
         *level_set_probe_results(models=result_models()),
         PATHS.level_sets_figure("png"),
@@ -510,7 +578,7 @@ def final_outputs():
     return [
         PATHS.levels_figure("png"),
         PATHS.split_summary(),
-        *probe_results(models=result_models()),
+        *all_probe_results(models=result_models()),
         *PATHS.result_targets(DATASETS),
         *rater_sheet_targets(),
         *analysis_targets(),
@@ -555,6 +623,18 @@ def probe_mem_mb(wildcards):
     return int(2000 + copies * probe_feature_mb(wildcards))
 
 
+# Checked before any job: a d wider than a model's features cannot be had (a d above a
+# dataset's training samples is known only once its splits exist: the probe job says so).
+for model in MODELS:
+    too_wide = [dim for dim in PCA_DIMS if dim > model_feature_dim(model)] if "pca" in config["probes"]["kinds"] else []
+    if too_wide:
+        raise WorkflowError(
+            f"config.yaml: probes.pca_dims has {too_wide}, more principal components than model "
+            f"'{model}' has feature dimensions ({model_feature_dim(model)}); remove them from "
+            f"probes.pca_dims or 'pca' from probes.kinds."
+        )
+
+
 def probe_runtime_minutes(wildcards):
     """A generous wall-clock limit for schedulers, in proportion to trials x epochs x data.
 
@@ -566,22 +646,39 @@ def probe_runtime_minutes(wildcards):
     return int(30 + passes_mb / (20 * 1024) / 60)
 
 
+def probe_kind_runtime_minutes(wildcards):
+    """The linear probe's limit, scaled for the MLP kinds by their products per sample
+    (forward and backward, about 3x the weights) against the linear probe's (2 D C)."""
+    minutes = probe_runtime_minutes(wildcards)
+    if not wildcards.kind.startswith("mlp"):
+        return minutes
+    dim, classes = model_feature_dim(wildcards.model), config["levels"]["concepts_per_level"]
+    width, layers = config["probes"]["mlp"]["hidden_width"], config["probes"]["mlp"]["hidden_layers"]
+    weights = dim * width + (layers - 1) * width * width + width * classes
+    return int(30 + (minutes - 30) * 3 * weights / (2 * dim * classes))
+
+
 # results stage ---------------------------------------------------------------------------
+
 
 def models_json(with_paper_name=False):
     """Config entries of the models the results cover, for the aggregation commands; the
     paper_name only for the comparison with published numbers, so that setting one re-runs
     that comparison alone."""
-    return json.dumps({
-        model: {key: value for key, value in config["models"][model].items() if with_paper_name or key != "paper_name"}
-        for model in result_models()
-    })
+    return json.dumps(
+        {
+            model: {key: value for key, value in config["models"][model].items() if with_paper_name or key != "paper_name"}
+            for model in result_models()
+        }
+    )
 
 
 def grid_arguments():
     return (
         f"--results-root {PATHS.root} --models {shlex.quote(models_json())} "
-        f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)}"
+        f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)} "
+        f"--kinds {' '.join(PROBE_KINDS)} --other-kinds-shots {' '.join(OTHER_KINDS_SHOTS)} "
+        f"--other-kinds-seeds {' '.join(OTHER_KINDS_SEEDS)}"
     )
 
 
@@ -597,6 +694,19 @@ def level_set_grid_arguments():
 
 def table_report(name):
     """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
+    probe_kind_tables = {
+        "probe_kinds": "MLP probes relative to linear",
+        "pca_top1": "PCA + linear, top-1",
+        "pca_relative": "PCA + linear, relative to baseline",
+    }
+    if name in probe_kind_tables:
+        return report(
+            PATHS.table(name, "csv"),
+            caption=f"../report/table_{name}.rst",
+            category="Tables",
+            subcategory="Probe kinds",
+            labels={"table": probe_kind_tables[name], "dataset": "IN-1K and levels"},
+        )
     absolute = name.startswith("top1_")
     across_levels = name.endswith("_levels")
     dataset = "IN-1K and levels" if across_levels else name.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
@@ -685,16 +795,14 @@ def rater_sheet_settings():
 
 
 def rater_sheet_outputs(datasets=None):
-    return [
-        path
-        for dataset in (datasets or DATASETS)
-        for path in (PATHS.rater_sheets(dataset), PATHS.rater_key(dataset))
-    ]
+    return [path for dataset in (datasets or DATASETS) for path in (PATHS.rater_sheets(dataset), PATHS.rater_key(dataset))]
 
 
 def rater_sheet_targets():
     """The sheets of every dataset, for rule all, when analyses.raters.enabled."""
     return rater_sheet_outputs() if config["analyses"]["raters"]["enabled"] else []
+
+
 # analyses stage ----------------------------------------------------------------------------
 
 ANALYSES_CONFIG = config["analyses"]
@@ -792,7 +900,9 @@ def analyses_rendering_arguments():
 def analysis_table_report(name):
     """An analyses table's CSV as a report entry (Markdown and LaTeX beside it)."""
     caption = "analyses_agreement.rst" if name.startswith("analyses_agreement_") else f"{name}.rst"
-    dataset = name.rsplit("_", 1)[1].upper().replace("IN1K", "IN-1K") if name.startswith("analyses_agreement_") else "IN-1K and levels"
+    dataset = (
+        name.rsplit("_", 1)[1].upper().replace("IN1K", "IN-1K") if name.startswith("analyses_agreement_") else "IN-1K and levels"
+    )
     return report(
         PATHS.table(name, "csv"),
         caption=f"../report/{caption}",

@@ -5,8 +5,6 @@
 
 
 rule level_set:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         unpack(level_set_inputs),
     output:
@@ -24,25 +22,25 @@ rule level_set:
             subcategory="{level_set}",
         ),
         levels=[PATHS.dataset_concepts(f"{{level_set}}-{level}") for level in LEVEL_NAMES],
-    params:
-        levels={key: config["levels"][key] for key in ("num_levels", "concepts_per_level")},
-        # only word2vec reads these, so changing them re-runs only the word2vec set
-        word2vec=lambda wildcards, input: (
-            f"--embeddings {shlex.quote(input.embeddings)}"
-            + (" --binary" if LEVEL_SET_SETTINGS["word2vec"]["binary"] else "")
-            if wildcards.level_set == "word2vec"
-            else ""
-        ),
-    # gensim holds the whole embeddings file (Wikipedia2Vec's 300-d export: ~6 GB)
-    resources:
-        mem_mb=lambda wildcards: 16000 if wildcards.level_set == "word2vec" else 3000,
     log:
         "logs/levels/{level_set}/level_set.log",
     benchmark:
         "logs/benchmarks/levels/{level_set}/level_set.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    # gensim holds the whole embeddings file (Wikipedia2Vec's 300-d export: ~6 GB)
+    resources:
+        mem_mb=lambda wildcards: 16000 if wildcards.level_set == "word2vec" else 3000,
+    params:
+        levels={key: config["levels"][key] for key in ("num_levels", "concepts_per_level")},
+        # only word2vec reads these, so changing them re-runs only the word2vec set
+        word2vec=lambda wildcards, input: (
+            f"--embeddings {shlex.quote(input.embeddings)}" + (" --binary" if LEVEL_SET_SETTINGS["word2vec"]["binary"] else "")
+            if wildcards.level_set == "word2vec"
+            else ""
+        ),
     shell:
-        python_command("level-set")
-        + " --measure {wildcards.level_set} --wordnet {input.wordnet} --catalogue {input.catalogue}"
+        python_command("level-set") + " --measure {wildcards.level_set} --wordnet {input.wordnet} --catalogue {input.catalogue}"
         " --lin-ranking {input.lin_ranking} --lin-levels {input.lin_levels}"
         " --num-levels {params.levels[num_levels]} --concepts-per-level {params.levels[concepts_per_level]}"
         " {params.word2vec} --ranking {output.ranking} --summary {output.summary}"
@@ -50,8 +48,6 @@ rule level_set:
 
 
 rule level_set_figure:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         PATHS.level_set_ranking("{level_set}"),
     output:
@@ -62,29 +58,31 @@ rule level_set_figure:
             subcategory="{level_set}",
         ),
         pdf=PATHS.level_set_figure("{level_set}", "pdf"),
-    params:
-        measure=lambda wildcards: shlex.quote(MEASURE_TITLES[wildcards.level_set]),
     log:
         "logs/levels/{level_set}/levels_figure.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        measure=lambda wildcards: shlex.quote(MEASURE_TITLES[wildcards.level_set]),
     shell:
         python_command("levels-figure")
         + " --ranking {input} --measure {params.measure} --outputs {output.png} {output.pdf} > {log} 2>&1"
 
 
 rule random_level:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         lin_ranking=PATHS.ranking(),
         lin_levels=[PATHS.level_concepts(level) for level in LEVEL_NAMES],
     output:
         concepts=PATHS.random_draw("{draw}"),
         overlap=PATHS.random_draw_overlap("{draw}"),
+    log:
+        "logs/levels/random/draw-{draw}.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         random=LEVEL_SET_SETTINGS["random"]["concepts"],
         seed=LEVEL_SET_SETTINGS["random"]["seed"],
-    log:
-        "logs/levels/random/draw-{draw}.log",
     shell:
         python_command("random-level")
         + " --lin-ranking {input.lin_ranking} --lin-levels {input.lin_levels} --draw {wildcards.draw}"
@@ -98,57 +96,54 @@ rule random_level:
 if config["mode"] == "demo":
 
     rule demo_pool:
-        conda:
-            CONDA_ENVIRONMENT
         input:
             ranking=PATHS.ranking(),
             drawn=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
         output:
             images=directory(PATHS.demo_images("pool")),
             concepts=PATHS.demo_concepts("pool"),
+        log:
+            "logs/splits/demo_pool.log",
+        conda:
+            CONDA_ENVIRONMENT
         params:
             concepts=LEVEL_SET_SETTINGS["demo_pool_concepts"],
             demo=config["demo"],
-        log:
-            "logs/splits/demo_pool.log",
         shell:
-            python_command("demo-pool")
-            + " --ranking {input.ranking} --exclude {input.drawn} --count {params.concepts}"
+            python_command("demo-pool") + " --ranking {input.ranking} --exclude {input.drawn} --count {params.concepts}"
             " --images {output.images} --output {output.concepts}"
             " --train-images {params.demo[train_images_per_concept]}"
             " --test-images {params.demo[test_images_per_concept]}"
             " --image-size {params.demo[image_size]} --seed {params.demo[seed]} > {log} 2>&1"
 
     rule demo_word_vectors:
-        conda:
-            CONDA_ENVIRONMENT
         input:
             PATHS.concept_catalogue(),
         output:
             PATHS.word_vectors_demo(),
         log:
             "logs/splits/demo_word_vectors.log",
+        conda:
+            CONDA_ENVIRONMENT
         shell:
             python_command("demo-embeddings") + " --catalogue {input} --output {output} > {log} 2>&1"
 
 else:
 
     rule pool_concepts:
-        conda:
-            CONDA_ENVIRONMENT
         input:
             PATHS.ranking(),
         output:
             PATHS.level_concepts("pool"),
         log:
             "logs/levels/pool_concepts.log",
+        conda:
+            CONDA_ENVIRONMENT
         shell:
             python_command("pool-concepts") + " --lin-ranking {input} --output {output} > {log} 2>&1"
 
 
 rule level_set_view:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         concepts=lambda wildcards: PATHS.dataset_concepts(wildcards.dataset),
         tables=lambda wildcards: [PATHS.image_splits(source) for source in view_sources(wildcards.dataset)],
@@ -157,8 +152,14 @@ rule level_set_view:
         ],
     output:
         PATHS.features("{model}", "{dataset}", "{split}"),
+    log:
+        "logs/features/{model}/{dataset}/{split}.view.log",
     wildcard_constraints:
         dataset=VIEW_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    resources:
+        mem_mb=2000,
     params:
         sources=lambda wildcards, input: " ".join(
             f"--source {source} {table} {features}"
@@ -166,11 +167,6 @@ rule level_set_view:
         ),
         # demo: the level's concepts with images are few; keep as many as a Lin demo level
         max_concepts=config["demo"]["concepts_per_dataset"] if config["mode"] == "demo" else 0,
-    resources:
-        mem_mb=2000,
-    log:
-        "logs/features/{model}/{dataset}/{split}.view.log",
     shell:
-        python_command("level-set-view")
-        + " --dataset {wildcards.dataset} --split {wildcards.split} --concepts {input.concepts}"
+        python_command("level-set-view") + " --dataset {wildcards.dataset} --split {wildcards.split} --concepts {input.concepts}"
         " {params.sources} --max-concepts {params.max_concepts} --output {output} > {log} 2>&1"

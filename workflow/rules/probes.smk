@@ -8,32 +8,32 @@
 
 
 rule probe:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         train=PATHS.features("{model}", "{dataset}", "train"),
         test=PATHS.features("{model}", "{dataset}", "test"),
     output:
         PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}"),
-    params:
-        study=lambda wildcards: PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed),
-        # seeds and shots are wildcards: listing them here would rerun every probe when one is added
-        probes={key: value for key, value in config["probes"].items() if key not in ("seeds", "shots")},
-        lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
-        wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
+    log:
+        "logs/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.log",
+    benchmark:
+        "logs/benchmarks/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.tsv"
+    conda:
+        CONDA_ENVIRONMENT
     # On a GPU the host only feeds it; on a CPU the matrix products use every thread given.
     threads: 8 if config["probes"]["device"] == "cpu" else 1
     resources:
         gpu=0 if config["probes"]["device"] == "cpu" else 1,
         mem_mb=probe_mem_mb,
         runtime=probe_runtime_minutes,
-    log:
-        "logs/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.log",
-    benchmark:
-        "logs/benchmarks/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.tsv"
+    params:
+        study=lambda wildcards: PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed),
+        # seeds and shots are wildcards, and the other kinds' settings are not the linear
+        # probe's: listing them here would rerun every probe when one is changed
+        probes={key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS},
+        lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
+        wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
     shell:
-        python_command("probe")
-        + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
+        python_command("probe") + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
         " --model {wildcards.model} --dataset {wildcards.dataset}"
         " --shots {wildcards.shots} --seed {wildcards.seed}"
         " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
@@ -43,3 +43,65 @@ rule probe:
         " --trials-per-batch {params.probes[trials_per_batch]}"
         " --device {params.probes[device]} --precision {params.probes[precision]}"
         " --threads {threads} > {log} 2>&1"
+
+
+# The other probe kinds (000 supp. C.2, C.3): the same search, final fit and result JSON, with
+# the kind's network and learning-rate range, under a folder named after the kind.
+rule probe_kind:
+    input:
+        unpack(probe_kind_inputs),
+    output:
+        PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}", "{kind}"),
+    log:
+        "logs/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.log",
+    benchmark:
+        "logs/benchmarks/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    threads: 8 if config["probes"]["device"] == "cpu" else 1
+    resources:
+        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        mem_mb=probe_mem_mb,
+        runtime=probe_kind_runtime_minutes,
+    params:
+        study=lambda wildcards: PATHS.probe_study(
+            wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed, wildcards.kind
+        ),
+        probes=lambda wildcards: kind_probe_settings(wildcards.kind),
+        pca=lambda wildcards, input: f"--pca-components {input.pca}" if "pca" in input.keys() else "",
+    shell:
+        python_command("probe") + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
+        " --model {wildcards.model} --dataset {wildcards.dataset} {params.probes[kind_arguments]}"
+        " --shots {wildcards.shots} --seed {wildcards.seed}"
+        " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
+        " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
+        " --lr-range {params.probes[lr_range]} --wd-range {params.probes[wd_range]}"
+        " {params.pca}"
+        " --val-fraction {params.probes[val_fraction]}"
+        " --trials-per-batch {params.probes[trials_per_batch]}"
+        " --device {params.probes[device]} --precision {params.probes[precision]}"
+        " --threads {threads} > {log} 2>&1"
+
+
+# Principal components of a dataset's training features, once for every d and seed of the
+# pca-<d> probes (000 supp. C.2; imagenet_cog/pca.py).
+rule pca_components:
+    input:
+        PATHS.features("{model}", "{dataset}", "train"),
+    output:
+        PATHS.pca_components("{model}", "{dataset}"),
+    log:
+        "logs/probes/{model}/{dataset}/pca-components.log",
+    benchmark:
+        "logs/benchmarks/pca/{model}/{dataset}.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    threads: 8 if config["probes"]["device"] == "cpu" else 1
+    resources:
+        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        mem_mb=probe_mem_mb,
+    params:
+        device=config["probes"]["device"],
+    shell:
+        python_command("pca-components")
+        + " --train {input} --output {output} --device {params.device} --threads {threads} > {log} 2>&1"

@@ -13,8 +13,6 @@
 
 
 rule aggregate_probes:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         result_probe_inputs(),
     output:
@@ -26,11 +24,13 @@ rule aggregate_probes:
             labels={"table": "summary (tidy CSV)", "dataset": "all"},
         ),
         seeds=tidy_report(PATHS.seed_results(), "seed_results.rst", "every probe result (tidy CSV)", "Summary"),
+    log:
+        "logs/results/aggregate_probes.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         grid=grid_arguments(),
         level_sets=level_set_grid_arguments(),
-    log:
-        "logs/results/aggregate_probes.log",
     shell:
         python_command("aggregate-probes")
         + " {params.grid} {params.level_sets} --output {output.summary} --seed-output {output.seeds} > {log} 2>&1"
@@ -38,8 +38,6 @@ rule aggregate_probes:
 
 # Top-1 per level of every level set (paper supp. Fig. 7), at the first of level_sets.shots.
 rule level_sets_results:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         PATHS.results_summary(),
     output:
@@ -58,30 +56,35 @@ rule level_sets_results:
             labels={"table": "level sets", "dataset": "levels of every level set"},
         ),
         others=[PATHS.level_sets_table(extension) for extension in TABLE_FORMATS if extension != "csv"],
+    log:
+        "logs/results/level_sets_results.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         root=results_root,
         shots=LEVEL_SET_SHOTS[0],
-    log:
-        "logs/results/level_sets_results.log",
     shell:
         python_command("level-sets-results")
         + " --summary {input} --results-root {params.root} --shots {params.shots} > {log} 2>&1"
 
 
 rule result_tables:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         summary=PATHS.results_summary(),
         seeds=PATHS.seed_results(),
     output:
-        [table_report(name) if extension == "csv" else PATHS.table(name, extension)
-         for name in result_table_names(DATASETS) for extension in TABLE_FORMATS],
+        [
+            table_report(name) if extension == "csv" else PATHS.table(name, extension)
+            for name in result_table_names(DATASETS)
+            for extension in TABLE_FORMATS
+        ],
+    log:
+        "logs/results/result_tables.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         root=results_root,
         baseline=config["results"]["baseline_model"],
-    log:
-        "logs/results/result_tables.log",
     shell:
         python_command("results-tables")
         + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
@@ -89,8 +92,6 @@ rule result_tables:
 
 
 rule result_figures:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         summary=PATHS.results_summary(),
         seeds=PATHS.seed_results(),
@@ -99,14 +100,18 @@ rule result_figures:
         figure_report("relative_levels", "figure_relative_levels.rst"),
         figure_report("few_shot", "figure_few_shot.rst"),
         figure_report("few_shot_relative", "figure_few_shot_relative.rst"),
+        figure_report("pca", "figure_pca.rst"),
+        figure_report("pca_relative", "figure_pca_relative.rst"),
         [PATHS.figure(name, "pdf") for name in RESULT_FIGURES],
-    params:
-        root=results_root,
-        baseline=config["results"]["baseline_model"],
     log:
         "logs/results/result_figures.log",
     benchmark:
         "logs/benchmarks/results/result_figures.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
+        baseline=config["results"]["baseline_model"],
     shell:
         python_command("results-figures")
         + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
@@ -116,8 +121,6 @@ rule result_figures:
 # Paired tests of every model against the baseline (Holm-corrected) and Kendall's tau
 # between the ranking on IN-1K and on each level.
 rule result_statistics:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         summary=PATHS.results_summary(),
         seeds=PATHS.seed_results(),
@@ -125,11 +128,13 @@ rule result_statistics:
         tidy_report(PATHS.table("paired_tests", "csv"), "paired_tests.rst", "paired tests vs baseline", "Statistics"),
         tidy_report(PATHS.table("rank_agreement", "csv"), "rank_agreement.rst", "Kendall's tau IN-1K vs levels", "Statistics"),
         [PATHS.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS if extension != "csv"],
+    log:
+        "logs/results/result_statistics.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         root=results_root,
         baseline=config["results"]["baseline_model"],
-    log:
-        "logs/results/result_statistics.log",
     shell:
         python_command("results-statistics")
         + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
@@ -138,8 +143,6 @@ rule result_statistics:
 
 # The drop from IN-1K to each level per model (paper 000 Fig. 3c).
 rule result_drop:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         PATHS.results_summary(),
     output:
@@ -147,32 +150,38 @@ rule result_drop:
         [PATHS.table(DROP_NAME, extension) for extension in TABLE_FORMATS if extension != "csv"],
         figure_report(DROP_NAME, "generalization_drop_figure.rst"),
         PATHS.figure(DROP_NAME, "pdf"),
-    params:
-        root=results_root,
     log:
         "logs/results/result_drop.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
     shell:
         python_command("results-drop") + " --summary {input} --results-root {params.root} > {log} 2>&1"
 
 
 # Ours against the paper's published top-1 for the models with a paper_name.
 rule result_published:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         summary=PATHS.results_summary(),
         published=PUBLISHED_TOP1,
     output:
         [published_report(name) for name in published_table_names(DATASETS)],
-        [PATHS.table(name, extension) for name in published_table_names(DATASETS)
-         for extension in TABLE_FORMATS if extension != "csv"],
+        [
+            PATHS.table(name, extension)
+            for name in published_table_names(DATASETS)
+            for extension in TABLE_FORMATS
+            if extension != "csv"
+        ],
         figure_report(PUBLISHED_FIGURE, "published_figure.rst"),
         PATHS.figure(PUBLISHED_FIGURE, "pdf"),
+    log:
+        "logs/results/result_published.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         root=results_root,
         models=shlex.quote(models_json(with_paper_name=True)),
-    log:
-        "logs/results/result_published.log",
     shell:
         python_command("results-published")
         + " --summary {input.summary} --published {input.published} --models {params.models}"
@@ -182,8 +191,6 @@ rule result_published:
 # Reads the benchmark files of the extraction and probe jobs, which exist once the probe
 # results (its inputs) do; they are not declared inputs because no rule lists them as outputs.
 rule result_timings:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         result_probe_inputs(),
     output:
@@ -194,11 +201,13 @@ rule result_timings:
             labels={"table": "seconds per model and dataset"},
         ),
         markdown=PATHS.timings("md"),
+    log:
+        "logs/results/result_timings.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         grid=grid_arguments(),
         benchmarks="logs/benchmarks",
-    log:
-        "logs/results/result_timings.log",
     shell:
         python_command("results-timings")
         + " {params.grid} --benchmark-root {params.benchmarks} --output {output.csv} > {log} 2>&1"
@@ -222,7 +231,7 @@ rule features:
 
 rule probes:
     input:
-        probe_results(models=result_models()),
+        all_probe_results(models=result_models()),
 
 
 rule tables:

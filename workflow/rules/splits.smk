@@ -4,8 +4,6 @@
 
 
 rule demo_world:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         ranking=PATHS.ranking(),
         levels=demo_level_lists(),
@@ -14,6 +12,12 @@ rule demo_world:
         in1k=directory(PATHS.demo_images("in1k")),
         concepts=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
         preview=report(PATHS.demo_preview(), caption="../report/demo_world.rst", category="Demo world"),
+    log:
+        "logs/splits/demo_world.log",
+    benchmark:
+        "logs/benchmarks/splits/demo_world.tsv"
+    conda:
+        CONDA_ENVIRONMENT
     params:
         level_concepts=lambda wildcards, input: " ".join(
             f"--level-concepts {dataset}={path}" for dataset, path in zip(demo_level_datasets(), input.levels)
@@ -21,13 +25,8 @@ rule demo_world:
         demo_concepts=" ".join(f"--demo-concepts {dataset}={PATHS.demo_concepts(dataset)}" for dataset in DATASETS),
         demo=demo_world_settings(),
         in1k_concepts=in1k_concepts_option(),
-    log:
-        "logs/splits/demo_world.log",
-    benchmark:
-        "logs/benchmarks/splits/demo_world.tsv"
     shell:
-        python_command("demo-world")
-        + " --ranking {input.ranking} {params.level_concepts} {params.demo_concepts}"
+        python_command("demo-world") + " --ranking {input.ranking} {params.level_concepts} {params.demo_concepts}"
         " --in21k-images {output.in21k} --in1k-images {output.in1k} --preview {output.preview}"
         " --concepts-per-dataset {params.demo[concepts_per_dataset]}"
         "{params.in1k_concepts}"
@@ -40,53 +39,49 @@ rule demo_world:
 # The demo's small network learns the demo's IN-1K concepts; its checkpoint is then a
 # model's weights like any other (config.yaml: models.demo_cnn).
 rule pretrain_demo_model:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         images=PATHS.demo_images("in1k"),
         concepts=PATHS.demo_concepts("in1k"),
     output:
         PATHS.demo_checkpoint(),
-    params:
-        pretraining=config["demo"]["pretraining"],
     log:
         "logs/demo/pretrain_demo_model.log",
     benchmark:
         "logs/benchmarks/demo/pretrain_demo_model.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        pretraining=config["demo"]["pretraining"],
     shell:
-        python_command("pretrain-demo")
-        + " --images {input.images} --concepts {input.concepts} --output {output}"
+        python_command("pretrain-demo") + " --images {input.images} --concepts {input.concepts} --output {output}"
         " --epochs {params.pretraining[epochs]} --batch-size {params.pretraining[batch_size]}"
         " --learning-rate {params.pretraining[learning_rate]} --seed {params.pretraining[seed]}"
         " --threads {threads} > {log} 2>&1"
 
 
 checkpoint image_splits:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         unpack(image_split_inputs),
     output:
         table=PATHS.image_splits("{dataset}"),
-    wildcard_constraints:
-        dataset=EXTRACTED_DATASET,
-    params:
-        root=lambda wildcards: image_root(wildcards.dataset),
-        root_setting=lambda wildcards: image_root_setting(wildcards.dataset),
-        settings=lambda wildcards: split_settings(wildcards.dataset),
-        published=lambda wildcards, input: (
-            f"--published-splits {input.published}" if "published" in input.keys() else ""
-        ),
-    threads: 4
-    resources:
-        mem_mb=2000,
     log:
         "logs/splits/{dataset}.log",
     benchmark:
         "logs/benchmarks/splits/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=EXTRACTED_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    threads: 4
+    resources:
+        mem_mb=2000,
+    params:
+        root=lambda wildcards: image_root(wildcards.dataset),
+        root_setting=lambda wildcards: image_root_setting(wildcards.dataset),
+        settings=lambda wildcards: split_settings(wildcards.dataset),
+        published=lambda wildcards, input: (f"--published-splits {input.published}" if "published" in input.keys() else ""),
     shell:
-        python_command("image-splits")
-        + " --dataset {wildcards.dataset} --concepts {input.concepts} --root {params.root:q}"
+        python_command("image-splits") + " --dataset {wildcards.dataset} --concepts {input.concepts} --root {params.root:q}"
         " --root-setting {params.root_setting:q} --seed {params.settings[seed]}"
         " --test-per-concept {params.settings[test_per_concept]}"
         " --max-train-per-concept {params.settings[max_train_per_concept]}"
@@ -94,12 +89,14 @@ checkpoint image_splits:
 
 
 rule split_summary:
-    conda:
-        CONDA_ENVIRONMENT
     input:
         tables=[PATHS.image_splits(dataset) for dataset in DATASETS + BLURRED_DATASETS],
     output:
         report(PATHS.split_summary(), caption="../report/splits_summary.rst", category="Splits"),
+    log:
+        "logs/splits/summary.log",
+    conda:
+        CONDA_ENVIRONMENT
     params:
         # IN-1K-blurred: also the IN-1K images it lacks (an option only then, so that a run
         # without it keeps its summary)
@@ -107,7 +104,5 @@ rule split_summary:
             [f"--table {dataset}={path}" for dataset, path in zip(DATASETS + BLURRED_DATASETS, input.tables)]
             + (["--missing-vs in1k_blurred=in1k"] if BLURRED_DATASETS else [])
         ),
-    log:
-        "logs/splits/summary.log",
     shell:
         python_command("split-summary") + " {params.tables} --output {output} > {log} 2>&1"
