@@ -11,7 +11,7 @@ Both extract the same generated JPEGs with the same network and the same preproc
   channels_last, float16 autocast on a GPU after its tolerance check, float16 HDF5 shard
   written atomically), decoding on the host (PIL in the workers) or on the device
   (``--decode device``: batched ``decode_jpeg``, resize and crop on the device; ``auto``
-  picks the device on a GPU).
+  is the host path, as the workflow's default).
 
 It prints images per second of each, their ratio, and the largest relative difference
 between the two sets of features (float16 storage alone accounts for about 5e-4).

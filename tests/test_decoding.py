@@ -68,9 +68,9 @@ def test_device_resize_and_crop_match_pil_to_one_grey_level(interpolation, width
     assert difference.max() <= 1 and difference.float().mean() < 0.3
 
 
-def test_auto_decodes_on_the_device_only_on_a_gpu():
+def test_auto_decodes_on_the_host_and_device_is_asked_for():
     assert choose_decode("auto", torch.device("cpu")) == "host"
-    assert choose_decode("auto", torch.device("cuda")) == "device"
+    assert choose_decode("auto", torch.device("cuda")) == "host"  # measured faster on an H100 node (benchmarks/README.md)
     assert choose_decode("device", torch.device("cpu")) == "device"
     with pytest.raises(ValueError, match="features.decode"):
         choose_decode("gpu", torch.device("cpu"))

@@ -336,7 +336,7 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
-                        help="where JPEGs are decoded and resized (auto: the device on a GPU)")
+                        help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     _configure_logging()
