@@ -65,7 +65,7 @@ def test_a_run_from_another_folder_reads_the_workflows_config_and_resources(tmp_
 def test_a_configfile_lacking_keys_takes_them_from_config_yaml_and_the_schema(tmp_path):
     workflow = copy_workflow(tmp_path / "workflow")
     partial = tmp_path / "partial.yaml"
-    partial.write_text(yaml.safe_dump({"probes": {"seeds": [5]}}))
+    partial.write_text(yaml.safe_dump({"probes": {"trials": 3}}))
     result = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(partial))
     assert "demo_world" in result.stdout  # mode: demo, from config.yaml
     # a key none of them knows is named, with the file it comes from, before any job
