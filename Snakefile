@@ -28,6 +28,11 @@ min_version("9.3")
 configfile: "config.yaml" if os.path.exists("config.yaml") else os.path.join(workflow.basedir, "config.yaml")
 
 
+# A file laid over config.yaml removes one of its models by setting it to null (the paper's
+# config removes the demo's models so).
+config["models"] = {name: entry for name, entry in config.get("models", {}).items() if entry is not None}
+
+
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

@@ -39,8 +39,11 @@ PAPER = {
 }
 
 
+DEMO_ONLY = {"demo_cnn"}  # the demo's own small network, pretrained by the workflow
+
+
 def test_every_registered_model_is_checked_against_the_paper():
-    assert set(REGISTRY) == set(PAPER)
+    assert set(REGISTRY) - DEMO_ONLY == set(PAPER)
 
 
 @pytest.mark.parametrize("arch", sorted(PAPER))

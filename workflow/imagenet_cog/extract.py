@@ -389,7 +389,9 @@ def describe_models_command(argv: list[str]) -> int:
 
         if not args.config.is_file():
             parser.error(f"--config {args.config}: no such file")
-        rows = describe_models(yaml.safe_load(args.config.read_text())["models"])
+        models = yaml.safe_load(args.config.read_text())["models"]
+        # null removes a model of the config a file is laid over (the workflow drops it too)
+        rows = describe_models({name: entry for name, entry in models.items() if entry is not None})
     columns = ["name", "category", "arch", "input_size", "feature_dim"]
     print("\t".join(columns))
     for row in rows:
