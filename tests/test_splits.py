@@ -299,6 +299,10 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
     workdir = copy_workflow(tmp_path / "workflow-copy")
     in21k, in1k = tmp_path / "in21k", tmp_path / "in1k"
     settings = (
+        # the demo's pretrained network is made only in demo mode
+        "models: {demo_cnn: null}\nresults: {baseline_model: demo_cnn_random}\n"
+        # 3 test images per concept leave no learnability task
+        "analyses: {learnability: {enabled: false}}\n"
         f"mode: imagenet\ndatasets: [in1k, l1]\n"
         f"data: {{in1k_root: {in1k}, in21k_root: {in21k}}}\n"
         f"splits: {{test_per_concept: 3, max_train_per_concept: 4}}\n"
