@@ -184,7 +184,7 @@ def test_split_stage_runs_on_the_demo_world(tmp_path):
     fake_levels(Layout(str(workdir / "results")))
     # fake_levels ranks 60 concepts, fewer than a random level set draws
     (workdir / "lin_only.yaml").write_text("level_sets: {sets: []}\n")
-    snakemake(workdir, "--cores", "1", "--configfile", "lin_only.yaml", "results/splits/l2.tsv", "results/splits/in1k.tsv")
+    snakemake(workdir, "results/splits/l2.tsv", "results/splits/in1k.tsv", "--cores", "1", "--configfile", "lin_only.yaml")
     rows = read_tsv(workdir / "results/splits/l2.tsv")
     demo = yaml.safe_load((workdir / "config.yaml").read_text())["demo"]
     concepts = min(12, demo["concepts_per_dataset"])  # fake_levels has 12 per level
@@ -194,7 +194,7 @@ def test_split_stage_runs_on_the_demo_world(tmp_path):
     assert Path(workdir / Layout().demo_preview()).is_file()
     in1k = read_tsv(workdir / "results/splits/in1k.tsv")
     assert {row["path"].split("/")[0] for row in in1k if row["split"] == "test"} == {"val"}
-    assert "Nothing to be done" in snakemake(workdir, "-n", "--configfile", "lin_only.yaml", "results/splits/l2.tsv").stdout
+    assert "Nothing to be done" in snakemake(workdir, "results/splits/l2.tsv", "-n", "--configfile", "lin_only.yaml").stdout
 
 
 def test_level_concepts_missing_from_the_ranking_get_their_own_look(tmp_path):
