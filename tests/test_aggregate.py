@@ -284,15 +284,16 @@ def test_other_probe_kinds_get_rows_and_a_table_relative_to_the_linear_probe(res
     grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS), "--datasets", *DATASETS,
             "--shots", *SHOTS, "--seeds", *SEEDS, "--kinds", "linear", "mlp", "mlp_noact",
             "--other-kinds-shots", "all", "--other-kinds-seeds", "22"]
-    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
+    seeds_path = tmp_path / "seed_results.csv"
+    assert aggregate_command([*grid, "--output", str(summary_path), "--seed-output", str(seeds_path)]) == 0
     summary = read_summary(summary_path)
     assert sorted(set(summary["probe"])) == ["linear", "mlp", "mlp_noact"]
     mlp = summary[summary["probe"] == "mlp"]
     assert len(mlp) == len(MODELS) * len(DATASETS) and set(mlp["shots"]) == {"all"}
     assert cell(mlp, "resnet50", "in1k", "all")["mean"] == pytest.approx(79.2)
     assert cell(summary[summary["probe"] == "linear"], "resnet50", "in1k", "all")["mean"] == pytest.approx(72.0)
-    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
-                           "--baseline", "resnet50"]) == 0
+    assert tables_command(["--summary", str(summary_path), "--seed-results", str(seeds_path),
+                           "--results-root", str(results_root), "--baseline", "resnet50"]) == 0
     layout = Layout(str(results_root))
     kinds = pd.read_csv(layout.table("probe_kinds", "csv")).set_index("Model")
     assert list(kinds.columns) == ["MLP IN-1K", "MLP L1", "MLP-NoAct IN-1K", "MLP-NoAct L1"]
@@ -302,7 +303,7 @@ def test_other_probe_kinds_get_rows_and_a_table_relative_to_the_linear_probe(res
     assert kinds.loc["dino", "MLP IN-1K"] == "—"
     levels = pd.read_csv(layout.table("top1_levels", "csv"))
     assert levels["Model"].tolist() == ["ResNet50", "DeiT-S†", "dino"]
-    assert levels.loc[0, "IN-1K"] == "72.0 ± 1.6"
+    assert levels.loc[0, "IN-1K"].startswith("72.0 ± 1.6 [")
 
 
 def test_pca_kinds_give_top1_against_d_absolute_and_relative_to_the_baseline(results_root, tmp_path):
@@ -312,9 +313,10 @@ def test_pca_kinds_give_top1_against_d_absolute_and_relative_to_the_baseline(res
     grid = ["--results-root", str(results_root), "--models", json.dumps(MODELS), "--datasets", *DATASETS,
             "--shots", *SHOTS, "--seeds", *SEEDS, "--kinds", "linear", "pca-8", "pca-32",
             "--other-kinds-shots", "all", "--other-kinds-seeds", "22"]
-    assert aggregate_command([*grid, "--output", str(summary_path)]) == 0
-    assert tables_command(["--summary", str(summary_path), "--results-root", str(results_root),
-                           "--baseline", "resnet50"]) == 0
+    seeds_path = tmp_path / "seed_results.csv"
+    assert aggregate_command([*grid, "--output", str(summary_path), "--seed-output", str(seeds_path)]) == 0
+    assert tables_command(["--summary", str(summary_path), "--seed-results", str(seeds_path),
+                           "--results-root", str(results_root), "--baseline", "resnet50"]) == 0
     layout = Layout(str(results_root))
     absolute = pd.read_csv(layout.table("pca_top1", "csv")).set_index(["Model", "Dataset"])
     assert list(absolute.columns) == ["d=8", "d=32", "All dims"]
