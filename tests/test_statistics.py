@@ -52,7 +52,7 @@ def seed_frame(offsets: dict[str, list[float]]) -> pd.DataFrame:
         for dataset, values in BASE.items():
             for shots in ("1", "all"):
                 for seed, value, delta in zip(SEEDS5, values, offset):
-                    rows.append({"model": model, "dataset": dataset, "shots": shots, "seed": seed,
+                    rows.append({"model": model, "probe": "linear", "dataset": dataset, "shots": shots, "seed": seed,
                                  "test_top1": value + delta, "test_top5": 99.0, "random_weights": False})
     return pd.DataFrame(rows)
 
@@ -88,7 +88,7 @@ def test_identical_models_mark_nothing():
 
 def test_paired_t_test_matches_the_closed_form_for_two_degrees_of_freedom():
     seeds = pd.DataFrame({
-        "model": ["base"] * 3 + ["m"] * 3, "dataset": ["in1k"] * 6, "shots": ["all"] * 6,
+        "model": ["base"] * 3 + ["m"] * 3, "probe": ["linear"] * 6, "dataset": ["in1k"] * 6, "shots": ["all"] * 6,
         "seed": ["0", "1", "2"] * 2, "test_top1": [50.0, 50.0, 50.0, 51.0, 52.0, 53.0],
         "test_top5": [90.0] * 6, "random_weights": [False] * 6,
     })
