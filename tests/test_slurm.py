@@ -42,14 +42,20 @@ FEATURE_TOLERANCE = 1e-3
 
 
 def reduce_demo(config_file: Path) -> None:
-    """The demo with one model, one seed, two shot counts and no level sets; every level and dataset stays,
+    """The demo with one model, one seed, two shot counts, linear probes only; every level and dataset stays,
     so the demo world and the splits are those of the local run. (``--config`` cannot do
     this: it merges into the models table and passes numbers as strings.)"""
     config = yaml.safe_load(config_file.read_text())
     config["models"] = {MODEL: config["models"][MODEL]}
     config["probes"]["seeds"] = [int(SEED)]
     config["probes"]["shots"] = [shots if shots == "all" else int(shots) for shots in SHOTS]
-    config["level_sets"]["sets"] = []  # the profile is under test, not the level sets
+    config["results"]["baseline_model"] = MODEL
+    # the profile is under test, not the stages beside the linear probes
+    config["level_sets"]["sets"] = []
+    config["probes"]["kinds"] = ["linear"]
+    for stage in ("balanced", "in1k_blurred", "label_audit"):
+        config[stage]["enabled"] = False
+    config["analyses"] = {name: {"enabled": False} for name in ("kmeans", "alignment_uniformity", "learnability", "agreement", "raters")}
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
