@@ -229,7 +229,12 @@ def test_demo_summary_is_complete(demo_run):
     assert summary["mean"].between(0, 100).all()
     timings = pd.read_csv(demo_run / layout.timings("csv"))
     assert {"features_s", "probes_s", "probe_s_from_results"} <= set(timings.columns)
-    assert (timings["probe_runs"] == len(config["probes"]["shots"]) * len(config["probes"]["seeds"])).all()
+    probes = config["probes"]
+    other_kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
+    other_kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
+    other_runs = len(probes.get("other_kinds_shots") or probes["shots"]) * len(probes.get("other_kinds_seeds") or probes["seeds"])
+    # every kind's probes of a model and dataset
+    assert (timings["probe_runs"] == len(probes["shots"]) * len(probes["seeds"]) + len(other_kinds) * other_runs).all()
 
 
 @pytest.mark.e2e

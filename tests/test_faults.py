@@ -193,7 +193,9 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     key = ("demo_cnn_random", "l3", "all", "22")
     result, journal = workdir / layout.probe_result(*key), workdir / layout.probe_study(*key)
     log = workdir / "logs/probes/demo_cnn_random/l3/shots-all/seed-22.log"
-    for stale in (result, journal, log):  # the finished run's log already names its trials
+    classifier = workdir / layout.probe_classifier("demo_cnn_random", "l3", "22")  # rewritten by the re-run
+    # the finished run's log already names its trials
+    for stale in (result, journal, log, classifier):
         stale.unlink()
     finished = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*") if path.is_file()}
     # long trials, so that the kill surely lands between the first trial and the last

@@ -145,7 +145,7 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
     for analysis in ANALYSES:
-        assert per_rule[f"analyses_{analysis}"] == len(datasets)
+        assert per_rule[f"analyses_{analysis}"] == len(demo_config["datasets"])  # not the pool
 
 
 def other_kind_probes_per_dataset(config) -> int:
@@ -294,7 +294,8 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
 def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, demo_config):
     other = next(model for model in demo_config["models"] if model != demo_config["results"]["baseline_model"])
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"results": {"baseline_model": other}}))
-    assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "all"}
+    # the rater sheets pick hard negatives with the baseline's features (analyses.raters.model: null)
+    assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "rater_sheets", "all"}
     # every model named, in config order (not sorted): the merged config lists the overlay's
     # keys first, and the order of models is part of the aggregates' parameters
     models = {model: ({"paper_name": "VGG19"} if model == other else {}) for model in demo_config["models"]}
@@ -469,5 +470,6 @@ def test_changed_blurred_images_rerun_only_in1k_blurred(finished_copy, demo_conf
         "blurred_results", "all",
     }
     assert {w["dataset"] for rule, w in jobs if "dataset" in w} == {"in1k_blurred"}
-    # switched off, nothing runs
-    assert planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"in1k_blurred": {"enabled": False}})) == []
+    # switched off, only the split summary (one dataset fewer) is made again
+    switched_off = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"in1k_blurred": {"enabled": False}}))
+    assert rules_of(switched_off) == {"split_summary", "all"}
