@@ -9,7 +9,7 @@ from PIL import Image
 from test_aggregate import DATASETS, MODELS, SEEDS, SHOTS, write_results
 
 from imagenet_cog.aggregate import load_probe_results, summarise
-from imagenet_cog.figures import build_figures, figures_command, shot_positions
+from imagenet_cog.figures import build_figures, figures_command, interval, shot_positions
 from imagenet_cog.layout import RESULT_FIGURES, Layout
 
 
@@ -164,3 +164,12 @@ def test_pca_figure_draws_top1_against_d_with_all_dimensions_last(tmp_path):
     finally:
         for fig in built.values():
             plt.close(fig)
+
+
+def test_interval_bars_stay_within_the_range_of_top1():
+    rows = pd.DataFrame({"mean": [50.0, 95.0], "ci95_low": [-20.0, 80.0], "ci95_high": [120.0, 101.0],
+                         "relative": [0.0, 5.0], "relative_low": [-150.0, 1.0], "relative_high": [30.0, 9.0]})
+    low, high = interval(rows, "mean")
+    assert low.tolist() == [0.0, 80.0] and high.tolist() == [100.0, 100.0]
+    low, high = interval(rows, "relative")
+    assert low.tolist() == [-100.0, 1.0] and high.tolist() == [30.0, 9.0]
