@@ -39,8 +39,9 @@ def demo_concept_count(config: dict, dataset: str) -> int:
 
 # The demo's story (paper Fig. 3): the network the workflow pretrains on the demo's IN-1K
 # concepts loses top-1 from L1 to L5, the random-weights control does not. Mean over the
-# probe seeds, all training images. Measured on 2 CPU cores (see README "The demo"): see
-# STORY_MARGIN's comment for the numbers it is chosen from.
+# probe seeds, all training images. Measured on 2 CPU cores (two runs, equal to the digit):
+# pretrained L1 73.4 (seeds 76.0, 70.8) to L5 65.1 (65.6, 64.6), a fall of 8.3 points;
+# random L1 16.7 to L5 22.4, a rise; pretrained L1 above random L1 by 56.7 points.
 PRETRAINED_MODEL, CONTROL_MODEL = "demo_cnn", "demo_cnn_random"
 STORY_MARGIN = 5.0
 
