@@ -81,3 +81,25 @@ def test_a_blurred_root_without_class_folders_names_the_setting(tmp_path):
     assert failed.returncode == 1
     assert "data.in1k_blurred_root" in failed.stderr and "no class folders train/<wnid>/" in failed.stderr
     assert not (tmp_path / "in1k_blurred.tsv").exists()
+
+
+def test_figure_rows_put_in1k_blurred_in_place_of_in1k():
+    """Fig. 8: the levels of the linear probe at N = all, IN-1K-b's own seeds first."""
+    import pandas as pd
+
+    from imagenet_cog.aggregate import summarise, with_level_set
+    from imagenet_cog.blurred import blurred_levels
+
+    models = {"m": {"label": "M"}}
+    runs = pd.DataFrame([
+        {"model": "m", "probe": "linear", "dataset": dataset, "shots": shots, "seed": seed,
+         "test_top1": top1, "test_top5": 90.0, "random_weights": False, "probe_s": 1.0}
+        for dataset, top1 in (("in1k", 70.0), ("l1", 60.0), ("l5", 40.0))
+        for shots in ("1", "all") for seed in ("22", "37")
+    ])
+    summary = with_level_set(summarise(runs, models, ["in1k", "l1", "l5"], ["1", "all"], ["22", "37"]))
+    blurred_runs = pd.DataFrame([{"model": "m", "probe": "linear", "dataset": "in1k_blurred", "shots": "all", "seed": "22",
+                                  "test_top1": 69.0, "test_top5": 90.0, "random_weights": False, "probe_s": 1.0}])
+    rows = blurred_levels(summary, blurred_runs, models, ["22"])
+    assert rows["dataset"].tolist() == ["in1k_blurred", "l1", "l5"]
+    assert rows["mean"].tolist() == [69.0, 60.0, 40.0] and set(rows["shots"]) == {"all"}

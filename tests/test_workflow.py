@@ -317,3 +317,20 @@ def test_balanced_variant_table_compares_every_model_and_dataset(demo_run, demo_
         model = demo_config["results"]["baseline_model"]
         result = json.loads(Path(layout.probe_result(model, f"balanced-{dataset}", "all", "22")).read_text())
         assert result["n_train"] == k * len(train)
+
+
+def test_in1k_blurred_table_figure_and_missing_images(demo_run, demo_config):
+    """IN-1K-b beside IN-1K (supp. E): one row per model and N with the drop, their mean, the
+    Fig. 8 figure, and the images the demo's blurred copy left out counted in the summary."""
+    layout = Layout(str(demo_run / "results"))
+    settings = demo_config["in1k_blurred"]
+    table = pd.read_csv(layout.table("in1k_blurred", "csv"))
+    cells = table[table["model"] != "mean"]
+    assert len(cells) == len(demo_config["models"]) * len(settings["shots"])
+    assert np.allclose(cells["drop"].astype(float), cells["IN-1K"].astype(float) - cells["IN-1K-b"].astype(float), atol=0.011)
+    assert float(table.loc[table["model"] == "mean", "drop"].iloc[0]) == pytest.approx(cells["drop"].astype(float).mean(), abs=0.011)
+    for extension in ("png", "pdf"):
+        assert Path(layout.figure("in1k_blurred", extension)).stat().st_size > 0
+    summary = {row["dataset"]: row for row in read_tsv(layout.split_summary())}
+    missing = int(summary["in1k_blurred"]["train_missing_vs_in1k"]) + int(summary["in1k_blurred"]["test_missing_vs_in1k"])
+    assert missing == settings.get("demo_dropped", 3)

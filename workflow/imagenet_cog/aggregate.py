@@ -66,7 +66,7 @@ MISSING = "—"
 
 def dataset_title(dataset: str) -> str:
     """The paper's names: IN-1K, L1, L2, ..."""
-    return "IN-1K" if dataset == "in1k" else dataset.upper()
+    return {"in1k": "IN-1K", "in1k_blurred": "IN-1K-b"}.get(dataset, dataset.upper())
 
 
 def shots_title(shots: str) -> str:

@@ -81,6 +81,19 @@ def mean_top1(layout, model: str, dataset: str, shots: str, seeds: Sequence[str]
     return float(np.mean(values))
 
 
+def blurred_levels(summary, blurred_runs, models: dict, seeds: Sequence[str]):
+    """Fig. 8's rows: the summary's linear rows of Lin's levels at N = all, with IN-1K-b's
+    summary (over ``seeds``) in place of IN-1K's."""
+    import pandas as pd
+
+    from imagenet_cog.aggregate import lin_rows, summarise
+
+    levels = lin_rows(summary)
+    levels = levels[(levels["shots"] == "all") & (levels["dataset"] != "in1k")]
+    blurred = summarise(blurred_runs, models, [DATASET], ["all"], seeds)
+    return pd.concat([blurred, levels.drop(columns="level_set")], ignore_index=True)
+
+
 def blurred_results_command(argv: Sequence[str]) -> int:
     """Table of IN-1K vs IN-1K-blurred top-1 per model and N, and the mean drop."""
     import pandas as pd
@@ -94,6 +107,7 @@ def blurred_results_command(argv: Sequence[str]) -> int:
     parser.add_argument("--models", required=True, help="JSON: the models' config entries")
     parser.add_argument("--shots", nargs="+", required=True)
     parser.add_argument("--seeds", nargs="+", required=True)
+    parser.add_argument("--summary", required=True, help="the results summary (levels of the figure)")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
     rows = []
@@ -113,6 +127,20 @@ def blurred_results_command(argv: Sequence[str]) -> int:
                f"{', '.join(args.seeds)}; drop = IN-1K - IN-1K-b, mean drop {mean_drop:.2f} points (paper: 0.91).")
     write_text(layout.table("in1k_blurred", "md"), markdown_table(table, caption, []))
     write_text(layout.table("in1k_blurred", "tex"), latex_table(table, caption, []))
+    import matplotlib.pyplot as plt
+
+    from imagenet_cog.aggregate import load_probe_results, read_summary
+    from imagenet_cog.figures import no_data, panel_grid, save_figure, top1_levels_figure
+
+    if "all" in args.shots:
+        models = json.loads(args.models)
+        runs = load_probe_results(args.results_root, list(models), [DATASET], ["all"], args.seeds)
+        fig = top1_levels_figure(blurred_levels(read_summary(args.summary), runs, models, args.seeds))
+    else:
+        fig, axes = panel_grid(1, 1)
+        no_data(axes.flat[0], "no N = all probes of IN-1K-b (in1k_blurred.shots)")
+    save_figure(fig, layout, DATASET)
+    plt.close(fig)
     print(f"mean drop {mean_drop:.2f} points over {len(rows)} cells")
     return 0
 

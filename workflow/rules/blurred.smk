@@ -30,6 +30,7 @@ rule blurred_results:
             seeds=BLURRED_SEEDS,
         ),
         blurred=lambda wildcards: blurred_probe_results(),
+        summary=PATHS.results_summary(),
     output:
         tables=[
             (
@@ -43,6 +44,18 @@ rule blurred_results:
             )
             for extension in TABLE_FORMATS
         ],
+        figures=[
+            (
+                report(
+                    PATHS.figure("in1k_blurred", extension),
+                    caption="../report/in1k_blurred_figure.rst",
+                    category="IN-1K-blurred",
+                )
+                if extension == "png"
+                else PATHS.figure("in1k_blurred", extension)
+            )
+            for extension in FIGURE_FORMATS
+        ],
     log:
         "logs/results/in1k_blurred.log",
     conda:
@@ -54,4 +67,4 @@ rule blurred_results:
         seeds=" ".join(BLURRED_SEEDS),
     shell:
         python_command("blurred-results") + " --results-root {params.root} --models {params.models} --shots {params.shots}"
-        " --seeds {params.seeds} > {log} 2>&1"
+        " --seeds {params.seeds} --summary {input.summary} > {log} 2>&1"

@@ -1045,4 +1045,8 @@ def blurred_probe_results(models=None):
 def blurred_targets():
     if not BLURRED_DATASETS:
         return []
-    return [*blurred_probe_results(), *(PATHS.table("in1k_blurred", extension) for extension in TABLE_FORMATS)]
+    return [
+        *blurred_probe_results(),
+        *(PATHS.table("in1k_blurred", extension) for extension in TABLE_FORMATS),
+        *(PATHS.figure("in1k_blurred", extension) for extension in FIGURE_FORMATS),
+    ]
