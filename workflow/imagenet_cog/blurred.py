@@ -128,10 +128,12 @@ def blurred_results_command(argv: Sequence[str]) -> int:
     write_text(layout.table("in1k_blurred", "md"), markdown_table(table, caption, []))
     write_text(layout.table("in1k_blurred", "tex"), latex_table(table, caption, []))
     import matplotlib.pyplot as plt
+    import seaborn as sns
 
     from imagenet_cog.aggregate import load_probe_results, read_summary
     from imagenet_cog.figures import no_data, panel_grid, save_figure, top1_levels_figure
 
+    sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)  # as the result figures
     if "all" in args.shots:
         models = json.loads(args.models)
         runs = load_probe_results(args.results_root, list(models), [DATASET], ["all"], args.seeds)
