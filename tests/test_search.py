@@ -284,3 +284,18 @@ def test_pca_probe_command_projects_onto_d_components_and_rejects_a_d_too_large(
                             capture_output=True, text=True, timeout=120)
     assert failed.returncode == 1 and "probes.pca_dims asks for d=17" in failed.stderr
     assert json.loads((tmp_path / "result.json").read_text())["probe"] == "pca-4", "a failed job deletes nothing"
+
+
+def test_a_lock_left_by_a_killed_job_does_not_stall_the_study(tmp_path, monkeypatch):
+    """SIGKILL while Optuna holds its journal lock leaves the lock's symlink behind (relative,
+    as the workflow names journals): the next job of that result removes it and resumes."""
+    monkeypatch.chdir(tmp_path)
+    journal = Path("probes") / "study.jsonl"
+    first = open_study(str(journal), "probe-stale-lock", seed=5)
+    first.optimize(lambda trial: trial.suggest_float("x", 0.0, 1.0), n_trials=2)
+    (tmp_path / "probes" / "study.jsonl.lock").symlink_to(journal)  # what a killed holder leaves
+    started = time.monotonic()
+    resumed = open_study(str(journal), "probe-stale-lock", seed=5)
+    resumed.optimize(lambda trial: trial.suggest_float("x", 0.0, 1.0), n_trials=1)
+    assert len(resumed.trials) == 3 and time.monotonic() - started < 20
+    assert not (tmp_path / "probes" / "study.jsonl.lock").is_symlink()

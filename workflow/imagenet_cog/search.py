@@ -195,8 +195,16 @@ def open_study(journal: str, name: str, seed: int):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    Path(journal).parent.mkdir(parents=True, exist_ok=True)
-    storage = JournalStorage(JournalFileBackend(str(journal)))
+    # Absolute, as Optuna's lock is a symlink to the journal, resolved from the link's folder.
+    path = Path(journal).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Snakemake runs one job per result, so a lock beside the journal was left by a killed job
+    # (SIGKILL leaves Optuna's symlink behind); waiting for it would never end.
+    lock = Path(f"{path}.lock")
+    if lock.is_symlink() or lock.exists():
+        log.warning("%s: removing the lock a killed job left", lock)
+        lock.unlink()
+    storage = JournalStorage(JournalFileBackend(str(path)))
     # A resumed study must not replay the first proposals of the fresh one, so its sampler
     # is seeded with the run seed and the number of trials already recorded.
     existing = next((s.n_trials for s in optuna.get_all_study_summaries(storage) if s.study_name == name), 0)
