@@ -30,7 +30,9 @@ configfile: "config.yaml" if os.path.exists("config.yaml") else os.path.join(wor
 
 # A file laid over config.yaml removes one of its models by setting it to null (the paper's
 # config removes the demo's models so).
-config["models"] = {name: entry for name, entry in config.get("models", {}).items() if entry is not None}
+from imagenet_cog.models import kept_models
+
+config["models"] = kept_models(config.get("models", {}))
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

@@ -13,7 +13,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import REPOSITORY, copy_workflow, snakemake
-from imagenet_cog.models import REGISTRY, ModelSpec
+from imagenet_cog.models import REGISTRY, ModelSpec, kept_models
 
 PAPER_MODELS = REPOSITORY / "config" / "paper_models.yaml"
 SCHEMA = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"
@@ -34,7 +34,7 @@ TABLE_3 = {"a-T2T-ViT-t-14": 384, "a-DeiT-S": 384, "a-DeiT-S-distilled": 384, "a
 def paper_models():
     """The file's models, without the null entries that remove config.yaml's demo models."""
     config = yaml.safe_load(PAPER_MODELS.read_text())
-    config["models"] = {name: entry for name, entry in config["models"].items() if entry is not None}
+    config["models"] = kept_models(config["models"])
     return config
 
 
@@ -62,13 +62,13 @@ def test_the_31_models_of_table_1_with_their_metadata(paper_models):
 def test_merged_over_config_yaml_it_validates(paper_models):
     config = yaml.safe_load((REPOSITORY / "config.yaml").read_text())
     merged = copy.deepcopy(config)
-    for key, value in paper_models.items():
+    # the file as written (its nulls too), merged key by key and its nulls dropped, as the Snakefile does
+    for key, value in yaml.safe_load(PAPER_MODELS.read_text()).items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = value
-    removed = yaml.safe_load(PAPER_MODELS.read_text())["models"]
-    merged["models"] = {name: entry for name, entry in merged["models"].items() if removed.get(name, entry) is not None}
+    merged["models"] = kept_models(merged["models"])
     validate(merged, str(SCHEMA))
     # The demo's entries are removed (null in the paper's file), not left beside the paper's.
     assert set(merged["models"]) == set(paper_models["models"])

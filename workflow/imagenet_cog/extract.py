@@ -376,7 +376,7 @@ def describe_models_command(argv: list[str]) -> int:
                         help="a config with 'models:' (default: the paper's 31, %(default)s); "
                              "'registry' lists the registry's architectures instead")
     args = parser.parse_args(argv)
-    from imagenet_cog.models import describe_models, describe_registry
+    from imagenet_cog.models import describe_models, describe_registry, kept_models
 
     if str(args.config) == "registry":
         # A registry entry's paper name carries Table 1's category prefix (a-, s-, d-).
@@ -389,9 +389,7 @@ def describe_models_command(argv: list[str]) -> int:
 
         if not args.config.is_file():
             parser.error(f"--config {args.config}: no such file")
-        models = yaml.safe_load(args.config.read_text())["models"]
-        # null removes a model of the config a file is laid over (the workflow drops it too)
-        rows = describe_models({name: entry for name, entry in models.items() if entry is not None})
+        rows = describe_models(kept_models(yaml.safe_load(args.config.read_text())["models"]))
     columns = ["name", "category", "arch", "input_size", "feature_dim"]
     print("\t".join(columns))
     for row in rows:

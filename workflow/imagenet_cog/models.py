@@ -240,6 +240,12 @@ class ModelSpec:
                 )
 
 
+def kept_models(models: dict[str, Any]) -> dict[str, Any]:
+    """The models of a config: a file laid over another removes one by setting it to null
+    (Snakemake merges ``models`` key by key, so it cannot drop one otherwise)."""
+    return {name: entry for name, entry in models.items() if entry is not None}
+
+
 def is_random_weights(weights_or_identity: str) -> bool:
     """True for a weights setting or identity meaning random initialisation.
 
