@@ -60,6 +60,21 @@ def snakemake(workdir: Path, *arguments: str, check: bool = True, timeout: int =
     return result
 
 
+def other_probe_kinds(config: dict) -> list[str]:
+    """The probe kinds a config runs besides linear: the MLP kinds, and pca-<d> per d."""
+    probes = config["probes"]
+    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
+    return kinds + ([f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else [])
+
+
+def other_kind_probes_per_dataset(config: dict) -> int:
+    """Probe runs of the kinds besides linear per model and dataset, on their own grid."""
+    probes = config["probes"]
+    shots = probes.get("other_kinds_shots") or probes["shots"]
+    seeds = probes.get("other_kinds_seeds") or probes["seeds"]
+    return len(other_probe_kinds(config)) * len(shots) * len(seeds)
+
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> Path:
     """A working copy in which the whole demo workflow has run to completion."""

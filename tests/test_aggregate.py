@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import snakemake
+from conftest import other_kind_probes_per_dataset, snakemake
 from imagenet_cog.aggregate import (
     aggregate_command,
     benchmark_seconds,
@@ -229,12 +229,9 @@ def test_demo_summary_is_complete(demo_run):
     assert summary["mean"].between(0, 100).all()
     timings = pd.read_csv(demo_run / layout.timings("csv"))
     assert {"features_s", "probes_s", "probe_s_from_results"} <= set(timings.columns)
-    probes = config["probes"]
-    other_kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
-    other_kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
-    other_runs = len(probes.get("other_kinds_shots") or probes["shots"]) * len(probes.get("other_kinds_seeds") or probes["seeds"])
+    linear_runs = len(config["probes"]["shots"]) * len(config["probes"]["seeds"])
     # every kind's probes of a model and dataset
-    assert (timings["probe_runs"] == len(probes["shots"]) * len(probes["seeds"]) + len(other_kinds) * other_runs).all()
+    assert (timings["probe_runs"] == linear_runs + other_kind_probes_per_dataset(config)).all()
 
 
 @pytest.mark.e2e

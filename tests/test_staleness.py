@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import snakemake
+from conftest import other_kind_probes_per_dataset, snakemake
 from imagenet_cog.layout import Layout
 
 pytestmark = pytest.mark.e2e
@@ -146,16 +146,6 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     assert AGGREGATES <= rules_of(jobs)
     for analysis in ANALYSES:
         assert per_rule[f"analyses_{analysis}"] == len(demo_config["datasets"])  # not the pool
-
-
-def other_kind_probes_per_dataset(config) -> int:
-    """Probe jobs of the kinds other than linear per model and dataset in the demo."""
-    probes = config["probes"]
-    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
-    kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
-    shots = probes.get("other_kinds_shots") or probes["shots"]
-    seeds = probes.get("other_kinds_seeds") or probes["seeds"]
-    return len(kinds) * len(shots) * len(seeds)
 
 
 def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):

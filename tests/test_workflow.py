@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import snakemake
+from conftest import other_probe_kinds, snakemake
 from imagenet_cog.aggregate import read_summary
 from imagenet_cog.io import read_lines, read_tsv
 from imagenet_cog.layout import Layout
@@ -146,8 +146,7 @@ def test_level_set_outputs(demo_run, demo_config):
 def test_every_configured_probe_kind_ran(demo_run, demo_config):
     """The demo runs each other kind (000 C.2, C.3) on its own shots and seeds, at small d."""
     layout, probes = Layout(), demo_config["probes"]
-    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
-    kinds += [f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else []
+    kinds = other_probe_kinds(demo_config)
     assert {"mlp", "mlp_noact"} <= set(kinds) and any(kind.startswith("pca-") for kind in kinds)
     for model in demo_config["models"]:
         for dataset in demo_config["datasets"]:
