@@ -326,3 +326,13 @@ def test_pca_kinds_give_top1_against_d_absolute_and_relative_to_the_baseline(res
     assert absolute.loc[("DeiT-S†", "L1"), "d=8"] == "—"
     relative = pd.read_csv(layout.table("pca_relative", "csv")).set_index(["Model", "Dataset"])
     assert relative.loc[("DeiT-S†", "IN-1K")].tolist() == ["-30.0", "-37.0", "-42.0"]
+
+
+def test_an_aggregate_csv_without_its_columns_names_the_file_and_the_fix(tmp_path):
+    from imagenet_cog.aggregate import read_seed_results
+
+    path = tmp_path / "seed_results.csv"
+    path.write_text("model,dataset\nm,l1\n")
+    for reader in (read_summary, read_seed_results):
+        with pytest.raises(ValueError, match=r"seed_results.csv: not a .*lacks .*shots.*aggregate-probes"):
+            reader(path)

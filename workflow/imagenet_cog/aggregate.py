@@ -198,14 +198,22 @@ def summarise(
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
-def read_summary(path: str | Path) -> pd.DataFrame:
-    summary = pd.read_csv(path, dtype={"shots": str, "missing_seeds": str, "model": str, "dataset": str})
-    missing = [column for column in SUMMARY_COLUMNS if column not in summary.columns]
+def read_aggregate_csv(path: str | Path, columns: Sequence[str], dtype: dict, what: str) -> pd.DataFrame:
+    """A CSV that aggregate-probes writes, with a clear error when it lacks ``columns``."""
+    table = pd.read_csv(path, dtype=dtype)
+    missing = [column for column in columns if column not in table.columns]
     if missing:
         raise ValueError(
-            f"{path}: not a results summary (lacks {', '.join(missing)}); rebuild it with "
+            f"{path}: not {what} (lacks {', '.join(missing)}); rebuild it with "
             f"`python -m imagenet_cog aggregate-probes` or snakemake."
         )
+    return table
+
+
+def read_summary(path: str | Path) -> pd.DataFrame:
+    summary = read_aggregate_csv(
+        path, SUMMARY_COLUMNS, {"shots": str, "missing_seeds": str, "model": str, "dataset": str}, "a results summary"
+    )
     summary["missing_seeds"] = summary["missing_seeds"].fillna("")
     summary["complete"] = summary["complete"].astype(bool)
     summary["random_weights"] = summary["random_weights"].astype(bool)
@@ -216,14 +224,9 @@ SEED_RESULT_COLUMNS = ["model", "dataset", "shots", "seed", "test_top1", "test_t
 
 
 def read_seed_results(path: str | Path) -> pd.DataFrame:
-    seeds = pd.read_csv(path, dtype={"model": str, "dataset": str, "shots": str, "seed": str})
-    missing = [column for column in SEED_RESULT_COLUMNS if column not in seeds.columns]
-    if missing:
-        raise ValueError(
-            f"{path}: not a table of per-seed results (lacks {', '.join(missing)}); rebuild it "
-            f"with `python -m imagenet_cog aggregate-probes` or snakemake."
-        )
-    return seeds
+    return read_aggregate_csv(
+        path, SEED_RESULT_COLUMNS, {"model": str, "dataset": str, "shots": str, "seed": str}, "a table of per-seed results"
+    )
 
 
 def with_relative(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None) -> pd.DataFrame:
