@@ -190,3 +190,40 @@ def test_the_gpu_logit_layout_trains_the_same_probes(precision):
     scale = class_major.weight[:2].abs().amax()
     assert (sample_major.weight[:2] - class_major.weight[:2]).abs().amax() <= tolerance * scale
     assert torch.allclose(sample_major.bias[:2], class_major.bias[:2], atol=tolerance * scale.item())
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+@pytest.mark.parametrize("sample_major", [False, True])
+def test_runs_trained_together_are_each_the_run_trained_alone(precision, sample_major):
+    """Seeds of a dataset share passes (train_probe_runs): each run keeps its own rows, draws,
+    rates and divergence, so it is the probe train_probes gives on its rows alone."""
+    features, labels = clustered_features(classes=6, per_class=50, dim=32, seed=5)
+    normalised = l2_normalise(features, operand_dtype(precision))
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.stack([torch.randperm(labels.numel(), generator=generator)[:130] for _ in range(3)])
+    lrs, decays, seeds = [[1.0, 4.0], [2.0, 1e38], [0.5, 8.0]], [[1e-5, 1e-7], [1e-6, 1e-6], [0.0, 1e-4]], [3, 4, 5]
+    schedule = SGDSchedule(epochs=6, batch_size=48, momentum=0.9)  # 130 rows: two full batches and a partial one
+    together = probe_module.train_probe_runs(normalised, labels, 6, rows, lrs, decays, schedule, seeds, precision,
+                                             sample_major=sample_major)
+    for run in range(3):
+        alone = train_probes(normalised[rows[run]], labels[rows[run]], 6, lrs[run], decays[run], schedule, seeds[run],
+                             precision, sample_major=sample_major)
+        assert together[run].diverged == alone.diverged
+        scale = alone.weight.abs().amax()
+        assert (together[run].weight - alone.weight).abs().amax() <= 1e-5 * scale
+        assert (together[run].bias - alone.bias).abs().amax() <= 1e-5 * scale
+    assert together[1].diverged == [False, True]
+    with pytest.raises(ValueError, match="as many candidates in every run"):
+        probe_module.train_probe_runs(normalised, labels, 6, rows, [[1.0], [1.0, 2.0], [1.0]], [[0.0], [0.0, 0.0], [0.0]],
+                                      schedule, seeds, precision)
+
+
+def test_topk_accuracy_over_chosen_rows_is_that_of_those_rows():
+    features, labels = clustered_features(classes=5, per_class=30, dim=16, seed=6)
+    features = l2_normalise(features)
+    probes = train_probes(features, labels, 5, [1.0, 3.0], [1e-6, 1e-6], SGDSchedule(3, 32, 0.9), seed=1)
+    rows = torch.tensor([3, 17, 40, 41, 99, 120, 149])
+    torch.testing.assert_close(
+        probes.topk_accuracy(features, labels, ks=(1, 2), chunk=3, rows=rows),
+        probes.topk_accuracy(features[rows], labels[rows], ks=(1, 2)),
+    )

@@ -30,7 +30,7 @@ from itertools import pairwise
 
 import torch
 
-from imagenet_cog.probe import SGDSchedule, operand_dtype
+from imagenet_cog.probe import SGDSchedule, operand_dtype, topk_accuracy
 
 ACTIVATIONS = {"mlp": "relu", "mlp_noact": "identity"}
 
@@ -58,18 +58,15 @@ class MLPProbes:
         return hidden.permute(2, 0, 1)
 
     def topk_accuracy(
-        self, features: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...] = (1,), chunk: int = 4096
+        self,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        ks: tuple[int, ...] = (1,),
+        chunk: int = 4096,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Top-k accuracy in percent, [T, len(ks)]; rows are scored in chunks to bound memory."""
-        trials, classes = self.weights[-1].shape[:2]
-        largest = min(max(ks), classes)
-        hits = torch.zeros(trials, len(ks), dtype=torch.float64, device=self.weights[0].device)
-        for start in range(0, features.shape[0], chunk):
-            ranked = self.logits(features[start : start + chunk]).topk(largest, dim=2).indices
-            correct = ranked == labels[start : start + chunk].view(-1, 1, 1)
-            for column, k in enumerate(ks):
-                hits[:, column] += correct[:, :, : min(k, classes)].any(dim=2).sum(dim=0)
-        return hits * (100.0 / max(1, features.shape[0]))
+        """Top-k accuracy in percent, [T, len(ks)], over ``rows`` (all when None)."""
+        return topk_accuracy(self.logits, (self.weights[0].shape[0], self.weights[-1].shape[1]), features, labels, ks, chunk, rows)
 
 
 def train_mlps(

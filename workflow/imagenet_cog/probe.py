@@ -64,19 +64,39 @@ class LinearProbes:
         return flat.view(features.shape[0], trials, classes)
 
     def topk_accuracy(
-        self, features: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...] = (1,), chunk: int = 8192
+        self,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        ks: tuple[int, ...] = (1,),
+        chunk: int = 8192,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Top-k accuracy in percent, [T, len(ks)]; rows are scored in chunks to bound memory."""
-        trials, classes, _ = self.weight.shape
-        largest = min(max(ks), classes)
-        hits = torch.zeros(trials, len(ks), dtype=torch.float64, device=self.weight.device)
-        for start in range(0, features.shape[0], chunk):
-            logits = self.logits(features[start : start + chunk])
-            ranked = logits.topk(largest, dim=2).indices
-            correct = ranked == labels[start : start + chunk].view(-1, 1, 1)
-            for column, k in enumerate(ks):
-                hits[:, column] += correct[:, :, : min(k, classes)].any(dim=2).sum(dim=0)
-        return hits * (100.0 / max(1, features.shape[0]))
+        """Top-k accuracy in percent, [T, len(ks)], over ``rows`` (all when None)."""
+        return topk_accuracy(self.logits, self.weight.shape[:2], features, labels, ks, chunk, rows)
+
+
+def topk_accuracy(
+    logits, shape: torch.Size, features: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...], chunk: int,
+    rows: torch.Tensor | None,
+) -> torch.Tensor:
+    """Top-k accuracy in percent, [T, len(ks)], of ``logits(features) -> [n, T, C]`` over the
+    rows ``rows`` of ``features`` (all when None), scored in chunks to bound memory; ``shape``
+    is (T, C)."""
+    trials, num_classes = shape
+    largest = min(max(ks), num_classes)
+    count = features.shape[0] if rows is None else rows.numel()
+    hits = torch.zeros(trials, len(ks), dtype=torch.float64, device=features.device)
+    for start in range(0, count, chunk):
+        if rows is None:
+            chunk_features, chunk_labels = features[start : start + chunk], labels[start : start + chunk]
+        else:
+            index = rows[start : start + chunk]
+            chunk_features, chunk_labels = features.index_select(0, index), labels.index_select(0, index)
+        ranked = logits(chunk_features).topk(largest, dim=2).indices
+        correct = ranked == chunk_labels.view(-1, 1, 1)
+        for column, k in enumerate(ks):
+            hits[:, column] += correct[:, :, : min(k, num_classes)].any(dim=2).sum(dim=0)
+    return hits * (100.0 / max(1, count))
 
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -153,40 +173,81 @@ def train_probes(
     ``sample_major`` (default: on a GPU) keeps logits as [batch, T * C] rather than
     [T * C, batch]: the same probe, summed in another order.
     """
-    if len(lrs) != len(weight_decays) or not lrs:
-        raise ValueError("train_probes needs one weight decay per learning rate")
+    return train_probe_runs(
+        features, labels, num_classes, None, [lrs], [weight_decays], schedule, [seed], precision, cuda_graph, sample_major
+    )[0]
+
+
+def train_probe_runs(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    rows: torch.Tensor | None,
+    lrs: list[list[float]],
+    weight_decays: list[list[float]],
+    schedule: SGDSchedule,
+    seeds: list[int],
+    precision: str = "float32",
+    cuda_graph: bool | None = None,
+    sample_major: bool | None = None,
+) -> list[LinearProbes]:
+    """Train R independent runs in one pass; run r is exactly ``train_probes`` on the rows
+    ``rows[r]`` of ``features`` with ``lrs[r]``, ``weight_decays[r]`` and ``seeds[r]``.
+
+    ``rows`` [R, n] (on the device; None: every run trains on all rows) gives each run its
+    own training rows, n of them for every run. Each run draws its initial weights and batch
+    orders from its own seed, as ``train_probes`` would, so only the grouping of the matrix
+    products changes (batched products for R > 1), and with it the last bits. Every run
+    trains the same number of candidates. The seeds of a few-shot dataset, or the final fits
+    of its seeds, then share each mini-batch step: R products of one shape in one kernel.
+    """
+    runs = len(seeds)
+    if not runs or len(lrs) != runs or len(weight_decays) != runs:
+        raise ValueError("train_probe_runs needs one list of learning rates and weight decays per seed")
+    trials = len(lrs[0])
+    if any(len(rates) != trials or len(decays) != trials for rates, decays in zip(lrs, weight_decays)) or not trials:
+        raise ValueError("train_probe_runs needs one weight decay per learning rate, and as many candidates in every run")
+    if rows is not None and rows.shape[0] != runs:
+        raise ValueError(f"train_probe_runs got rows for {rows.shape[0]} runs and {runs} seeds")
     if precision not in ("float32", "bfloat16"):
         raise ValueError(f"train_probes multiplies in float32 or bfloat16, not {precision!r}")
     device = features.device
-    count, dim = features.shape
-    trials = len(lrs)
-    generator = torch.Generator(device=device).manual_seed(seed)
+    dim = features.shape[1]
+    count = features.shape[0] if rows is None else rows.shape[1]
+    generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
     # nn.Linear's default initialisation, U(-1/sqrt(D), 1/sqrt(D)), as in the reference probe
     bound = 1.0 / math.sqrt(dim)
-    weight = torch.rand(trials, num_classes, dim, generator=generator, device=device).mul_(2 * bound).sub_(bound)
-    bias = torch.rand(trials, num_classes, generator=generator, device=device).mul_(2 * bound).sub_(bound)
+    weight = torch.empty(runs, trials, num_classes, dim, device=device)
+    bias = torch.empty(runs, trials, num_classes, device=device)
+    for run, generator in enumerate(generators):
+        weight[run] = torch.rand(trials, num_classes, dim, generator=generator, device=device)
+        bias[run] = torch.rand(trials, num_classes, generator=generator, device=device)
+    weight.mul_(2 * bound).sub_(bound)
+    bias.mul_(2 * bound).sub_(bound)
     weight_velocity = torch.zeros_like(weight)
     bias_velocity = torch.zeros_like(bias)
     base_lr = torch.tensor(lrs, dtype=torch.float32, device=device)
     decay = torch.tensor(weight_decays, dtype=torch.float32, device=device)
-    diverged = torch.zeros(trials, dtype=torch.bool, device=device)
-    flat_weight = weight.view(trials * num_classes, dim)
-    flat_bias = bias.view(-1)
-    flat_weight_velocity = weight_velocity.view(trials * num_classes, dim)
+    diverged = torch.zeros(runs, trials, dtype=torch.bool, device=device)
+    stacked = trials * num_classes
+    flat_weight = weight.view(runs, stacked, dim)
+    flat_bias = bias.view(runs, stacked)
+    flat_weight_velocity = weight_velocity.view(runs, stacked, dim)
     if sample_major is None:
         sample_major = device.type == "cuda"
-    minus_one_shape = (schedule.batch_size, trials, 1) if sample_major else (trials, 1, schedule.batch_size)
+    batch_size = schedule.batch_size
+    minus_one_shape = (runs, batch_size, trials, 1) if sample_major else (runs, trials, 1, batch_size)
     minus_one = torch.full(minus_one_shape, -1.0, device=device)
     momentum = schedule.momentum
     # Batch-sized buffers are allocated once: a fresh multi-megabyte CPU tensor per step
     # costs page faults that take longer than the gather itself.
     operand = operand_dtype(precision)
-    gathered = torch.empty(schedule.batch_size, dim, dtype=features.dtype, device=device)
+    gathered = torch.empty(runs * batch_size, dim, dtype=features.dtype, device=device)
     converted = gathered if features.dtype == operand else torch.empty_like(gathered, dtype=operand)
-    logits = torch.empty(trials * num_classes * schedule.batch_size, device=device)
+    logits = torch.empty(runs * stacked * batch_size, device=device)
     mixed = operand is not torch.float32
     if mixed:  # bfloat16 copies of the operands, and a float32 buffer for their product
-        low_weight = torch.empty(trials * num_classes, dim, dtype=operand, device=device)
+        low_weight = torch.empty(runs, stacked, dim, dtype=operand, device=device)
         low_logits = torch.empty_like(logits, dtype=operand)
         low_gradient = torch.empty_like(logits, dtype=operand)
         low_product = torch.empty_like(low_weight)
@@ -194,79 +255,107 @@ def train_probes(
     weight_at_start = torch.empty_like(weight)
     bias_at_start = torch.empty_like(bias)
 
-    order = torch.empty(count, dtype=torch.long, device=device)
+    order = torch.empty(runs, count, dtype=torch.long, device=device)
+    positions = order if rows is None else torch.empty_like(order)
     step = torch.empty_like(base_lr)
-    step_weight = step.view(trials, 1, 1)
-    step_bias = step.view(trials, 1)
+    step_weight = step.view(runs, trials, 1, 1)
+    step_bias = step.view(runs, trials, 1)
+
+    # [R, m, k] x [R, k, n]: one run multiplies as train_probes always has, several in one
+    # batched product
+    def multiply(left: torch.Tensor, right: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if runs == 1:
+            torch.mm(left[0], right[0], out=out[0])
+        else:
+            torch.bmm(left, right, out=out)
+        return out
+
+    def multiply_add(offset: torch.Tensor, left: torch.Tensor, right: torch.Tensor, out: torch.Tensor) -> None:
+        if runs == 1:
+            torch.addmm(offset[0], left[0], right[0], out=out[0])
+        else:
+            torch.baddbmm(offset, left, right, out=out)
+
+    def accumulate(total: torch.Tensor, left: torch.Tensor, right: torch.Tensor, alpha: float) -> None:
+        if runs == 1:
+            total[0].addmm_(left[0], right[0], alpha=alpha)
+        else:
+            total.baddbmm_(left, right, alpha=alpha)
 
     def add_class_major_gradient(batch: torch.Tensor, targets: torch.Tensor, size: int) -> torch.Tensor:
         """Adds the mean weight gradient to the velocity; returns the summed bias gradient.
 
-        Logits are [T * C, batch]: on a CPU both products then read contiguous operands.
+        Logits are [R, T * C, batch]: on a CPU both products then read contiguous operands.
         """
-        shape = (trials * num_classes, size)
-        gradient = logits[: shape[0] * size].view(shape)
+        shape = (runs, stacked, size)
+        gradient = logits[: runs * stacked * size].view(shape)
         if mixed:
             low_weight.copy_(flat_weight)
-            product = torch.mm(low_weight, batch.t(), out=low_logits[: shape[0] * size].view(shape))
-            torch.add(product, flat_bias.view(-1, 1), out=gradient)
+            product = multiply(low_weight, batch.transpose(1, 2), low_logits[: runs * stacked * size].view(shape))
+            torch.add(product, flat_bias.view(runs, stacked, 1), out=gradient)
         else:
-            torch.addmm(flat_bias.view(-1, 1), flat_weight, batch.t(), out=gradient)
+            multiply_add(flat_bias.view(runs, stacked, 1), flat_weight, batch.transpose(1, 2), gradient)
         # softmax(logits) - onehot(targets), computed in place in the logits buffer
-        per_trial = gradient.view(trials, num_classes, size)
-        per_trial.sub_(per_trial.amax(dim=1, keepdim=True)).exp_()
-        per_trial.div_(per_trial.sum(dim=1, keepdim=True))
-        per_trial.scatter_add_(1, targets.view(1, 1, size).expand(trials, 1, size), minus_one[:, :, :size])
+        per_trial = gradient.view(runs, trials, num_classes, size)
+        per_trial.sub_(per_trial.amax(dim=2, keepdim=True)).exp_()
+        per_trial.div_(per_trial.sum(dim=2, keepdim=True))
+        per_trial.scatter_add_(
+            2, targets.view(runs, 1, 1, size).expand(runs, trials, 1, size), minus_one[..., :size]
+        )
         if mixed:
-            low = low_gradient[: shape[0] * size].view(shape).copy_(gradient)
-            torch.mm(low, batch, out=low_product)
+            low = low_gradient[: runs * stacked * size].view(shape).copy_(gradient)
+            multiply(low, batch, low_product)
             # widened into a buffer of its own: a mixed-dtype add_ would allocate one
             flat_weight_velocity.add_(widened_product.copy_(low_product), alpha=1.0 / size)
         else:
-            flat_weight_velocity.addmm_(gradient, batch, alpha=1.0 / size)
-        return gradient.sum(dim=1)
+            accumulate(flat_weight_velocity, gradient, batch, 1.0 / size)
+        return gradient.sum(dim=2)
 
     def add_sample_major_gradient(batch: torch.Tensor, targets: torch.Tensor, size: int) -> torch.Tensor:
-        """As above with logits [batch, T * C]: on a GPU the softmax over each contiguous row is
-        one fused kernel, where reductions across the rows of [T * C, batch] took the longest
-        of a step (cuBLAS reads either layout at the same speed)."""
-        shape = (size, trials * num_classes)
-        row_logits = logits[: shape[0] * shape[1]].view(shape)
+        """As above with logits [R, batch, T * C]: on a GPU the softmax over each contiguous row
+        is one fused kernel, where reductions across the rows of [T * C, batch] took the
+        longest of a step (cuBLAS reads either layout at the same speed)."""
+        shape = (runs, size, stacked)
+        row_logits = logits[: runs * size * stacked].view(shape)
         if mixed:
             low_weight.copy_(flat_weight)
-            product = torch.mm(batch, low_weight.t(), out=low_logits[: shape[0] * shape[1]].view(shape))
-            torch.add(product, flat_bias, out=row_logits)
+            product = multiply(batch, low_weight.transpose(1, 2), low_logits[: runs * size * stacked].view(shape))
+            torch.add(product, flat_bias.view(runs, 1, stacked), out=row_logits)
         else:
-            torch.addmm(flat_bias, batch, flat_weight.t(), out=row_logits)
-        probabilities = torch.softmax(row_logits.view(size, trials, num_classes), dim=2)
-        probabilities.scatter_add_(2, targets.view(size, 1, 1).expand(size, trials, 1), minus_one[:size])
+            multiply_add(flat_bias.view(runs, 1, stacked), batch, flat_weight.transpose(1, 2), row_logits)
+        probabilities = torch.softmax(row_logits.view(runs, size, trials, num_classes), dim=3)
+        probabilities.scatter_add_(
+            3, targets.view(runs, size, 1, 1).expand(runs, size, trials, 1), minus_one[:, :size]
+        )
         gradient = probabilities.view(shape)
         if mixed:
-            low = low_gradient[: shape[0] * shape[1]].view(shape).copy_(gradient)
-            torch.mm(low.t(), batch, out=low_product)
+            low = low_gradient[: runs * size * stacked].view(shape).copy_(gradient)
+            multiply(low.transpose(1, 2), batch, low_product)
             flat_weight_velocity.add_(widened_product.copy_(low_product), alpha=1.0 / size)
         else:
-            flat_weight_velocity.addmm_(gradient.t(), batch, alpha=1.0 / size)
-        return gradient.sum(dim=0)
+            accumulate(flat_weight_velocity, gradient.transpose(1, 2), batch, 1.0 / size)
+        return gradient.sum(dim=1)
 
     def train_epoch() -> None:
-        """One pass over ``order`` with the rate in ``step``: device work only, no host sync."""
-        for start in range(0, count, schedule.batch_size):
-            index = order[start : start + schedule.batch_size]
-            size = index.shape[0]
-            torch.index_select(features, 0, index, out=gathered[:size])
-            batch = converted[:size]
+        """One pass over ``positions`` with the rate in ``step``: device work only, no host sync."""
+        for start in range(0, count, batch_size):
+            index = positions[:, start : start + batch_size].reshape(-1)
+            size = index.shape[0] // runs
+            torch.index_select(features, 0, index, out=gathered[: runs * size])
+            batch = converted[: runs * size]
             if converted is not gathered:
-                batch.copy_(gathered[:size])
-            targets = labels.index_select(0, index)
+                batch.copy_(gathered[: runs * size])
+            batch = batch.view(runs, size, dim)
+            targets = labels.index_select(0, index).view(runs, size)
             # velocity = momentum * velocity + (mean gradient + weight_decay * parameter)
-            weight_velocity.mul_(momentum).addcmul_(weight, decay.view(trials, 1, 1))
+            weight_velocity.mul_(momentum).addcmul_(weight, decay.view(runs, trials, 1, 1))
             if sample_major:
                 bias_gradient = add_sample_major_gradient(batch, targets, size)
             else:
                 bias_gradient = add_class_major_gradient(batch, targets, size)
-            bias_velocity.mul_(momentum).addcmul_(bias, decay.view(trials, 1))
-            bias_velocity.view(-1).add_(bias_gradient, alpha=1.0 / size)
+            bias_velocity.mul_(momentum).addcmul_(bias, decay.view(runs, trials, 1))
+            flat_bias_velocity = bias_velocity.view(runs, stacked)
+            flat_bias_velocity.add_(bias_gradient, alpha=1.0 / size)
             weight.addcmul_(weight_velocity, step_weight, value=-1.0)
             bias.addcmul_(bias_velocity, step_bias, value=-1.0)
 
@@ -277,14 +366,17 @@ def train_probes(
         torch.mul(base_lr, schedule.learning_rate_factor(epoch), out=step)
         weight_at_start.copy_(weight)
         bias_at_start.copy_(bias)
-        torch.randperm(count, generator=generator, device=device, out=order)
+        for run, generator in enumerate(generators):
+            torch.randperm(count, generator=generator, device=device, out=order[run])
+        if rows is not None:
+            torch.gather(rows, 1, order, out=positions)
         if epoch_graph is not None:
             epoch_graph.replay()
         elif cuda_graph:
             # The first epoch runs eagerly on a side stream (it is the warm-up CUDA graphs
             # need), then the epoch is recorded once: every later epoch is one launch instead
             # of ~20 kernel launches per mini-batch, which on a large GPU cost more than the
-            # products themselves. The graph reads order, step and the weights in place.
+            # products themselves. The graph reads positions, step and the weights in place.
             side = torch.cuda.Stream(device)
             side.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(side):
@@ -296,21 +388,21 @@ def train_probes(
                     train_epoch()
         else:
             train_epoch()
-        finite = torch.isfinite(weight).flatten(1).all(dim=1) & torch.isfinite(bias).all(dim=1)
+        finite = torch.isfinite(weight).flatten(2).all(dim=2) & torch.isfinite(bias).all(dim=2)
         if bool(finite.all()):  # the one host synchronisation of an epoch
             continue
         # roll back and freeze: a zero step and velocity keep a frozen probe where it is
-        keep = finite.view(trials, 1, 1)
+        keep = finite.view(runs, trials, 1, 1)
         weight.copy_(torch.where(keep, weight, weight_at_start))
-        bias.copy_(torch.where(keep.view(trials, 1), bias, bias_at_start))
+        bias.copy_(torch.where(keep.view(runs, trials, 1), bias, bias_at_start))
         weight_velocity.copy_(torch.where(keep, weight_velocity, 0.0))
-        bias_velocity.copy_(torch.where(keep.view(trials, 1), bias_velocity, 0.0))
+        bias_velocity.copy_(torch.where(keep.view(runs, trials, 1), bias_velocity, 0.0))
         diverged |= ~finite
         base_lr.mul_(finite)
         decay.mul_(finite)
         if bool(diverged.all()):
             break
-    return LinearProbes(weight=weight, bias=bias, diverged=diverged.tolist())
+    return [LinearProbes(weight=weight[run], bias=bias[run], diverged=diverged[run].tolist()) for run in range(runs)]
 
 
 def resolve_device(requested: str) -> torch.device:
