@@ -299,3 +299,46 @@ def test_a_lock_left_by_a_killed_job_does_not_stall_the_study(tmp_path, monkeypa
     resumed.optimize(lambda trial: trial.suggest_float("x", 0.0, 1.0), n_trials=1)
     assert len(resumed.trials) == 3 and time.monotonic() - started < 20
     assert not (tmp_path / "probes" / "study.jsonl.lock").is_symlink()
+
+
+@pytest.mark.parametrize("shots", ["3", "all"])
+def test_seeds_together_give_each_seed_the_result_of_its_own_run(tmp_path, shots):
+    from imagenet_cog.search import probe_seeds
+
+    train, test = blobs(classes=5, per_class=40, spread=2.0), blobs(classes=5, per_class=10, spread=2.0, seed=4)
+    settings = replace(QUICK, trials=5, trials_per_batch=2)
+    seeds = [22, 37, 45]
+    # seed 37 was searched before (2 of its 5 trials): it resumes, the others start afresh
+    for mode in ("together", "alone"):
+        probe_dataset(*train, *test, shots=shots, seed=37, settings=replace(settings, trials=2),
+                      journal=str(tmp_path / f"{mode}-37.jsonl"), device="cpu")
+    together = probe_seeds(*train, *test, shots=shots, seeds=seeds, settings=settings,
+                           journals=[str(tmp_path / f"together-{seed}.jsonl") for seed in seeds], device="cpu")
+    for seed, shared in zip(seeds, together):
+        alone = probe_dataset(*train, *test, shots=shots, seed=seed, settings=settings,
+                              journal=str(tmp_path / f"alone-{seed}.jsonl"), device="cpu")
+        assert shared["seed"] == seed and shared["seeds_together"] == seeds
+        assert shared["study"]["name"] == alone["study"]["name"]
+        assert [(t["lr"], t["weight_decay"], t["val_top1"]) for t in shared["trials"]] == [
+            (t["lr"], t["weight_decay"], t["val_top1"]) for t in alone["trials"]
+        ]
+        assert (shared["test_top1"], shared["test_top5"], shared["n_train"]) == (alone["test_top1"], alone["test_top5"], alone["n_train"])
+        assert shared["study"]["resumed_trials"] == (2 if seed == 37 else 0)
+    assert len({result["test_top1"] for result in together} | {str(r["best_params"]) for r in together}) > 1
+
+
+def test_probe_command_runs_several_seeds_into_their_own_files(tmp_path):
+    write_feature_file(tmp_path / "train.h5", *blobs())
+    write_feature_file(tmp_path / "test.h5", *blobs(seed=4))
+    command = probe_command(tmp_path, shots="5")
+    for option, values in (("--output", ["a.json", "b.json"]), ("--study", ["a.jsonl", "b.jsonl"]), ("--seed", ["93", "94"])):
+        at = command.index(option)
+        command[at + 1 : at + 2] = [str(tmp_path / value) if option != "--seed" else value for value in values]
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    results = [json.loads((tmp_path / name).read_text()) for name in ("a.json", "b.json")]
+    assert [(r["seed"], r["shots"], r["seeds_together"]) for r in results] == [(93, 5, [93, 94]), (94, 5, [93, 94])]
+    assert [Path(r["study"]["journal"]).name for r in results] == ["a.jsonl", "b.jsonl"]
+    at = command.index("--study")
+    del command[at + 2]  # one journal for two seeds
+    failed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert failed.returncode != 0 and "one value per seed" in failed.stderr

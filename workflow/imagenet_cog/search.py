@@ -14,6 +14,12 @@ For one (model, dataset, shots, seed):
    N per class drawn afresh with the seed from the full training set, as the authors'
    scripts do) and scored once on the test set (top-1 and top-5, percent).
 
+Several seeds of one dataset and N can run in one job (``--seed`` with several values,
+``probes.seeds_per_job``): the features are read once, each round of the search trains the
+next candidates of every seed's study in one pass, and the final fits share one pass. Each
+seed keeps its own selections, study, journal, random draws and result, so its result is
+the one its own job gives (the batched products may change the last bits of a weight).
+
 The study lives in an Optuna journal file next to the result. It is not a rule output,
 so it survives a failed or killed job, and a re-run resumes it: trials left running by a
 killed job are marked failed, and only the complete trials still missing are run. The
@@ -30,7 +36,9 @@ Result JSON (``Layout.probe_result``), one object:
     settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
               trials_per_batch, precision (as configured); MLP kinds also kind,
               hidden_width, hidden_layers; pca also kind, pca_dim}, study {journal, name, resumed_trials}
-    timings {search_s, final_s, total_s}, versions {imagenet_cog, torch, optuna, numpy},
+    timings {search_s, final_s, total_s} (of the whole job when seeds shared it),
+    seeds_together (the seeds of the job, this one included; absent in older results),
+    versions {imagenet_cog, torch, optuna, numpy},
     device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
 """
 
@@ -176,14 +184,26 @@ def rows_used(train_labels: np.ndarray, shots: str, seed: int, val_fraction: flo
 # the study --------------------------------------------------------------------------------
 
 
-def study_name(train_features: np.ndarray, train_labels: np.ndarray, settings: SearchSettings, shots: str, seed: int) -> str:
-    """A name that changes whenever anything that defines the study's trials changes."""
-    digest = hashlib.blake2b(digest_size=10)
-    digest.update(np.ascontiguousarray(train_features).data)
-    digest.update(np.ascontiguousarray(train_labels, dtype=np.int64).data)
+def study_name(
+    train_features: np.ndarray, train_labels: np.ndarray, settings: SearchSettings, shots: str, seed: int, data=None
+) -> str:
+    """A name that changes whenever anything that defines the study's trials changes.
+
+    ``data``: :func:`data_digest` of the same features and labels, when several studies
+    share them (it is copied, not changed).
+    """
+    digest = (data if data is not None else data_digest(train_features, train_labels)).copy()
     defining = {k: v for k, v in settings.defining().items() if k != "trials"}
     digest.update(json.dumps({**defining, "shots": shots, "seed": seed}, sort_keys=True).encode())
     return f"probe-{digest.hexdigest()}"
+
+
+def data_digest(train_features: np.ndarray, train_labels: np.ndarray):
+    """The hash of the training data a study's name starts from."""
+    digest = hashlib.blake2b(digest_size=10)
+    digest.update(np.ascontiguousarray(train_features).data)
+    digest.update(np.ascontiguousarray(train_labels, dtype=np.int64).data)
+    return digest
 
 
 def open_study(journal: str, name: str, seed: int):
@@ -235,46 +255,83 @@ def scored_trials(study, limit: int) -> list[dict]:
     ]
 
 
-def run_search(study, train, validation, num_classes: int, settings: SearchSettings, seed: int, precision: str) -> None:
-    """Run trials until the study has ``settings.trials`` complete ones.
+def shares_passes(settings: SearchSettings) -> bool:
+    """Whether runs of this kind train together (:func:`imagenet_cog.probe.train_probe_runs`);
+    the MLP kinds train one run at a time."""
+    return settings.kind in ("linear", "pca")
 
-    ``train`` and ``validation`` are (features, labels) tensor pairs on the probe device;
-    ``precision`` is the resolved matmul precision (float32 or bfloat16).
+
+def train_runs(features, labels, rows: list, num_classes: int, lrs: list, weight_decays: list, settings: SearchSettings,
+               seeds: list[int], precision: str) -> list:
+    """Each run's probes: run r trains ``lrs[r]`` on the rows ``rows[r]`` (a device index
+    tensor, or None for every row) of ``features``, seeded with ``seeds[r]``. Linear kinds
+    share one pass when every run has as many rows and candidates; otherwise, and for the
+    MLP kinds, the runs train one after another."""
+    import torch
+
+    from imagenet_cog.probe import SGDSchedule, train_probe_runs
+
+    schedule = SGDSchedule(settings.epochs, settings.batch_size, settings.momentum)
+    sizes = {features.shape[0] if part is None else part.numel() for part in rows}
+    if shares_passes(settings) and len(sizes) == 1 and len({len(rates) for rates in lrs}) == 1:
+        stacked = None if all(part is None for part in rows) else torch.stack([
+            torch.arange(features.shape[0], device=features.device) if part is None else part for part in rows
+        ])
+        return train_probe_runs(features, labels, num_classes, stacked, lrs, weight_decays, schedule, seeds, precision)
+    trainer = probe_trainer(settings)
+    return [
+        trainer(
+            *(features, labels) if part is None else (features.index_select(0, part), labels.index_select(0, part)),
+            num_classes, lrs=rates, weight_decays=decays, schedule=schedule, seed=seed, precision=precision,
+        )
+        for part, rates, decays, seed in zip(rows, lrs, weight_decays, seeds)
+    ]
+
+
+def run_searches(studies: list, features, labels, search_rows: list, validation_rows: list, num_classes: int,
+                 settings: SearchSettings, seeds: list[int], precision: str) -> None:
+    """Run trials until every study has ``settings.trials`` complete ones.
+
+    Study r trains on the rows ``search_rows[r]`` and is scored on ``validation_rows[r]`` of
+    ``features``/``labels`` (tensors on the probe device; ``precision`` is the resolved
+    matmul precision). Each round asks every unfinished study for its next candidates
+    (``trials_per_batch`` of them) and trains them together: each study is exactly the
+    sequential search it would be alone, and the studies share the passes.
     """
     from optuna.distributions import FloatDistribution
     from optuna.trial import TrialState
 
-    from imagenet_cog.probe import SGDSchedule
-
-    trainer = probe_trainer(settings)
     space = {
         "lr": FloatDistribution(*settings.lr_range, log=True),
         "weight_decay": FloatDistribution(*settings.wd_range, log=True),
     }
-    schedule = SGDSchedule(settings.epochs, settings.batch_size, settings.momentum)
     while True:
-        done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-        if done >= settings.trials:
+        pending = {}
+        for run, study in enumerate(studies):
+            done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            if done < settings.trials:
+                pending[run] = [study.ask(space) for _ in range(min(settings.trials_per_batch, settings.trials - done))]
+        if not pending:
             return
-        asked = [study.ask(space) for _ in range(min(settings.trials_per_batch, settings.trials - done))]
-        probes = trainer(
-            *train,
-            num_classes,
-            lrs=[t.params["lr"] for t in asked],
-            weight_decays=[t.params["weight_decay"] for t in asked],
-            schedule=schedule,
-            seed=int(np.random.SeedSequence([seed, asked[0].number]).generate_state(1)[0]),
-            precision=precision,
+        runs = list(pending)
+        trained = train_runs(
+            features, labels, [search_rows[run] for run in runs], num_classes,
+            [[t.params["lr"] for t in pending[run]] for run in runs],
+            [[t.params["weight_decay"] for t in pending[run]] for run in runs],
+            settings,
+            [int(np.random.SeedSequence([seeds[run], pending[run][0].number]).generate_state(1)[0]) for run in runs],
+            precision,
         )
-        accuracies = probes.topk_accuracy(*validation, ks=(1,))[:, 0].tolist()
-        for trial, accuracy, diverged in zip(asked, accuracies, probes.diverged):
-            trial.set_user_attr("diverged", diverged)
-            study.tell(trial, accuracy)
-            log.info(
-                "trial %d: lr=%.4g weight_decay=%.3g val_top1=%.2f%s",
-                trial.number, trial.params["lr"], trial.params["weight_decay"], accuracy,
-                " (diverged)" if diverged else "",
-            )
+        for run, probes in zip(runs, trained):
+            accuracies = probes.topk_accuracy(features, labels, ks=(1,), rows=validation_rows[run])[:, 0].tolist()
+            for trial, accuracy, diverged in zip(pending[run], accuracies, probes.diverged):
+                trial.set_user_attr("diverged", diverged)
+                studies[run].tell(trial, accuracy)
+                log.info(
+                    "seed %d trial %d: lr=%.4g weight_decay=%.3g val_top1=%.2f%s",
+                    seeds[run], trial.number, trial.params["lr"], trial.params["weight_decay"], accuracy,
+                    " (diverged)" if diverged else "",
+                )
 
 
 def probe_trainer(settings: SearchSettings):
@@ -295,21 +352,21 @@ def probe_trainer(settings: SearchSettings):
     )
 
 
+def final_fit_seed(seed: int) -> int:
+    return int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0])
+
+
 def final_fit(features, labels, num_classes: int, best: dict, settings: SearchSettings, seed: int, precision: str):
     """The final probe: the best (lr, weight decay) trained on the final-fit rows.
 
     Deterministic for given rows, settings, seed and precision on one device, so the
-    label-noise audit can refit a classifier that was not kept (imagenet_cog/audit.py).
+    label-noise audit can refit a classifier that was not kept (imagenet_cog/audit.py); a
+    final fit that shared its passes with other seeds' is the same probe.
     """
-    from imagenet_cog.probe import SGDSchedule
-
-    return probe_trainer(settings)(
-        features, labels, num_classes,
-        lrs=[best["lr"]], weight_decays=[best["weight_decay"]],
-        schedule=SGDSchedule(settings.epochs, settings.batch_size, settings.momentum),
-        seed=int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0]),
-        precision=precision,
-    )
+    return train_runs(
+        features, labels, [None], num_classes, [[best["lr"]]], [[best["weight_decay"]]], settings,
+        [final_fit_seed(seed)], precision,
+    )[0]
 
 
 # one probe job ----------------------------------------------------------------------------
@@ -370,13 +427,46 @@ def probe_dataset(
 
     ``train_labels`` are the labels of the whole training set; ``train_features`` holds the
     rows ``train_rows`` of it (sorted indices, at least :func:`rows_used`), or all rows
-    when None. The study's name hashes the features given, so it is the same as from the
-    whole set when all rows are given.
+    when None. The study's name hashes the rows the run uses, so it is the same whichever
+    superset of them is given.
+    """
+    return probe_seeds(
+        train_features, train_labels, test_features, test_labels, shots=shots, seeds=[seed], settings=settings,
+        journals=[journal], device=device, where=where, test_path=test_path, train_rows=train_rows,
+        return_classifier=return_classifier,
+    )[0]
+
+
+def probe_seeds(
+    train_features: np.ndarray,
+    train_labels: np.ndarray,
+    test_features: np.ndarray,
+    test_labels: np.ndarray,
+    *,
+    shots: str,
+    seeds: list[int],
+    settings: SearchSettings,
+    journals: list[str],
+    device: str = "auto",
+    where: str = "dataset",
+    test_path: str = "test features",
+    train_rows: np.ndarray | None = None,
+    return_classifier: bool = False,
+) -> list[dict]:
+    """:func:`probe_dataset` for several seeds of one dataset and N at once, one result each.
+
+    The features are read and moved to the device once; the seeds' searches run round by
+    round, each seed's next candidates trained in one pass with the others' (each study is
+    the sequential search it would be alone), and the final fits share one pass. Every
+    seed's study, journal (``journals[r]``), selections and result are those of its own run;
+    the products are only grouped differently (the last bits of a weight may differ).
     """
     import torch
 
     from imagenet_cog.probe import resolve_device, resolve_precision
 
+    if len(seeds) != len(journals) or not seeds:
+        raise ValueError("probe_seeds needs one journal per seed")
     started = time.perf_counter()
     target = resolve_device(device)
     precision = resolve_precision(settings.precision, target)
@@ -385,10 +475,10 @@ def probe_dataset(
         torch.set_float32_matmul_precision("high")
     train_y, test_y, num_classes = contiguous_labels(train_labels, test_labels, test_path)
     # selections group by the file's own labels, so errors name classes as the split table does
-    search_part, validation_part, final_part = run_selections(train_labels, shots, seed, settings.val_fraction, where)
+    selections = [run_selections(train_labels, shots, seed, settings.val_fraction, where) for seed in seeds]
     held = np.arange(train_y.size) if train_rows is None else np.asarray(train_rows, dtype=np.int64)
     if held.size != train_features.shape[0] or (train_rows is not None and not np.isin(
-        np.concatenate([search_part, validation_part, final_part]), held
+        np.concatenate([part for parts in selections for part in parts]), held
     ).all()):
         raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
 
@@ -397,72 +487,92 @@ def probe_dataset(
     labels = torch.from_numpy(train_y[held].astype(np.int64)).to(target)
 
     def on_device(indices: np.ndarray):
-        if indices.size == held.size:  # all rows held (sorted): no copy
-            return features, labels
-        selected = torch.from_numpy(np.searchsorted(held, indices)).to(target)
-        return features.index_select(0, selected), labels.index_select(0, selected)
+        """Positions of ``indices`` among the rows held, on the device; None for all of them."""
+        if indices.size == held.size:  # all rows held (sorted)
+            return None
+        return torch.from_numpy(np.searchsorted(held, indices)).to(target)
 
     # the study is bound to the precision its trials ran at, not to how it was asked for
-    name = study_name(train_features, train_y, replace(settings, precision=precision), shots, seed)
-    study = open_study(journal, name, seed)
-    resumed = len(scored_trials(study, settings.trials))
-    run_search(study, on_device(search_part), on_device(validation_part), num_classes, settings, seed, precision)
-    trials = scored_trials(study, settings.trials)
-    best = max(trials, key=lambda t: t["val_top1"])
+    defining = replace(settings, precision=precision)
+    names, whole = [], None
+    for seed, parts in zip(seeds, selections):
+        used = rows_used(train_labels, shots, seed, settings.val_fraction, where)
+        if used is None or used.size == held.size:
+            whole = whole or data_digest(train_features, train_y)
+            names.append(study_name(train_features, train_y, defining, shots, seed, data=whole))
+        else:
+            names.append(study_name(train_features[np.searchsorted(held, used)], train_y, defining, shots, seed))
+    studies = [open_study(journal, name, seed) for journal, name, seed in zip(journals, names, seeds)]
+    resumed = [len(scored_trials(study, settings.trials)) for study in studies]
+    run_searches(
+        studies, features, labels, [on_device(parts[0]) for parts in selections],
+        [on_device(parts[1]) for parts in selections], num_classes, settings, seeds, precision,
+    )
+    trials = [scored_trials(study, settings.trials) for study in studies]
+    bests = [max(scored, key=lambda t: t["val_top1"]) for scored in trials]
     searched = time.perf_counter()
 
-    final_features, final_labels = on_device(final_part)
-    features = labels = None  # the final fit needs only its own rows on the device
-    probe = final_fit(final_features, final_labels, num_classes, best, settings, seed, precision)
+    probes = train_runs(
+        features, labels, [on_device(parts[2]) for parts in selections], num_classes,
+        [[best["lr"]] for best in bests], [[best["weight_decay"]] for best in bests], settings,
+        [final_fit_seed(seed) for seed in seeds], precision,
+    )
+    features = labels = None
     test_features_on_device = normalised_on_device(test_features, target, precision, test_path, normalise)
     test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
-    test_top1, test_top5 = probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist()
+    scores = [probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist() for probe in probes]
     finished = time.perf_counter()
 
     import optuna
 
     import imagenet_cog
 
-    kept = {"classifier": (probe.weight[0].float().cpu().numpy(), probe.bias[0].float().cpu().numpy())} if return_classifier else {}
-    return {
-        **kept,
-        "shots": shots if shots == "all" else int(shots),
-        "seed": seed,
-        "best_params": {"lr": best["lr"], "weight_decay": best["weight_decay"]},
-        "val_top1": best["val_top1"],
-        "test_top1": test_top1,
-        "test_top5": test_top5,
-        "final_diverged": probe.diverged[0],
-        "n_trials": len(trials),
-        "trials": trials,
-        "n_train": int(final_part.size),
-        "n_test": int(test_y.size),
-        "n_classes": num_classes,
-        "feature_dim": int(train_features.shape[1]),
-        "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
-        "study": {"journal": str(journal), "name": name, "resumed_trials": resumed},
-        "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
-        "versions": {
-            "imagenet_cog": imagenet_cog.__version__,
-            "torch": torch.__version__,
-            "optuna": optuna.__version__,
-            "numpy": np.__version__,
-        },
-        "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
-        "matmul_precision": "tf32" if precision == "float32" and target.type == "cuda" else precision,
-    }
+    results = []
+    for run, seed in enumerate(seeds):
+        probe = probes[run]
+        kept = {"classifier": (probe.weight[0].float().cpu().numpy(), probe.bias[0].float().cpu().numpy())} if return_classifier else {}
+        results.append({
+            **kept,
+            "shots": shots if shots == "all" else int(shots),
+            "seed": seed,
+            "best_params": {"lr": bests[run]["lr"], "weight_decay": bests[run]["weight_decay"]},
+            "val_top1": bests[run]["val_top1"],
+            "test_top1": scores[run][0],
+            "test_top5": scores[run][1],
+            "final_diverged": probe.diverged[0],
+            "n_trials": len(trials[run]),
+            "trials": trials[run],
+            "n_train": int(selections[run][2].size),
+            "n_test": int(test_y.size),
+            "n_classes": num_classes,
+            "feature_dim": int(train_features.shape[1]),
+            "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
+            "study": {"journal": str(journals[run]), "name": names[run], "resumed_trials": resumed[run]},
+            "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
+            "seeds_together": list(seeds),
+            "versions": {
+                "imagenet_cog": imagenet_cog.__version__,
+                "torch": torch.__version__,
+                "optuna": optuna.__version__,
+                "numpy": np.__version__,
+            },
+            "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
+            "matmul_precision": "tf32" if precision == "float32" and target.type == "cuda" else precision,
+        })
+    return results
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe", description=__doc__.split("\n")[0])
     parser.add_argument("--train", required=True, help="training features (HDF5)")
     parser.add_argument("--test", required=True, help="test features (HDF5)")
-    parser.add_argument("--output", required=True, help="result JSON")
-    parser.add_argument("--study", required=True, help="Optuna journal file (kept across runs)")
+    parser.add_argument("--output", required=True, nargs="+", help="result JSON, one per seed")
+    parser.add_argument("--study", required=True, nargs="+", help="Optuna journal file (kept across runs), one per seed")
     parser.add_argument("--model", required=True)
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--shots", required=True, help="samples per class, or 'all'")
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True, nargs="+",
+                        help="the run's seed; several seeds of one dataset and N share their passes")
     defaults = SearchSettings()
     parser.add_argument("--trials", type=int, default=defaults.trials)
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
@@ -485,9 +595,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """``probe``: search, fit and score one probe; writes the result JSON atomically."""
+    """``probe``: search, fit and score one probe per seed; writes each result JSON atomically."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if not len(args.seed) == len(args.output) == len(args.study) or len(set(args.seed)) != len(args.seed):
+        raise SystemExit("--seed, --output and --study take one value per seed, and the seeds must differ")
     if args.shots != "all" and not (args.shots.isdigit() and int(args.shots) > 0):
         raise SystemExit(f"--shots must be a positive integer or 'all', not {args.shots!r}")
     import torch
@@ -504,10 +616,11 @@ def main(argv: list[str]) -> int:
     # A few-shot run reads only the rows it uses (its validation split and N-shot samples).
     train_labels = read_labels(args.train)
     try:
-        train_rows = rows_used(train_labels, args.shots, args.seed, args.val_fraction, where)
+        used = [rows_used(train_labels, args.shots, seed, args.val_fraction, where) for seed in args.seed]
     except ProbeDataError as error:
         log.error("%s", error)
         return 1
+    train_rows = None if any(rows is None for rows in used) else np.unique(np.concatenate(used))
     train = read_features(args.train, rows=train_rows)
     test = read_features(args.test)
     train_features, test_features = train.features, test.features
@@ -541,36 +654,37 @@ def main(argv: list[str]) -> int:
         pca_dim=args.pca_dim if args.kind == "pca" else 0,
     )
     try:
-        result = probe_dataset(
+        results = probe_seeds(
             train_features, train_labels, test_features, test.labels,
-            shots=args.shots, seed=args.seed, settings=settings, journal=args.study,
+            shots=args.shots, seeds=args.seed, settings=settings, journals=args.study,
             device=args.device, where=where, test_path=args.test, train_rows=train_rows,
             return_classifier=args.shots == "all" and args.kind == "linear",
         )
     except ProbeDataError as error:
         log.error("%s", error)
         return 1
-    classifier = result.pop("classifier", None)
-    result = {
-        "model": args.model,
-        "dataset": args.dataset,
-        "probe": settings.probe_name,
-        "random_weights": bool(train.metadata.get("random_weights", False)),
-        **result,
-    }
-    write_json(args.output, result)
-    if classifier is not None:
-        # Written after the result JSON and not a rule output, so adding it reran no probe;
-        # the label-noise audit refits a missing one (see imagenet_cog/audit.py).
-        from imagenet_cog.audit import ClassifierError, keep_classifier
+    for output, result in zip(args.output, results):
+        classifier = result.pop("classifier", None)
+        result = {
+            "model": args.model,
+            "dataset": args.dataset,
+            "probe": settings.probe_name,
+            "random_weights": bool(train.metadata.get("random_weights", False)),
+            **result,
+        }
+        write_json(output, result)
+        if classifier is not None:
+            # Written after the result JSON and not a rule output, so adding it reran no probe;
+            # the label-noise audit refits a missing one (see imagenet_cog/audit.py).
+            from imagenet_cog.audit import ClassifierError, keep_classifier
 
-        try:
-            keep_classifier(args.output, result, *classifier, args.train)
-        except ClassifierError as error:
-            log.warning("classifier not kept (the audit refits it): %s", error)
-    log.info(
-        "%s %s shots=%s seed=%d: val_top1=%.2f test_top1=%.2f test_top5=%.2f in %.1f s",
-        args.model, args.dataset, args.shots, args.seed, result["val_top1"], result["test_top1"],
-        result["test_top5"], result["timings"]["total_s"],
-    )
+            try:
+                keep_classifier(output, result, *classifier, args.train)
+            except ClassifierError as error:
+                log.warning("classifier not kept (the audit refits it): %s", error)
+        log.info(
+            "%s %s shots=%s seed=%d: val_top1=%.2f test_top1=%.2f test_top5=%.2f in %.1f s",
+            args.model, args.dataset, args.shots, result["seed"], result["val_top1"], result["test_top1"],
+            result["test_top5"], result["timings"]["total_s"],
+        )
     return 0
