@@ -8,6 +8,7 @@ dry run. Changes of settings are made as users make them: a YAML file given with
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
@@ -192,6 +193,36 @@ def test_an_added_kind_seed_runs_only_its_probes(finished_copy, demo_config):
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"other_kinds_seeds": seeds}}))
     assert rules_of(jobs) - COLLECTORS == {"probe_kind"}
     assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe_kind"} == {"99"}
+
+
+def test_seeds_together_take_over_the_default_probes_with_the_same_results(finished_copy, demo_config):
+    """probes.seeds_together: one job per (model, dataset, N) of IN-1K and the levels runs
+    every seed; level sets and variants keep their one-seed jobs. A seed's result is the one
+    its own job gave, searched afresh in passes shared with the other seeds."""
+    together = {"probes": {"seeds_together": True}}
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, together))
+    assert rules_of(jobs) - COLLECTORS == {"probe_seeds"}, "its command differs, so Snakemake refits"
+    probes = demo_config["probes"]
+    models, datasets = len(demo_config["models"]), demo_config["datasets"]
+    assert Counter(rule for rule, _ in jobs)["probe_seeds"] == models * len(datasets) * len(probes["shots"])
+    assert {wildcards["dataset"] for rule, wildcards in jobs if rule == "probe_seeds"} == set(datasets)
+    seeds = [*probes["seeds"], 99]
+    added = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {**together["probes"], "seeds": seeds}}))
+    assert rules_of(added) - COLLECTORS == {"probe_seeds"}, "the level sets and variants name their own seeds"
+
+    layout = Layout()
+    runs = [("demo_cnn", "l1", shots, str(seed)) for shots in ("1", "all") for seed in probes["seeds"]]
+    targets = [layout.probe_result(*run) for run in runs]
+    alone = {target: json.loads((finished_copy / target).read_text()) for target in targets}
+    for run in runs:  # no journal: the searches run again, now in shared passes
+        (finished_copy / layout.probe_study(*run)).unlink()
+    snakemake(finished_copy, "--cores", "2", *targets, "--configfile", overlay(finished_copy, together))
+    for target in targets:
+        shared = json.loads((finished_copy / target).read_text())
+        assert shared["seeds_together"] == probes["seeds"] and shared["study"]["resumed_trials"] == 0
+        assert shared["study"]["name"] == alone[target]["study"]["name"]
+        assert [trial["val_top1"] for trial in shared["trials"]] == [trial["val_top1"] for trial in alone[target]["trials"]]
+        assert (shared["best_params"], shared["test_top1"]) == (alone[target]["best_params"], alone[target]["test_top1"])
 
 
 def test_an_added_seed_runs_only_its_probes(finished_copy, demo_config):

@@ -467,7 +467,32 @@ OTHER_KINDS = [kind for kind in PROBE_KINDS if kind != "linear"]
 OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
 OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
 # probes settings that are not the linear probe's (and so must not enter its params)
-NOT_LINEAR_PROBE_SETTINGS = ("seeds", "shots", "kinds", "other_kinds_shots", "other_kinds_seeds", "mlp", "pca_dims")
+NOT_LINEAR_PROBE_SETTINGS = (
+    "seeds",
+    "shots",
+    "kinds",
+    "other_kinds_shots",
+    "other_kinds_seeds",
+    "mlp",
+    "pca_dims",
+    "seeds_together",
+)
+
+
+def linear_probe_command(seeds):
+    """The probe command of the one-seed and the all-seed jobs; ``seeds`` fills --seed."""
+    return (
+        python_command("probe") + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
+        " --model {wildcards.model} --dataset {wildcards.dataset}"
+        f" --shots {{wildcards.shots}} --seed {seeds}"
+        " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
+        " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
+        " --lr-range {params.lr_range} --wd-range {params.wd_range}"
+        " --val-fraction {params.probes[val_fraction]}"
+        " --trials-per-batch {params.probes[trials_per_batch]}"
+        " --device {params.probes[device]} --precision {params.probes[precision]}"
+        " --threads {threads} > {log} 2>&1"
+    )
 
 
 def kind_probe_settings(kind):

@@ -33,16 +33,46 @@ rule probe:
         lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
         wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
     shell:
-        python_command("probe") + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
-        " --model {wildcards.model} --dataset {wildcards.dataset}"
-        " --shots {wildcards.shots} --seed {wildcards.seed}"
-        " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
-        " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
-        " --lr-range {params.lr_range} --wd-range {params.wd_range}"
-        " --val-fraction {params.probes[val_fraction]}"
-        " --trials-per-batch {params.probes[trials_per_batch]}"
-        " --device {params.probes[device]} --precision {params.probes[precision]}"
-        " --threads {threads} > {log} 2>&1"
+        linear_probe_command("{wildcards.seed}")
+
+
+if config["probes"]["seeds_together"]:
+
+    # All seeds of one (model, dataset, N) of IN-1K and the levels in one job: the features
+    # are read once, the seeds' searches train their candidates in shared passes and so do
+    # their final fits (imagenet_cog/search.py, probe_seeds). Each seed keeps its own study,
+    # journal and result file; the other datasets (level sets, variants) keep one job per seed.
+    ruleorder: probe_seeds > probe
+
+    rule probe_seeds:
+        input:
+            train=PATHS.features("{model}", "{dataset}", "train"),
+            test=PATHS.features("{model}", "{dataset}", "test"),
+        output:
+            [PATHS.probe_result("{model}", "{dataset}", "{shots}", seed) for seed in SEEDS],
+        log:
+            "logs/probes/{model}/{dataset}/shots-{shots}/seeds.log",
+        benchmark:
+            "logs/benchmarks/probes/{model}/{dataset}/shots-{shots}/seeds.tsv"
+        wildcard_constraints:
+            dataset="|".join(DATASETS),
+        conda:
+            CONDA_ENVIRONMENT
+        threads: 8 if config["probes"]["device"] == "cpu" else 1
+        resources:
+            gpu=0 if config["probes"]["device"] == "cpu" else 1,
+            mem_mb=probe_mem_mb,
+            runtime=lambda wildcards: len(SEEDS) * probe_runtime_minutes(wildcards),
+        params:
+            study=lambda wildcards: " ".join(
+                PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, seed) for seed in SEEDS
+            ),
+            seeds=" ".join(SEEDS),
+            probes={key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS},
+            lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
+            wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
+        shell:
+            linear_probe_command("{params.seeds}")
 
 
 # The other probe kinds (000 supp. C.2, C.3): the same search, final fit and result JSON, with
