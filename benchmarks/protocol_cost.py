@@ -17,7 +17,8 @@ Measures this machine's rates at small size, with the workflow's own code:
 
 Counts the work of the protocol for a config (the paper's by default; ``--config`` reads
 the probes and features keys of a workflow config, schema defaults for the rest): images
-per model, shards, probe jobs, training FLOPs, SGD steps and epochs, rows read. Prints the
+per model, shards, probe jobs, training FLOPs, SGD steps and epochs, rows read (with
+``probes.seeds_together`` one job per dataset and N, whose steps carry every seed). Prints the
 projected wall time per stage for this machine, and for a device whose rates it measures
 (``--device cuda``) or reads (``--rates rates.json``, as written by ``--write-rates``),
 beside the authors' published V100 times. Everything runs serially on one device: a
@@ -121,6 +122,10 @@ def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) 
     work = Work()
     trials, epochs, batch = probes["trials"], probes["epochs"], probes["batch_size"]
     bytes_per_value = 2 if features["dtype"] == "float16" else 4
+    seeds = len(probes["seeds"])
+    # probes.seeds_together: one job per dataset and N runs every seed, each SGD step and epoch
+    # carrying all seeds' probes (batched products), so their fixed costs are paid once
+    runs_per_job = seeds if probes.get("seeds_together") else 1
     for data in datasets:
         work.images += data.train + data.test
         work.shards += math.ceil(data.train / features["shard_size"]) + math.ceil(data.test / features["shard_size"])
@@ -132,14 +137,16 @@ def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) 
             else:
                 search = final = int(shots) * data.classes
                 # A few-shot job reads its validation rows, its two N-shot samples (search and
-                # final fit, which may overlap) and the test set.
-                rows = min(data.train, validation + search + final)
-            for _ in probes["seeds"]:
+                # final fit, which may overlap) and the test set; the seeds of one job hold the
+                # union of their validation splits (each row in a seed's with chance val_fraction).
+                held_out = 1.0 - (1.0 - probes["val_fraction"]) ** runs_per_job
+                rows = min(data.train, int(held_out * data.train) + runs_per_job * (search + final))
+            work.train_flops += seeds * 4.0 * dim * data.classes * epochs * (trials * search + final)
+            work.eval_flops += seeds * 2.0 * dim * data.classes * (trials * validation + data.test)
+            work.steps += seeds // runs_per_job * epochs * (trials * math.ceil(search / batch) + math.ceil(final / batch))
+            work.epochs += seeds // runs_per_job * epochs * (trials + 1)
+            for _ in range(seeds // runs_per_job):
                 work.probe_jobs += 1
-                work.train_flops += 4.0 * dim * data.classes * epochs * (trials * search + final)
-                work.eval_flops += 2.0 * dim * data.classes * (trials * validation + data.test)
-                work.steps += epochs * (trials * math.ceil(search / batch) + math.ceil(final / batch))
-                work.epochs += epochs * (trials + 1)
                 prepared = (rows + data.test) * dim * bytes_per_value
                 work.prepared_bytes += prepared
                 work.file_bytes += (data.train + data.test) * dim * bytes_per_value
