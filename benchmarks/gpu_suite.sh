@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU measurements of benchmarks/README.md in one go, each under its own time limit
-# (about 10.5 minutes in all at most). Run from the repository root on a GPU node whose
+# (under 10 minutes in all). Run from the repository root on a GPU node whose
 # python3 has torch, torchvision, h5py, numpy and PyYAML (timm brings the last two):
 #
 #     OUT=/some/folder bash benchmarks/gpu_suite.sh
@@ -47,7 +47,7 @@ run features_host 90 "$PYTHON" benchmarks/features_benchmark.py --device cuda --
 run features_device 70 "$PYTHON" benchmarks/features_benchmark.py --device cuda --decode device \
     --images 2048 --num-workers 8 --batch-size 256 --skip-baseline
 # Five seeds of one dataset and N trained together against one at a time (needs Optuna).
-run seed_sharing 150 "$PYTHON" benchmarks/seed_sharing.py --device cuda --classes 1000 --dim 2048 \
+run seed_sharing 100 "$PYTHON" benchmarks/seed_sharing.py --device cuda --classes 1000 --dim 2048 \
     --per-class 100 --trials 5 --epochs 100 --shots 1 16 all
 # Rates of every stage on this GPU and on this node's CPU, and the projected protocol.
 run protocol_cost 150 "$PYTHON" benchmarks/protocol_cost.py --device cuda --write-rates "$OUT/rates.json"
