@@ -124,8 +124,10 @@ def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) 
     bytes_per_value = 2 if features["dtype"] == "float16" else 4
     seeds = len(probes["seeds"])
     # probes.seeds_together: one job per dataset and N runs every seed, each SGD step and epoch
-    # carrying all seeds' probes (batched products), so their fixed costs are paid once
+    # carrying all seeds' probes (batched products), so their fixed costs are paid once; so are
+    # those of the trials_per_batch candidates of a search pass
     runs_per_job = seeds if probes.get("seeds_together") else 1
+    passes = math.ceil(trials / probes["trials_per_batch"])
     for data in datasets:
         work.images += data.train + data.test
         work.shards += math.ceil(data.train / features["shard_size"]) + math.ceil(data.test / features["shard_size"])
@@ -143,8 +145,8 @@ def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) 
                 rows = min(data.train, int(held_out * data.train) + runs_per_job * (search + final))
             work.train_flops += seeds * 4.0 * dim * data.classes * epochs * (trials * search + final)
             work.eval_flops += seeds * 2.0 * dim * data.classes * (trials * validation + data.test)
-            work.steps += seeds // runs_per_job * epochs * (trials * math.ceil(search / batch) + math.ceil(final / batch))
-            work.epochs += seeds // runs_per_job * epochs * (trials + 1)
+            work.steps += seeds // runs_per_job * epochs * (passes * math.ceil(search / batch) + math.ceil(final / batch))
+            work.epochs += seeds // runs_per_job * epochs * (passes + 1)
             for _ in range(seeds // runs_per_job):
                 work.probe_jobs += 1
                 prepared = (rows + data.test) * dim * bytes_per_value
@@ -190,21 +192,25 @@ def measure_extraction(arch: str, device: str, decode: str, sizes: tuple[int, in
 
 
 def measure_probe(device: torch.device, dim: int, classes: int, rows: int, epochs: int, batch: int,
-                  precision: str) -> dict:
-    """Training FLOP/s at the protocol's shape; step and epoch times where FLOPs are nil."""
-    from imagenet_cog.probe import SGDSchedule, l2_normalise, operand_dtype, train_probes
+                  precision: str, candidates: int = 1, runs: int = 1) -> dict:
+    """Training FLOP/s at the protocol's shape; step and epoch times where FLOPs are nil. Each
+    step carries ``candidates`` probes (trials_per_batch) of each of ``runs`` runs (the seeds
+    of a job with probes.seeds_together), as the workflow's passes do."""
+    from imagenet_cog.probe import SGDSchedule, l2_normalise, operand_dtype, train_probe_runs
 
     def timed(n: int, d: int, c: int, e: int) -> float:
         generator = torch.Generator(device=device).manual_seed(0)
         features = l2_normalise(torch.randn(n, d, generator=generator, device=device), operand_dtype(precision))
         labels = torch.randint(0, c, (n,), generator=generator, device=device)
-        schedule = SGDSchedule(e, batch, 0.9)
-        train_probes(features, labels, c, lrs=[1.0], weight_decays=[1e-6], schedule=SGDSchedule(1, batch, 0.9),
-                     seed=0, precision=precision)
+
+        def train(schedule: SGDSchedule) -> None:
+            train_probe_runs(features, labels, c, None, [[1.0] * candidates] * runs, [[1e-6] * candidates] * runs,
+                             schedule, list(range(runs)), precision)
+
+        train(SGDSchedule(1, batch, 0.9))
         synchronise(device)
         started = time.perf_counter()
-        train_probes(features, labels, c, lrs=[1.0], weight_decays=[1e-6], schedule=schedule, seed=0,
-                     precision=precision)
+        train(SGDSchedule(e, batch, 0.9))
         synchronise(device)
         return time.perf_counter() - started
 
@@ -216,7 +222,7 @@ def measure_probe(device: torch.device, dim: int, classes: int, rows: int, epoch
     big = timed(rows, dim, classes, epochs)
     # The products' share of the large run: what the step and epoch overheads leave.
     products = max(0.5 * big, big - epochs * (math.ceil(rows / batch) * step + epoch))
-    return {"probe_flops_per_s": 4.0 * rows * dim * classes * epochs / products,
+    return {"probe_flops_per_s": 4.0 * rows * dim * classes * epochs * candidates * runs / products,
             "probe_step_s": step, "probe_epoch_s": epoch}
 
 
@@ -265,7 +271,8 @@ def measure_job_start() -> float:
     return best
 
 
-def measure_rates(device_name: str, models: list[str], decode: str, quick: bool) -> dict:
+def measure_rates(device_name: str, models: list[str], decode: str, quick: bool, stacking: tuple[int, int] = (1, 1)) -> dict:
+    """``stacking``: (candidates, runs) per SGD step, as the config trains them."""
     from imagenet_cog.models import REGISTRY
     from imagenet_cog.probe import resolve_precision
 
@@ -284,8 +291,10 @@ def measure_rates(device_name: str, models: list[str], decode: str, quick: bool)
         print(f"  extraction {arch}: {rate:.1f} images/s, {fixed:.1f} s fixed per shard", flush=True)
     dim = REGISTRY[models[0]].feature_dim
     rows, epochs = (1_000_000, 10) if gpu else ((2048, 2) if quick else (8192, 2))
-    rates.update(measure_probe(device, dim, 1000, rows, epochs, 1024, precision))
-    print(f"  probe: {rates['probe_flops_per_s'] / 1e12:.2f} TFLOP/s ({precision}), "
+    rates.update(measure_probe(device, dim, 1000, rows, epochs, 1024, precision, *stacking))
+    rates["probe_stacking"] = list(stacking)
+    print(f"  probe ({stacking[0]} candidates x {stacking[1]} runs per step): "
+          f"{rates['probe_flops_per_s'] / 1e12:.2f} TFLOP/s ({precision}), "
           f"{rates['probe_step_s'] * 1e6:.0f} us per step, {rates['probe_epoch_s'] * 1e6:.0f} us per epoch", flush=True)
     rates["read_bytes_per_s"], rates["prepare_bytes_per_s"] = measure_load(
         device, dim, 131_072 if gpu else (16_384 if quick else 65_536), precision)
@@ -339,14 +348,18 @@ def main() -> None:
     print(f"protocol: {len(datasets)} datasets ({', '.join(f'{d.name} {d.train}+{d.test}' for d in datasets)}), "
           f"shots {probes['shots']}, {len(probes['seeds'])} seeds, {probes['trials']} trials x "
           f"{probes['epochs']} epochs, batch {probes['batch_size']}, features {settings['features']['dtype']}")
+    stacking = (probes["trials_per_batch"], len(probes["seeds"]) if probes.get("seeds_together") else 1)
     print(f"measuring this machine ({torch.get_num_threads()} torch threads):", flush=True)
-    host = measure_rates("cpu", args.models, "host", args.quick)
+    host = measure_rates("cpu", args.models, "host", args.quick, stacking)
     device = None
     if args.device:
         print(f"measuring {args.device}:", flush=True)
-        device = measure_rates(args.device, args.models, args.decode, args.quick)
+        device = measure_rates(args.device, args.models, args.decode, args.quick, stacking)
     elif args.rates:
         device = json.loads(args.rates.read_text())
+        if tuple(device.get("probe_stacking", (1, 1))) != stacking:
+            print(f"note: {args.rates} has probe rates for {device.get('probe_stacking', [1, 1])} (candidates, runs) "
+                  f"per step; this config trains {list(stacking)}: measure them again for it", flush=True)
     if args.write_rates:
         args.write_rates.write_text(json.dumps(device or host, indent=1) + "\n")
 
