@@ -496,9 +496,10 @@ def probe_seeds(
     defining = replace(settings, precision=precision)
     names, whole = [], None
     for seed, parts in zip(seeds, selections):
-        used = rows_used(train_labels, shots, seed, settings.val_fraction, where)
+        used = None if shots == "all" else np.unique(np.concatenate(parts))  # as rows_used gives them
         if used is None or used.size == held.size:
-            whole = whole or data_digest(train_features, train_y)
+            if whole is None:  # N = all: one hash of the features for every seed
+                whole = data_digest(train_features, train_y)
             names.append(study_name(train_features, train_y, defining, shots, seed, data=whole))
         else:
             names.append(study_name(train_features[np.searchsorted(held, used)], train_y, defining, shots, seed))
