@@ -206,6 +206,15 @@ def test_timings_join_benchmarks_and_probe_results(results_root, tmp_path):
     assert table.loc[("resnet50", "in1k"), "probe_runs"] == 6
     assert table.loc[("resnet50", "in1k"), "probe_s_from_results"] == pytest.approx(9.0)
     assert table.loc[("dino", "in1k"), "probe_runs"] == 5
+
+    # seeds that shared one job (probes.seeds_together) each record the job's time: a third each
+    layout = Layout(str(results_root))
+    for seed in SEEDS:
+        path = Path(layout.probe_result("resnet50", "l1", "all", seed))
+        result = json.loads(path.read_text())
+        path.write_text(json.dumps({**result, "timings": {**result["timings"], "total_s": 4.5}, "seeds_together": SEEDS}))
+    runs = load_probe_results(str(results_root), ["resnet50"], ["l1"], ["all"], SEEDS)
+    assert runs["probe_s"].sum() == pytest.approx(4.5)
     assert output.with_suffix(".md").read_text().startswith("**Seconds per model")
 
 

@@ -116,7 +116,8 @@ def load_probe_results(
                         "test_top1": float(result["test_top1"]),
                         "test_top5": float(result["test_top5"]),
                         "random_weights": bool(result["random_weights"]),
-                        "probe_s": float(timings.get("total_s", math.nan)),
+                        # a job that ran several seeds (probes.seeds_together) timed them all
+                        "probe_s": float(timings.get("total_s", math.nan)) / len(result.get("seeds_together") or [seed]),
                     })
     columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
     return pd.DataFrame(rows, columns=columns)
