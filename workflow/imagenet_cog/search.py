@@ -15,7 +15,7 @@ For one (model, dataset, shots, seed):
    scripts do) and scored once on the test set (top-1 and top-5, percent).
 
 Several seeds of one dataset and N can run in one job (``--seed`` with several values,
-``probes.seeds_per_job``): the features are read once, each round of the search trains the
+``probes.seeds_together``): the features are read once, each round of the search trains the
 next candidates of every seed's study in one pass, and the final fits share one pass. Each
 seed keeps its own selections, study, journal, random draws and result, so its result is
 the one its own job gives (the batched products may change the last bits of a weight).
