@@ -1,4 +1,4 @@
-"""Seeds of one dataset and N in one job (``probes.seeds_per_job``) against one job per seed.
+"""Seeds of one dataset and N in one job (``probes.seeds_together``) against one job per seed.
 
 For each N, the script runs the whole tuned protocol for every seed twice on the same
 generated features: once seed after seed (``imagenet_cog.search.probe_dataset``, what one job
