@@ -76,11 +76,6 @@ def demo_blurred_command(argv: Sequence[str]) -> int:
     return 0
 
 
-def mean_top1(layout, model: str, dataset: str, shots: str, seeds: Sequence[str]) -> float:
-    values = [json.loads(Path(layout.probe_result(model, dataset, shots, seed)).read_text())["test_top1"] for seed in seeds]
-    return float(np.mean(values))
-
-
 def blurred_levels(summary, blurred_runs, models: dict, seeds: Sequence[str]):
     """Fig. 8's rows: the summary's linear rows of Lin's levels at N = all, with IN-1K-b's
     summary (over ``seeds``) in place of IN-1K's."""
@@ -98,7 +93,7 @@ def blurred_results_command(argv: Sequence[str]) -> int:
     """Table of IN-1K vs IN-1K-blurred top-1 per model and N, and the mean drop."""
     import pandas as pd
 
-    from imagenet_cog.aggregate import latex_table, markdown_table
+    from imagenet_cog.aggregate import latex_table, load_probe_results, markdown_table, read_summary
     from imagenet_cog.io import atomic_output, write_text
     from imagenet_cog.layout import Layout
 
@@ -110,11 +105,13 @@ def blurred_results_command(argv: Sequence[str]) -> int:
     parser.add_argument("--summary", required=True, help="the results summary (levels of the figure)")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
+    models = json.loads(args.models)
+    runs = load_probe_results(args.results_root, list(models), ["in1k", DATASET], args.shots, args.seeds)
+    top1 = runs.groupby(["model", "dataset", "shots"])["test_top1"].mean()
     rows = []
-    for model, entry in json.loads(args.models).items():
+    for model, entry in models.items():
         for shots in args.shots:
-            in1k = mean_top1(layout, model, "in1k", shots, args.seeds)
-            blurred = mean_top1(layout, model, DATASET, shots, args.seeds)
+            in1k, blurred = top1[(model, "in1k", shots)], top1[(model, DATASET, shots)]
             rows.append({"model": entry.get("label", model), "N": shots, "IN-1K": round(in1k, 2),
                          "IN-1K-b": round(blurred, 2), "drop": round(in1k - blurred, 2)})
     table = pd.DataFrame(rows)
@@ -130,13 +127,10 @@ def blurred_results_command(argv: Sequence[str]) -> int:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from imagenet_cog.aggregate import load_probe_results, read_summary
     from imagenet_cog.figures import no_data, panel_grid, save_figure, top1_levels_figure
 
     sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)  # as the result figures
     if "all" in args.shots:
-        models = json.loads(args.models)
-        runs = load_probe_results(args.results_root, list(models), [DATASET], ["all"], args.seeds)
         fig = top1_levels_figure(blurred_levels(read_summary(args.summary), runs, models, args.seeds))
     else:
         fig, axes = panel_grid(1, 1)
