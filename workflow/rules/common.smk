@@ -477,6 +477,15 @@ NOT_LINEAR_PROBE_SETTINGS = (
     "pca_dims",
     "seeds_together",
 )
+# The search settings every probe kind shares, and the linear probe's ranges as the command
+# reads them (pca-<d> probes use them too); seeds and shots are wildcards, so a change of
+# one of these reruns the probes, not a change of the seeds or shots.
+SHARED_PROBE_SETTINGS = {key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS}
+LINEAR_LR_RANGE = " ".join(str(value) for value in config["probes"]["lr_range"])
+LINEAR_WD_RANGE = " ".join(str(value) for value in config["probes"]["wd_range"])
+# On a GPU the host only feeds a probe job; on a CPU the matrix products use every thread given.
+PROBE_THREADS = 8 if config["probes"]["device"] == "cpu" else 1
+PROBE_GPUS = 0 if config["probes"]["device"] == "cpu" else 1
 
 
 def linear_probe_command(seeds):
@@ -499,19 +508,17 @@ def kind_probe_settings(kind):
     """The search settings of a kind other than linear: the shared ones, with the kind's
     learning-rate and weight-decay ranges and network; ranges as the command reads them.
     pca-<d> is the linear probe on projected features, with the linear probe's ranges."""
-    probes = config["probes"]
-    shared = {key: value for key, value in probes.items() if key not in NOT_LINEAR_PROBE_SETTINGS}
     if kind.startswith("pca-"):
         return {
-            **shared,
-            "lr_range": " ".join(str(value) for value in probes["lr_range"]),
-            "wd_range": " ".join(str(value) for value in probes["wd_range"]),
+            **SHARED_PROBE_SETTINGS,
+            "lr_range": LINEAR_LR_RANGE,
+            "wd_range": LINEAR_WD_RANGE,
             "kind_arguments": f"--kind pca --pca-dim {kind.split('-', 1)[1]}",
         }
-    mlp = probes["mlp"]
+    mlp = config["probes"]["mlp"]
     lr_range = mlp["lr_range"] if kind == "mlp" else mlp["noact_lr_range"]
     return {
-        **shared,
+        **SHARED_PROBE_SETTINGS,
         "lr_range": " ".join(str(value) for value in lr_range),
         "wd_range": " ".join(str(value) for value in mlp["wd_range"]),
         "kind_arguments": f"--kind {kind} --hidden-width {mlp['hidden_width']} --hidden-layers {mlp['hidden_layers']}",

@@ -19,19 +19,16 @@ rule probe:
         "logs/benchmarks/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.tsv"
     conda:
         CONDA_ENVIRONMENT
-    # On a GPU the host only feeds it; on a CPU the matrix products use every thread given.
-    threads: 8 if config["probes"]["device"] == "cpu" else 1
+    threads: PROBE_THREADS
     resources:
-        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        gpu=PROBE_GPUS,
         mem_mb=probe_mem_mb,
         runtime=probe_runtime_minutes,
     params:
         study=lambda wildcards: PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed),
-        # seeds and shots are wildcards, and the other kinds' settings are not the linear
-        # probe's: listing them here would rerun every probe when one is changed
-        probes={key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS},
-        lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
-        wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
+        probes=SHARED_PROBE_SETTINGS,
+        lr_range=LINEAR_LR_RANGE,
+        wd_range=LINEAR_WD_RANGE,
     shell:
         linear_probe_command("{wildcards.seed}")
 
@@ -58,9 +55,9 @@ if config["probes"]["seeds_together"]:
             dataset="|".join(DATASETS),
         conda:
             CONDA_ENVIRONMENT
-        threads: 8 if config["probes"]["device"] == "cpu" else 1
+        threads: PROBE_THREADS
         resources:
-            gpu=0 if config["probes"]["device"] == "cpu" else 1,
+            gpu=PROBE_GPUS,
             mem_mb=probe_mem_mb,
             runtime=lambda wildcards: len(SEEDS) * probe_runtime_minutes(wildcards),
         params:
@@ -68,9 +65,9 @@ if config["probes"]["seeds_together"]:
                 PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, seed) for seed in SEEDS
             ),
             seeds=" ".join(SEEDS),
-            probes={key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS},
-            lr_range=" ".join(str(value) for value in config["probes"]["lr_range"]),
-            wd_range=" ".join(str(value) for value in config["probes"]["wd_range"]),
+            probes=SHARED_PROBE_SETTINGS,
+            lr_range=LINEAR_LR_RANGE,
+            wd_range=LINEAR_WD_RANGE,
         shell:
             linear_probe_command("{params.seeds}")
 
@@ -88,9 +85,9 @@ rule probe_kind:
         "logs/benchmarks/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.tsv"
     conda:
         CONDA_ENVIRONMENT
-    threads: 8 if config["probes"]["device"] == "cpu" else 1
+    threads: PROBE_THREADS
     resources:
-        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        gpu=PROBE_GPUS,
         mem_mb=probe_mem_mb,
         runtime=probe_kind_runtime_minutes,
     params:
@@ -126,9 +123,9 @@ rule pca_components:
         "logs/benchmarks/pca/{model}/{dataset}.tsv"
     conda:
         CONDA_ENVIRONMENT
-    threads: 8 if config["probes"]["device"] == "cpu" else 1
+    threads: PROBE_THREADS
     resources:
-        gpu=0 if config["probes"]["device"] == "cpu" else 1,
+        gpu=PROBE_GPUS,
         mem_mb=probe_mem_mb,
     params:
         device=config["probes"]["device"],
