@@ -17,6 +17,7 @@ from imagenet_cog.audit import (
     load_or_refit,
     read_classifier,
     refit_classifier,
+    write_predictions,
 )
 from imagenet_cog.features import write_shard
 from imagenet_cog.layout import Layout, classifier_beside
@@ -152,3 +153,16 @@ def test_label_audit_command_rejects_a_threshold_outside_0_1(tmp_path):
     )
     assert failed.returncode == 1 and "label_audit.threshold must lie strictly between 0 and 1" in failed.stderr
     assert not (tmp_path / "p.tsv").exists()
+
+
+def test_a_confidence_just_above_the_threshold_reads_back_above_it(tmp_path):
+    """Six decimals wrote 0.9900000004 as 0.990000, a row 'above' 0.99 that read as equal."""
+    from imagenet_cog.io import read_tsv
+
+    threshold = 0.99
+    scores = [np.nextafter(threshold, 1.0), threshold + 4e-10, 0.999999996, 1.0]
+    rows = [["l3", "7", "in1k", f"n0/img{k}.png", "n0", "zero", "n1", "one", score] for k, score in enumerate(scores)]
+    write_predictions(tmp_path / "predictions.tsv", rows)
+    written = [float(row["confidence"]) for row in read_tsv(tmp_path / "predictions.tsv")]
+    assert written == [float(score) for score in scores]
+    assert all(value > threshold for value in written)

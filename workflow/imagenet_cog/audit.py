@@ -227,6 +227,13 @@ def audit(pairs, seeds, model: str, layout: Layout, names: dict[str, str], thres
     return predictions, shares
 
 
+def write_predictions(path: str | Path, predictions: list[list]) -> None:
+    """The prediction rows as TSV. A confidence is written in full (the shortest text that
+    reads back as the same float), so that a row just above the threshold never reads as at
+    or below it."""
+    write_tsv(path, PREDICTION_COLUMNS, [[*row[:-1], repr(float(row[-1]))] for row in predictions])
+
+
 def contact_sheet(predictions: list[list], image_roots: dict[str, str], output: str | Path, count: int) -> None:
     """The ``count`` most confident predictions (one per image): image, own and predicted label."""
     import matplotlib
@@ -293,7 +300,7 @@ def label_audit_command(argv: list[str]) -> int:
     roots = dict(entry.split("=", 1) for entry in args.image_root)
     predictions, shares = audit(args.pair, args.seeds, args.model, Layout(args.results_root), names,
                                 args.threshold, args.device)
-    write_tsv(args.predictions, PREDICTION_COLUMNS, [[*row[:-1], f"{row[-1]:.6f}"] for row in predictions])
+    write_predictions(args.predictions, predictions)
     write_tsv(args.shares, SHARE_COLUMNS, shares)
     contact_sheet(predictions, roots, args.contact_sheet, args.contact_sheet_images)
     log.info("%s: %d confident predictions over %d pairs", args.model, len(predictions), len(args.pair))
