@@ -86,6 +86,30 @@ def test_identical_models_mark_nothing():
     assert (tests["note"].str.contains("zero variance")).all()
 
 
+def test_the_same_test_images_more_on_every_seed_is_no_test_even_when_rounding_differs():
+    """A model 3 test images (of 192) above the baseline on every seed: the differences of the
+    percentages differ only in their last bits, which gave t ~ 1e12 and a mark."""
+    base = [100 * 100 / 192, 100 * 121 / 192, 100 * 122 / 192]
+    better = [100 * 103 / 192, 100 * 124 / 192, 100 * 125 / 192]
+    differences = np.subtract(better, base)
+    assert len(set(differences.tolist())) > 1  # the float differences are not all equal
+    seeds = pd.DataFrame({
+        "model": ["base"] * 3 + ["m"] * 3, "probe": ["linear"] * 6, "dataset": ["in1k"] * 6, "shots": ["all"] * 6,
+        "seed": ["0", "1", "2"] * 2, "test_top1": base + better, "test_top5": [90.0] * 6, "random_weights": [False] * 6,
+    })
+    summary = summarise(seeds, {"base": {}, "m": {}}, ["in1k"], ["all"], ["0", "1", "2"])
+    (row,) = paired_tests(seeds, summary, "base").to_dict("records")
+    assert math.isnan(row["p_value"]) and not row["significant"]
+    assert "zero variance" in row["note"]
+    assert row["mean_diff"] == pytest.approx(100 * 3 / 192)
+    assert row["ci95_low"] == row["ci95_high"] == pytest.approx(100 * 3 / 192)
+    # a real difference of one test image on one seed is tested
+    one_more = seeds.assign(test_top1=base + [better[0] + 100 / 192, *better[1:]])
+    (row,) = paired_tests(one_more, summarise(one_more, {"base": {}, "m": {}}, ["in1k"], ["all"], ["0", "1", "2"]),
+                          "base").to_dict("records")
+    assert math.isfinite(row["t"]) and 0 < row["p_value"] < 1
+
+
 def test_paired_t_test_matches_the_closed_form_for_two_degrees_of_freedom():
     seeds = pd.DataFrame({
         "model": ["base"] * 3 + ["m"] * 3, "probe": ["linear"] * 6, "dataset": ["in1k"] * 6, "shots": ["all"] * 6,

@@ -7,7 +7,10 @@
   same seed share the validation split and the few-shot sample, so the seeds are pairs: the
   test is the paired t-test (``scipy.stats.ttest_rel``) on the per-seed differences. With
   fewer than 2 pairs, or differences that are all equal (zero variance, where t is
-  undefined), no test is made: the p-value is empty and the cell is never marked. The
+  undefined; equal up to floating-point rounding, ``ROUNDING``, counts as equal: a model
+  that beats the baseline by the same number of test images on every seed would otherwise
+  get t ~ 1e12 from the differences' last bits), no test is made: the p-value is empty and
+  the cell is never marked. The
   p-values of a run form one family, Holm-corrected (``holm``); a cell is marked where the
   corrected p-value is below ``ALPHA``.
 - ``rank_agreement``: Kendall's tau-b (``scipy.stats.kendalltau``) between the models'
@@ -27,6 +30,9 @@ from scipy import stats
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
+# Top-1 values (percentages) that differ by less than this are equal: far below one test
+# image in a million (1e-4 points), far above float64 rounding of percentages (~1e-14).
+ROUNDING = 1e-9
 SIGNIFICANT_MARK = "*"
 # the columns that identify one cell of the grid besides the model; a seed of one cell is
 # paired with the same seed of the baseline's cell with equal keys
@@ -39,15 +45,20 @@ RANK_COLUMNS = ["shots", "dataset", "n_models", "kendall_tau", "p_value", "note"
 DROP_COLUMNS = ["model", "label", "shots", "dataset", "in1k_mean", "mean", "drop_points", "drop_percent"]
 
 
+def equal_up_to_rounding(values: np.ndarray) -> bool:
+    """Whether all ``values`` equal the first within ``ROUNDING``."""
+    return bool(np.all(np.abs(values - values[0]) <= ROUNDING))
+
+
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Student-t interval of the mean of ``values`` (NaN, NaN with fewer than 2)."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return math.nan, math.nan
     mean = float(values.mean())
-    sem = float(stats.sem(values))
-    if sem == 0.0:
+    if equal_up_to_rounding(values):
         return mean, mean
+    sem = float(stats.sem(values))
     low, high = stats.t.interval(confidence, len(values) - 1, loc=mean, scale=sem)
     return float(low), float(high)
 
@@ -102,7 +113,7 @@ def paired_tests(seed_results: pd.DataFrame, summary: pd.DataFrame, baseline: st
             continue
         low, high = mean_interval(differences)
         row.update(std_diff=float(differences.std(ddof=1)), ci95_low=low, ci95_high=high)
-        if np.all(differences == differences[0]):
+        if equal_up_to_rounding(differences):
             rows.append({**row, "note": "equal differences on every seed (zero variance): no t-test"})
             continue
         test = stats.ttest_rel(mine[common].to_numpy(float), baseline_values[common].to_numpy(float))
