@@ -13,7 +13,18 @@ import yaml
 from PIL import Image
 
 from conftest import copy_workflow, snakemake
-from imagenet_cog.demo import CANVAS_SCALE, choose_concepts, concept_look, demo_world, render, spread
+from imagenet_cog.demo import (
+    CANVAS_SCALE,
+    SEEN_SIMILARITY,
+    TEXTURE_AMPLITUDE,
+    choose_concepts,
+    concept_look,
+    demo_world,
+    prototype,
+    seen_weight,
+    spread,
+    texture,
+)
 from imagenet_cog.io import read_lines, read_tsv, write_lines, write_tsv
 from imagenet_cog.layout import Layout
 
@@ -47,7 +58,7 @@ def run_demo(layout: Layout, datasets=("in1k", "l1", "l2", "l3", "l4", "l5"), **
     for dataset in datasets:
         argv += ["--demo-concepts", f"{dataset}={layout.demo_concepts(dataset)}"]
     argv += ["--in21k-images", layout.demo_images("in21k"), "--in1k-images", layout.demo_images("in1k")]
-    argv += ["--preview", layout.demo_preview()]
+    argv += ["--preview", layout.demo_preview(), "--pretraining-concepts", layout.demo_pretraining_concepts()]
     for option, value in options.items():
         argv += [f"--{option.replace('_', '-')}", str(value)]
     assert demo_world(argv) == 0
@@ -79,33 +90,43 @@ def test_spread_takes_first_last_and_even_steps():
     assert spread(items[:3], 4) == ["0", "1", "2"]
 
 
-def test_in1k_concepts_are_the_nearest_ones_of_the_near_levels_first():
+def test_seen_concepts_are_the_nearest_ones_of_the_near_levels_first():
     levels = {"l2": ["c", "d"], "l1": ["a", "b"]}
     nearest = {"a": "x", "b": "x", "c": "y", "d": "z"}
-    chosen = choose_concepts(levels, ["u", "v", "w", "x", "y", "z"], nearest, 2)
-    assert chosen == {"in1k": ["x", "y"], "l2": ["c", "d"], "l1": ["a", "b"]}
+    chosen, seen = choose_concepts(levels, ["u", "v", "w", "x", "y", "z"], nearest, 2)
+    assert seen == ["x", "y"] and chosen == {"in1k": ["x", "y"], "l2": ["c", "d"], "l1": ["a", "b"]}
     # too few distinct nearest concepts: the rest are spread over the remaining IN-1K list
-    chosen = choose_concepts({"l1": ["a", "b"]}, ["u", "v", "w", "x"], nearest, 3)
-    assert chosen["in1k"] == ["x", "u", "w"]
+    chosen, seen = choose_concepts({"l1": ["a", "b"]}, ["u", "v", "w", "x"], nearest, 3)
+    assert seen == ["x", "u", "w"] == chosen["in1k"]
 
 
-def test_in1k_may_hold_more_concepts_than_each_level():
+def test_in1k_is_probed_on_as_many_concepts_as_each_level_among_the_seen_ones():
     levels = {"l1": ["a", "b"], "l2": ["c", "d"]}
     nearest = {"a": "x", "b": "x", "c": "y", "d": "z"}
-    chosen = choose_concepts(levels, ["u", "v", "w", "x", "y", "z"], nearest, 2, in1k_count=4)
-    assert chosen["in1k"][:3] == ["x", "y", "z"] and len(chosen["in1k"]) == 4
+    chosen, seen = choose_concepts(levels, ["u", "v", "w", "x", "y", "z"], nearest, 2, seen_count=4)
+    assert seen[:3] == ["x", "y", "z"] and len(seen) == 4
+    assert chosen["in1k"] == [seen[0], seen[-1]]
     assert chosen["l1"] == ["a", "b"] and chosen["l2"] == ["c", "d"]
 
 
-def test_blended_looks_keep_their_contrast():
-    """A blend of two prototypes is as contrasted as a prototype, whatever the weight, so
-    that no level's concepts are easier to tell apart for a network that knows none."""
-    size = 64
-    spreads = [concept_look("n10000001", "n10000002", weight, seed=0, size=size).std(axis=(0, 1)).mean()
-               for weight in (0.0, 0.5, 0.9)]
-    reference = concept_look("n10000001", None, 0.0, seed=0, size=size).std(axis=(0, 1)).mean()
-    assert spreads[0] == pytest.approx(reference, rel=1e-5)
-    assert max(spreads) / min(spreads) < 1.35
+def test_a_level_concept_keeps_its_nearest_look_by_similarity_and_carries_its_texture_by_the_rest():
+    low, high = SEEN_SIMILARITY
+    assert seen_weight(low) == seen_weight(0.0) == 0.0 and seen_weight(high) == seen_weight(1.0) == 1.0
+    assert seen_weight((low + high) / 2) == pytest.approx(0.5)
+    size = 48
+    nearest = prototype("n10000002", 0, size)
+    # near: the IN-1K concept's look itself
+    assert np.allclose(concept_look("n10000001", "n10000002", high, seed=0, size=size), nearest, atol=1e-6)
+    # far: the concept's own texture, in luminance only, around the IN-1K look's mean colour
+    far = concept_look("n10000001", "n10000002", low, seed=0, size=size)
+    deviation = far - nearest.mean(axis=(0, 1))
+    unclipped = (far > 0) & (far < 1)
+    assert np.allclose(deviation[unclipped.all(axis=2)], np.repeat(TEXTURE_AMPLITUDE * texture("n10000001", 0, size)[
+        unclipped.all(axis=2)][:, None], 3, axis=1), atol=1e-5)
+    # between: the texture's strength and the IN-1K look's contrast trade off
+    half = concept_look("n10000001", "n10000002", (low + high) / 2, seed=0, size=size)
+    assert 0.3 < np.abs(half - nearest).mean() / np.abs(far - nearest).mean() < 0.7
+    assert not np.array_equal(texture("n10000001", 0, size), texture("n10000003", 0, size))
 
 
 def test_layout_and_counts(world):
@@ -116,7 +137,7 @@ def test_layout_and_counts(world):
             names = sorted(path.name for path in (Path(world.demo_images("in21k")) / wnid).iterdir())
             assert names == sorted(f"{wnid}_{index}.JPEG" for index in range(32))
     in1k = read_lines(world.demo_concepts("in1k"))
-    assert len(in1k) == 4 and set(in1k) <= set(IN1K)
+    assert len(in1k) == 4 and set(in1k) <= set(read_lines(world.demo_pretraining_concepts())) <= set(IN1K)
     for wnid in in1k:
         for folder, count in (("train", 24), ("val", 8)):
             files = list((Path(world.demo_images("in1k")) / folder / wnid).glob("*.JPEG"))
@@ -125,9 +146,9 @@ def test_layout_and_counts(world):
         assert (image.format, image.mode, image.size) == ("JPEG", "RGB", (96, 96))
     with Image.open(world.demo_preview()) as preview:  # 6 datasets x (4 concepts x 2 images)
         assert preview.size == (48 + 8 * 100, 6 * 100)
-    # the demo's IN-1K concepts are those its L1 concepts are nearest to
+    # the demo's seen concepts are those its L1 concepts are nearest to, first
     ranking = {row["wnid"]: row["nearest_in1k_wnid"] for row in read_tsv(world.ranking())}
-    assert in1k[0] == ranking[read_lines(world.demo_concepts("l1"))[0]]
+    assert read_lines(world.demo_pretraining_concepts())[0] == ranking[read_lines(world.demo_concepts("l1"))[0]]
 
 
 def test_same_config_same_bytes(world, tmp_path):
@@ -146,7 +167,7 @@ def test_same_config_same_bytes(world, tmp_path):
 def test_near_concepts_look_like_their_in1k_concept_and_far_ones_do_not(world):
     """Pixel distance between the look a level concept's images are drawn from and that of
     its nearest IN-1K concept grows from L1 (similarity 0.9) to L5 (0.1). (Means of a few
-    dozen images would mostly measure the heavy clutter, which is the same for all levels.)"""
+    dozen images would mostly measure the clutter, which is the same for all levels.)"""
     ranking = {row["wnid"]: (row["nearest_in1k_wnid"], float(row["sim_in1k"])) for row in read_tsv(world.ranking())}
     size = math.ceil(96 * CANVAS_SCALE)
     distances = {}
@@ -155,7 +176,7 @@ def test_near_concepts_look_like_their_in1k_concept_and_far_ones_do_not(world):
         for wnid in read_lines(world.demo_concepts(level)):
             nearest, similarity = ranking[wnid]
             look = concept_look(wnid, nearest, similarity, seed=0, size=size)
-            reference = concept_look(nearest, None, 0.0, seed=0, size=size)
+            reference = prototype(nearest, seed=0, size=size)
             gaps.append(np.abs(look - reference).mean())
         distances[level] = float(np.mean(gaps))
     assert list(distances.values()) == sorted(distances.values())

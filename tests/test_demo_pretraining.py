@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from imagenet_cog.demo import CANVAS_SCALE, concept_look, render
+from imagenet_cog.demo import CANVAS_SCALE, prototype, render
 from imagenet_cog.demo_pretraining import pretrain, pretrain_demo_command
 from imagenet_cog.models import ModelSpec, build_model, weights_identity
 
@@ -19,7 +19,7 @@ CONCEPTS = ["n10000001", "n10000002", "n10000003"]
 def in1k_images(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("in1k")
     for wnid in CONCEPTS:
-        look = concept_look(wnid, None, 0.0, seed=0, size=math.ceil(32 * CANVAS_SCALE))
+        look = prototype(wnid, seed=0, size=math.ceil(32 * CANVAS_SCALE))
         for index in range(12):
             folder = root / ("train" if index < 8 else "val") / wnid
             folder.mkdir(parents=True, exist_ok=True)
@@ -50,3 +50,17 @@ def test_too_few_concepts_is_a_clear_error(in1k_images, tmp_path):
         pretrain_demo_command(["--images", str(in1k_images), "--concepts", str(concepts),
                                "--output", str(tmp_path / "c.pt")])
     assert not (tmp_path / "c.pt").exists()
+
+
+def test_texture_jitter_is_seeded_bounded_and_can_be_switched_off():
+    from imagenet_cog.demo import TEXTURE_AMPLITUDE
+    from imagenet_cog.demo_pretraining import JITTER_STRENGTH, texture_jitter
+    from imagenet_cog.splits import derived_rng
+
+    first = texture_jitter(64, 32, 0.7, derived_rng("jitter", 0))
+    assert first.shape == (64, 1, 32, 32)
+    assert torch.equal(first, texture_jitter(64, 32, 0.7, derived_rng("jitter", 0)))
+    assert float(first.abs().max()) <= JITTER_STRENGTH * TEXTURE_AMPLITUDE
+    textured = (first.flatten(1).abs().amax(1) > 0).float().mean()
+    assert 0.5 < float(textured) < 0.9
+    assert not texture_jitter(16, 32, 0.0, derived_rng("jitter", 0)).any()

@@ -190,10 +190,11 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     keeps every finished output and the probe's finished trials, and redoes only the rest."""
     workdir = Path(shutil.copytree(demo_run, tmp_path / "copy", symlinks=True, copy_function=shutil.copy2))
     layout = Layout()
-    key = ("demo_cnn_random", "l3", "all", "22")
+    # a probe with a job of its own (the demo's IN-1K and levels run their seeds together)
+    key = ("demo_cnn_random", "wup-l3", "all", "22")
     result, journal = workdir / layout.probe_result(*key), workdir / layout.probe_study(*key)
-    log = workdir / "logs/probes/demo_cnn_random/l3/shots-all/seed-22.log"
-    classifier = workdir / layout.probe_classifier("demo_cnn_random", "l3", "22")  # rewritten by the re-run
+    log = workdir / "logs/probes/demo_cnn_random/wup-l3/shots-all/seed-22.log"
+    classifier = workdir / layout.probe_classifier("demo_cnn_random", "wup-l3", "22")  # rewritten by the re-run
     # the finished run's log already names its trials
     for stale in (result, journal, log, classifier):
         stale.unlink()

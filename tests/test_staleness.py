@@ -76,8 +76,30 @@ def level_set_probe_count(config: dict, models: int | None = None) -> int:
     return (models or len(config["models"])) * len(level_set_datasets(config)) * len(settings["shots"]) * len(seeds)
 
 
+def lin_probe_rule(config: dict) -> str:
+    """The rule of IN-1K's and the levels' linear probes: one job per seed, or with
+    probes.seeds_together one job per (model, dataset, N) running every seed."""
+    return "probe_seeds" if config["probes"].get("seeds_together") else "probe"
+
+
 def lin_probe_count(config: dict, models: int | None = None) -> int:
-    return (models or len(config["models"])) * len(config["datasets"]) * len(config["probes"]["shots"]) * len(config["probes"]["seeds"])
+    """Jobs of IN-1K's and the levels' linear probes (rule ``lin_probe_rule``)."""
+    seeds = 1 if config["probes"].get("seeds_together") else len(config["probes"]["seeds"])
+    return (models or len(config["models"])) * len(config["datasets"]) * len(config["probes"]["shots"]) * seeds
+
+
+def probe_jobs(jobs) -> dict[str, int]:
+    """Planned jobs of the two linear probe rules."""
+    per_rule = Counter(rule for rule, _ in jobs)
+    return {rule: per_rule[rule] for rule in ("probe", "probe_seeds")}
+
+
+def expected_probe_jobs(config: dict, other_datasets: int, lin: int) -> dict[str, int]:
+    """``other_datasets`` jobs of rule probe (level sets, variants) and ``lin`` of IN-1K and
+    the levels, under whichever rule runs those."""
+    expected = {"probe": other_datasets, "probe_seeds": 0}
+    expected[lin_probe_rule(config)] += lin
+    return expected
 
 
 def balanced_probe_count(config: dict, models: int | None = None) -> int:
@@ -130,15 +152,17 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     per_rule = Counter(rule for rule, _ in jobs)
     # its level-set views read its features: they and their probes re-run too
     assert rules_of(jobs) - COLLECTORS == {
-        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components"
+        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
+        lin_probe_rule(demo_config),
     } | FEATURE_READERS
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = [*demo_config["datasets"], "pool"], 2
     assert per_rule["merge_features"] == (len(datasets) + len(blurred_datasets(demo_config))) * splits
     assert per_rule["level_set_view"] == len(level_set_datasets(demo_config)) * splits
-    assert per_rule["probe"] == (
-        lin_probe_count(demo_config, 1) + level_set_probe_count(demo_config, 1) + balanced_probe_count(demo_config, 1)
-        + blurred_probe_count(demo_config, 1)
+    assert probe_jobs(jobs) == expected_probe_jobs(
+        demo_config,
+        level_set_probe_count(demo_config, 1) + balanced_probe_count(demo_config, 1) + blurred_probe_count(demo_config, 1),
+        lin_probe_count(demo_config, 1),
     )
     assert per_rule["probe_kind"] == len(demo_config["datasets"]) * other_kind_probes_per_dataset(demo_config)
     assert per_rule["pca_components"] == len(demo_config["datasets"])
@@ -152,13 +176,10 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
 def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
-        assert rules_of(jobs) - COLLECTORS == {"probe", "probe_kind"}, change
-        total = (
-            lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
-            + blurred_probe_count(demo_config)
-        )
+        assert rules_of(jobs) - COLLECTORS == {"probe", "probe_kind", lin_probe_rule(demo_config)}, change
+        others = level_set_probe_count(demo_config) + balanced_probe_count(demo_config) + blurred_probe_count(demo_config)
         grid = len(demo_config["models"]) * len(demo_config["datasets"])
-        assert Counter(rule for rule, _ in jobs)["probe"] == total, change
+        assert probe_jobs(jobs) == expected_probe_jobs(demo_config, others, lin_probe_count(demo_config)), change
         assert Counter(rule for rule, _ in jobs)["probe_kind"] == grid * other_kind_probes_per_dataset(demo_config)
 
 
@@ -168,7 +189,7 @@ def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_c
     grid = len(demo_config["models"]) * len(demo_config["datasets"])
     only_linear = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {
         "kinds": ["linear"], "other_kinds_shots": None, "other_kinds_seeds": None}}))
-    assert not {"probe", "probe_kind"} & rules_of(only_linear)
+    assert not {"probe", "probe_seeds", "probe_kind"} & rules_of(only_linear)
     noact_range = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
         **demo_config["probes"]["mlp"], "noact_lr_range": [0.02, 5.0]}}}))
     assert rules_of(noact_range) - COLLECTORS == {"probe_kind"}
@@ -195,54 +216,56 @@ def test_an_added_kind_seed_runs_only_its_probes(finished_copy, demo_config):
     assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe_kind"} == {"99"}
 
 
-def test_seeds_together_take_over_the_default_probes_with_the_same_results(finished_copy, demo_config):
-    """probes.seeds_together: one job per (model, dataset, N) of IN-1K and the levels runs
-    every seed; level sets and variants keep their one-seed jobs. A seed's result is the one
-    its own job gave, searched afresh in passes shared with the other seeds."""
-    together = {"probes": {"seeds_together": True}}
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, together))
-    assert rules_of(jobs) - COLLECTORS == {"probe_seeds"}, "its command differs, so Snakemake refits"
+def test_one_job_per_seed_or_per_dataset_gives_the_same_results(finished_copy, demo_config):
+    """probes.seeds_together (the demo's setting) switched: one job per seed, or one per
+    (model, dataset, N) of IN-1K and the levels running every seed; level sets and variants
+    keep their one-seed jobs. A seed's result is the one its own job gives, searched afresh in
+    passes shared with the other seeds."""
     probes = demo_config["probes"]
+    assert probes["seeds_together"], "the demo runs its seeds together"
+    switched = {"probes": {"seeds_together": False}}
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, switched))
+    assert rules_of(jobs) - COLLECTORS == {"probe"}, "its command differs, so Snakemake refits"
     models, datasets = len(demo_config["models"]), demo_config["datasets"]
-    assert Counter(rule for rule, _ in jobs)["probe_seeds"] == models * len(datasets) * len(probes["shots"])
-    assert {wildcards["dataset"] for rule, wildcards in jobs if rule == "probe_seeds"} == set(datasets)
-    seeds = [*probes["seeds"], 99]
-    added = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {**together["probes"], "seeds": seeds}}))
-    assert rules_of(added) - COLLECTORS == {"probe_seeds"}, "the level sets and variants name their own seeds"
+    assert Counter(rule for rule, _ in jobs)["probe"] == models * len(datasets) * len(probes["shots"]) * len(probes["seeds"])
+    assert {wildcards["dataset"] for rule, wildcards in jobs if rule == "probe"} == set(datasets)
 
     layout = Layout()
     runs = [("demo_cnn", "l1", shots, str(seed)) for shots in ("1", "all") for seed in probes["seeds"]]
     targets = [layout.probe_result(*run) for run in runs]
-    alone = {target: json.loads((finished_copy / target).read_text()) for target in targets}
-    for run in runs:  # no journal: the searches run again, now in shared passes
+    shared = {target: json.loads((finished_copy / target).read_text()) for target in targets}
+    for run in runs:  # no journal: the searches run again, now one job per seed
         (finished_copy / layout.probe_study(*run)).unlink()
-    snakemake(finished_copy, "--cores", "2", *targets, "--configfile", overlay(finished_copy, together))
+    snakemake(finished_copy, "--cores", "2", *targets, "--configfile", overlay(finished_copy, switched))
     for target in targets:
-        shared = json.loads((finished_copy / target).read_text())
-        assert shared["seeds_together"] == probes["seeds"] and shared["study"]["resumed_trials"] == 0
-        assert shared["study"]["name"] == alone[target]["study"]["name"]
-        assert [trial["val_top1"] for trial in shared["trials"]] == [trial["val_top1"] for trial in alone[target]["trials"]]
-        assert (shared["best_params"], shared["test_top1"]) == (alone[target]["best_params"], alone[target]["test_top1"])
+        alone = json.loads((finished_copy / target).read_text())
+        assert shared[target]["seeds_together"] == probes["seeds"] and "seeds_together" not in alone
+        assert alone["study"]["resumed_trials"] == 0
+        assert alone["study"]["name"] == shared[target]["study"]["name"]
+        assert [trial["val_top1"] for trial in alone["trials"]] == [trial["val_top1"] for trial in shared[target]["trials"]]
+        assert (alone["best_params"], alone["test_top1"]) == (shared[target]["best_params"], shared[target]["test_top1"])
 
 
-def test_an_added_seed_runs_only_its_probes(finished_copy, demo_config):
+def test_an_added_seed_runs_only_the_probes_that_take_it(finished_copy, demo_config):
+    """With seeds together, the jobs of IN-1K and the levels take every seed: they run again
+    (searches done resume from their journals); level sets and variants name their own."""
     seeds = [*demo_config["probes"]["seeds"], 99]
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"seeds": seeds}}))
-    assert rules_of(jobs) - COLLECTORS == {"probe"}
-    assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe"} == {"99"}
-    assert Counter(rule for rule, _ in jobs)["probe"] == (
-        len(demo_config["models"]) * len(demo_config["datasets"]) * len(demo_config["probes"]["shots"])
-    )
+    assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)}
+    if lin_probe_rule(demo_config) == "probe":
+        assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe"} == {"99"}
+    shots = len(demo_config["probes"]["shots"])
+    assert probe_jobs(jobs) == expected_probe_jobs(demo_config, 0, len(demo_config["models"]) * len(demo_config["datasets"]) * shots)
 
 
 def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
     shots = [*demo_config["probes"]["shots"], 2]
     assert 2 not in demo_config["probes"]["shots"]
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"shots": shots}}))
-    assert rules_of(jobs) - COLLECTORS == {"probe"}
-    assert {wildcards["shots"] for rule, wildcards in jobs if rule == "probe"} == {"2"}
-    assert Counter(rule for rule, _ in jobs)["probe"] == (
-        len(demo_config["models"]) * len(demo_config["datasets"]) * len(demo_config["probes"]["seeds"])
+    assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)}
+    assert {wildcards["shots"] for rule, wildcards in jobs if rule == lin_probe_rule(demo_config)} == {"2"}
+    assert probe_jobs(jobs) == expected_probe_jobs(
+        demo_config, 0, lin_probe_count({**demo_config, "probes": {**demo_config["probes"], "shots": [2]}})
     )
 
 
@@ -270,9 +293,10 @@ def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy,
     merges = {(w["model"], w["dataset"], w["split"]) for rule, w in jobs if rule == "merge_features"}
     extracted = len(demo_config["datasets"]) + 1 + len(blurred_datasets(demo_config))  # + the pool
     assert len(merges) == len(demo_config["models"]) * extracted * 2
-    assert Counter(rule for rule, _ in jobs)["probe"] == (
-        lin_probe_count(demo_config) + level_set_probe_count(demo_config) + balanced_probe_count(demo_config)
-        + blurred_probe_count(demo_config)
+    assert probe_jobs(jobs) == expected_probe_jobs(
+        demo_config,
+        level_set_probe_count(demo_config) + balanced_probe_count(demo_config) + blurred_probe_count(demo_config),
+        lin_probe_count(demo_config),
     )
 
 
@@ -293,19 +317,19 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     # so do the balanced variant's view of that dataset and its probes
     assert [w for rule, w in jobs if rule == "balanced_view"] == [{"model": model, "dataset": dataset}]
     balanced = balanced_probe_count(demo_config, 1) // len(demo_config["datasets"])
-    probes = [w for rule, w in jobs if rule == "probe"]
+    probes = [w for rule, w in jobs if rule in ("probe", "probe_seeds")]
     assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset), (model, f"balanced-{dataset}")} | {
         (model, d) for d in level_set_datasets(demo_config)
     }
-    assert len(probes) == (
-        lin_probe_count(demo_config, 1) // len(demo_config["datasets"]) + level_set_probe_count(demo_config, 1) + balanced
+    assert probe_jobs(jobs) == expected_probe_jobs(
+        demo_config, level_set_probe_count(demo_config, 1) + balanced, lin_probe_count(demo_config, 1) // len(demo_config["datasets"])
     )
     others = [w for rule, w in jobs if rule in ("probe_kind", "pca_components")]
     assert {(w["model"], w["dataset"]) for w in others} == {(model, dataset)}
     assert len([w for rule, w in jobs if rule == "probe_kind"]) == other_kind_probes_per_dataset(demo_config)
     assert rules_of(jobs) - COLLECTORS == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe", "analyses_kmeans",
-        "probe_kind", "pca_components",
+        "probe_kind", "pca_components", lin_probe_rule(demo_config),
     }
     # Of the analyses, only k-means reads training features.
     readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
@@ -367,7 +391,8 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": models}))
     per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
     assert {rule for rule, _ in per_model} == {
-        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components"
+        "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
+        lin_probe_rule(demo_config),
     } | FEATURE_READERS
     assert {w["model"] for _, w in per_model} == {added}
     per_rule = Counter(rule for rule, _ in jobs)

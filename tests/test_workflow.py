@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -30,39 +31,61 @@ def demo_config(demo_run):
     return config
 
 
-def demo_concept_count(config: dict, dataset: str) -> int:
-    demo = config["demo"]
-    if dataset == "in1k" and demo.get("in1k_concepts") is not None:
-        return demo["in1k_concepts"]
-    return demo["concepts_per_dataset"]
-
-
-# The demo's story (paper Fig. 3): the network the workflow pretrains on the demo's IN-1K
-# concepts loses top-1 from L1 to L5, the random-weights control does not. Mean over the
-# probe seeds, all training images. Measured on 2 CPU cores (two runs, equal to the digit):
-# pretrained L1 73.4 (seeds 76.0, 70.8) to L5 65.1 (65.6, 64.6), a fall of 8.3 points;
-# random L1 16.7 to L5 22.4, a rise; pretrained L1 above random L1 by 56.7 points.
+# The demo's story (paper Fig. 3): the network the workflow pretrains on the demo's seen IN-1K
+# concepts is best on IN-1K and loses top-1 from L1 to L5, the random-weights control does
+# not. Mean over the probe seeds, all training images, both product precisions whatever the
+# host (a CPU without bfloat16 multiplies float32 under `auto`, one with it bfloat16).
+# Measured on 2 CPU cores (this demo, float32): pretrained IN-1K 99.7, L1 93.9, L5 39.1;
+# control L1 67.0, L5 71.5. Over 3 pretraining seeds x 2 CPU kernel sets x 2 precisions
+# (README "Demo"), the smallest margins seen are those the constants below are set from.
 PRETRAINED_MODEL, CONTROL_MODEL = "demo_cnn", "demo_cnn_random"
-STORY_MARGIN = 5.0
+STORY_PRECISIONS = ("float32", "bfloat16")
+IN1K_ABOVE_L1 = 2.0
+PRETRAINED_FALL = 25.0
+CONTROL_FALL_AT_MOST = 12.0
+PRETRAINED_ABOVE_CONTROL = 10.0
 
 
-def test_the_pretrained_model_falls_from_l1_to_l5_and_the_random_one_does_not(demo_run, demo_config):
+@pytest.fixture(scope="module", params=STORY_PRECISIONS)
+def story(request, demo_run, tmp_path_factory) -> dict[str, list[float]]:
+    """Top-1 at N = all of IN-1K and the levels per model, mean over seeds, from the demo's N =
+    all probes rerun at one precision on a copy of the finished demo (its features kept)."""
+    config = yaml.safe_load((demo_run / "config.yaml").read_text())
+    workdir = Path(shutil.copytree(demo_run, tmp_path_factory.mktemp("story") / "copy", symlinks=True,
+                                   copy_function=shutil.copy2))
+    (workdir / "precision.yaml").write_text(yaml.safe_dump({"probes": {"precision": request.param}}))
     layout = Layout()
-    seeds = [str(seed) for seed in demo_config["probes"]["seeds"]]
+    seeds = [str(seed) for seed in config["probes"]["seeds"]]
+    datasets = ["in1k", *(f"l{k}" for k in range(1, 6))]
+    results = {(model, dataset, seed): layout.probe_result(model, dataset, "all", seed)
+               for model in (PRETRAINED_MODEL, CONTROL_MODEL) for dataset in datasets for seed in seeds}
+    # the targets first: --configfile takes every argument after it
+    snakemake(workdir, *results.values(), "--cores", "2", "--configfile", "precision.yaml")
+    top1 = {}
+    for (model, dataset, seed), path in results.items():
+        result = json.loads((workdir / path).read_text())
+        assert result["matmul_precision"] == request.param, path
+        top1.setdefault(model, {}).setdefault(dataset, []).append(result["test_top1"])
+    return {model: [float(np.mean(by_dataset[dataset])) for dataset in datasets] for model, by_dataset in top1.items()}
 
-    def top1(model: str, level: str) -> float:
-        return float(np.mean([
-            json.loads((demo_run / layout.probe_result(model, level, "all", seed)).read_text())["test_top1"]
-            for seed in seeds
-        ]))
 
+def test_the_pretrained_model_falls_from_l1_to_l5_and_the_random_one_does_not(story, demo_config):
     assert not is_random_weights(demo_config["models"][PRETRAINED_MODEL]["weights"])
     assert is_random_weights(demo_config["models"][CONTROL_MODEL]["weights"])
-    pretrained = [top1(PRETRAINED_MODEL, f"l{k}") for k in range(1, 6)]
-    control = [top1(CONTROL_MODEL, f"l{k}") for k in range(1, 6)]
-    assert pretrained[0] - pretrained[-1] > STORY_MARGIN, pretrained
-    assert control[0] - control[-1] < STORY_MARGIN, control
-    assert pretrained[0] > control[0] + STORY_MARGIN, (pretrained, control)
+    (in1k, *pretrained), control = story[PRETRAINED_MODEL], story[CONTROL_MODEL][1:]
+    assert in1k - pretrained[0] > IN1K_ABOVE_L1, story
+    assert pretrained[0] - pretrained[-1] > PRETRAINED_FALL, story
+    assert control[0] - control[-1] < CONTROL_FALL_AT_MOST, story
+    assert pretrained[0] > control[0] + PRETRAINED_ABOVE_CONTROL, story
+
+
+def test_the_demo_probes_in1k_on_as_many_concepts_as_each_level(demo_run, demo_config):
+    layout = Layout()
+    counts = {dataset: len(read_lines(demo_run / layout.demo_concepts(dataset))) for dataset in demo_config["datasets"]}
+    assert set(counts.values()) == {demo_config["demo"]["concepts_per_dataset"]}, counts
+    seen = read_lines(demo_run / layout.demo_pretraining_concepts())
+    assert len(seen) == demo_config["demo"]["in1k_concepts"]
+    assert set(read_lines(demo_run / layout.demo_concepts("in1k"))) <= set(seen)
 
 
 def test_eligibility_report_reproduces_the_paper(demo_run):
@@ -256,14 +279,14 @@ def test_every_analysis_ran_for_every_model_and_dataset(demo_run, demo_config):
                 assert {record["metric"] for record in result["metrics"]} == metrics
                 assert result["model"] == model and result["dataset"] == dataset
             kmeans = json.loads((demo_run / layout.analysis_result(model, dataset, "kmeans")).read_text())
-            assert kmeans["k"] == demo_concept_count(demo_config, dataset)
+            assert kmeans["k"] == demo_config["demo"]["concepts_per_dataset"]
             assert [run["seed"] for run in kmeans["runs"]] == analyses["kmeans"]["seeds"]
             values = {record["metric"]: record["value"] for record in kmeans["metrics"]}
             assert 1 / kmeans["k"] <= values["paper_purity"] <= 1.0
             assignments = read_tsv(demo_run / layout.kmeans_assignments(model, dataset))
             assert len(assignments) == kmeans["n_test"]
             concepts = read_tsv(demo_run / layout.learnability_concepts(model, dataset))
-            assert len(concepts) == demo_concept_count(demo_config, dataset)
+            assert len(concepts) == demo_config["demo"]["concepts_per_dataset"]
             assert all(int(row["tasks"]) == analyses["learnability"]["tasks"] for row in concepts)
     summary = pd.read_csv(demo_run / layout.analyses_summary())
     assert list(summary.columns) == ["model", "dataset", "metric", "value", "low", "high", "spread"]

@@ -19,19 +19,22 @@ from pathlib import Path
 
 import numpy as np
 
-from imagenet_cog.io import atomic_directory
+from imagenet_cog.io import atomic_directory, read_lines
 
 DATASET = "in1k_blurred"
 
 
-def blurred_copy(source: str | Path, output: str | Path, dropped: int, seed: int, radius: float = 4.0) -> list[str]:
-    """Copy IN-1K's <source>/{train,val}/<wnid>/ images to ``output`` with the central half
-    of each image blurred, leaving out ``dropped`` of them (chosen with ``seed``, never a
-    concept's last image of a split); returns the relative paths left out."""
+def blurred_copy(source: str | Path, output: str | Path, dropped: int, seed: int, radius: float = 4.0,
+                 concepts: Sequence[str] | None = None) -> list[str]:
+    """Copy IN-1K's <source>/{train,val}/<wnid>/ images (of ``concepts``, default all) to
+    ``output`` with the central half of each image blurred, leaving out ``dropped`` of them
+    (chosen with ``seed``, never a concept's last image of a split); returns the relative
+    paths left out."""
     from PIL import Image, ImageFilter
 
     source = Path(source)
-    images = sorted(path.relative_to(source).as_posix() for path in source.glob("*/*/*") if path.is_file())
+    images = sorted(path.relative_to(source).as_posix() for path in source.glob("*/*/*")
+                    if path.is_file() and (concepts is None or path.parent.name in concepts))
     by_folder: dict[str, list[str]] = {}
     for path in images:
         by_folder.setdefault(path.rsplit("/", 1)[0], []).append(path)
@@ -67,11 +70,13 @@ def demo_blurred_command(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog demo-blurred",
                                      description="The demo's IN-1K-blurred: blurred copies, a few images left out.")
     parser.add_argument("--in1k-images", required=True)
+    parser.add_argument("--concepts", default=None, help="the demo IN-1K's wnids, one a line (default: every folder)")
     parser.add_argument("--output", required=True)
     parser.add_argument("--dropped", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    left_out = blurred_copy(args.in1k_images, args.output, args.dropped, args.seed)
+    concepts = set(read_lines(args.concepts)) if args.concepts else None
+    left_out = blurred_copy(args.in1k_images, args.output, args.dropped, args.seed, concepts=concepts)
     print(f"{args.output}: blurred copy of {args.in1k_images}, left out {', '.join(left_out) or 'none'}")
     return 0
 

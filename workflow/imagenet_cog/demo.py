@@ -5,18 +5,26 @@ the real levels (WordNet ranking and all) and replaces only the images: for each
 picks ``concepts_per_dataset`` concepts and draws JPEG images for them in the layouts of
 real ImageNet, so the split, feature and probe stages run the same code as on real data.
 
-Images follow the WordNet tree cheaply. Every concept has a visual prototype (background
-colour, oriented gratings, colour blobs) seeded by its wnid. A level concept's prototype is
-blended, with weight ``sim_in1k`` from the ranking, with the prototype of its nearest IN-1K
-concept: L1 concepts look much like IN-1K concepts, L5 concepts hardly. Each image is a
-random crop of its concept's prototype, possibly mirrored, blended with one of a few
-clutter patterns shared by all concepts, with brightness, contrast and pixel noise, so a
-probe has something to learn but not trivially. Everything is seeded by
-(demo seed, wnid, image index): the same config gives the same bytes.
+Images follow the WordNet tree cheaply. Every IN-1K concept has a look of its own: a
+background colour, smooth oriented gratings and colour blobs, seeded by its wnid ("shape
+and colour"). A level concept keeps the look of its nearest IN-1K concept at a contrast that
+grows with their Lin similarity (``seen_weight``) and carries, with the rest, a fine
+luminance texture of its own: L1 concepts look much like IN-1K concepts, L5 concepts are
+told apart by their textures alone. The demo network is pretrained on the IN-1K concepts
+with random textures laid over its images (:mod:`imagenet_cog.demo_pretraining`), so it
+learns that texture names no concept, as real pretraining learns the invariances its
+augmentations teach; its features then serve near concepts well and far ones poorly, while
+a network with random weights, which has learnt nothing, tells every level apart about
+equally well. Each image is a random crop of its concept's look, possibly mirrored, blended
+with one of a few clutter patterns shared by all concepts, with brightness, contrast and
+pixel noise. Everything is seeded by (demo seed, wnid, image index): the same config gives
+the same bytes.
 
 Which concepts: each level's picks are spread evenly over its ranked list (first and last
-included); IN-1K's are the nearest IN-1K concepts of the picked level concepts, L1's first,
-so the demo's IN-1K concepts are those its near levels resemble.
+included). The network is pretrained on ``in1k_concepts`` IN-1K concepts: the nearest IN-1K
+concepts of the picked level concepts, L1's first, so that every level has seen concepts to
+resemble. IN-1K itself is probed on ``concepts_per_dataset`` of those, spread over them, as
+many as each level, as every dataset of the paper has 1000.
 """
 
 from __future__ import annotations
@@ -39,9 +47,17 @@ from imagenet_cog.splits import derived_rng
 CANVAS_SCALE = 1.3
 JPEG_QUALITY = 90
 CLUTTER_PATTERNS = 32
-# Heavy clutter: a feature that has learnt to see past it on the IN-1K concepts has the edge on
-# concepts that resemble those (the demo's L1), little on the others.
-CLUTTER_WEIGHT = (0.55, 0.75)
+CLUTTER_WEIGHT = (0.3, 0.5)
+PIXEL_NOISE = 0.06
+# Lin similarity to IN-1K at and below which a level concept keeps nothing of its nearest
+# IN-1K concept's look, and at which it keeps all of it: between the two, the share grows
+# linearly, so that the demo's five levels step down evenly (in WordNet 3.0, L1 0.96-0.75
+# keeps 94-64% and carries some texture too, L5 0.34-0.0 keeps at most 6%).
+SEEN_SIMILARITY = (0.3, 1.0)
+# Fine luminance gratings (cycles across the image), strong enough that a network which has
+# not learnt to ignore them tells concepts apart by them about as well as by shape and colour.
+TEXTURE_FREQUENCY = (5.0, 10.0)
+TEXTURE_AMPLITUDE = 0.8
 
 
 def spread(items: Sequence[str], count: int) -> list[str]:
@@ -58,29 +74,31 @@ def choose_concepts(
     in1k_concepts: Sequence[str],
     nearest_in1k: Mapping[str, str],
     count: int,
-    in1k_count: int | None = None,
-) -> dict[str, list[str]]:
-    """The demo's concepts: ``count`` per level (spread over its rank order) and for IN-1K
-    (``in1k_count``, default ``count``) the nearest IN-1K concepts of those, nearest levels
-    first, then spread over the rest."""
+    seen_count: int | None = None,
+) -> tuple[dict[str, list[str]], list[str]]:
+    """The demo's concepts and the IN-1K concepts its network is pretrained on ("seen").
+
+    ``count`` per level, spread over its rank order; ``seen_count`` (default ``count``) seen
+    concepts: the nearest IN-1K concepts of the level picks, nearest levels first, then spread
+    over the rest of IN-1K; and IN-1K's own ``count``, spread over the seen ones."""
     chosen = {level: spread(wnids, count) for level, wnids in level_concepts.items()}
-    count = count if in1k_count is None else in1k_count
+    seen_count = count if seen_count is None else seen_count
     in1k_set = set(in1k_concepts)
-    in1k: list[str] = []
+    seen: list[str] = []
     for level in sorted(chosen, key=lambda name: int(name[1:])):
         for wnid in chosen[level]:
             nearest = nearest_in1k.get(wnid)
-            if nearest in in1k_set and nearest not in in1k and len(in1k) < count:
-                in1k.append(nearest)
-    remaining = [wnid for wnid in in1k_concepts if wnid not in in1k]
-    in1k += spread(remaining, count - len(in1k)) if len(in1k) < count else []
-    return {"in1k": in1k, **chosen}
+            if nearest in in1k_set and nearest not in seen and len(seen) < seen_count:
+                seen.append(nearest)
+    remaining = [wnid for wnid in in1k_concepts if wnid not in seen]
+    seen += spread(remaining, seen_count - len(seen)) if len(seen) < seen_count else []
+    return {"in1k": spread(seen, count), **chosen}, seen
 
 
 @functools.lru_cache(maxsize=256)
 def prototype(wnid: str, seed: int, size: int) -> np.ndarray:
-    """The concept's own look: a float32 (size, size, 3) image in [0, 1] (cached: do not
-    modify it)."""
+    """An IN-1K concept's look (shape and colour): a float32 (size, size, 3) image in [0, 1]
+    (cached: do not modify it)."""
     rng = derived_rng("demo-prototype", seed, wnid)
     y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
     image = np.empty((size, size, 3), dtype=np.float32)
@@ -96,20 +114,43 @@ def prototype(wnid: str, seed: int, size: int) -> np.ndarray:
     return np.clip(image, 0, 1)
 
 
-def concept_look(wnid: str, nearest: str | None, similarity: float, seed: int, size: int) -> np.ndarray:
-    """The prototype images are drawn from: a level concept resembles its nearest IN-1K
-    concept in proportion to their Lin similarity.
+def gratings(angles: np.ndarray, frequencies: np.ndarray, phases: np.ndarray, size: int) -> np.ndarray:
+    """Luminance textures in [-1, 1]: the mean of two sine gratings each. The parameters have
+    shape (..., 2), angles in radians, frequencies in cycles across the image; the result
+    (..., size, size), float32."""
+    y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    angles, frequencies, phases = (np.asarray(value, dtype=np.float32)[..., None, None] for value in (angles, frequencies, phases))
+    waves = np.sin(2 * math.pi * frequencies * (x * np.cos(angles) + y * np.sin(angles)) + phases)
+    return waves.mean(axis=-3).astype(np.float32)
 
-    Blending two independent prototypes shrinks their contrast by sqrt(w^2 + (1 - w)^2),
-    most at w = 0.5; the blend's deviations from its mean colour are scaled back up, so
-    that every level's concepts are equally distinct to a network that knows none of them."""
-    own = prototype(wnid, seed, size)
-    if nearest is None:
-        return own
-    weight = float(np.clip(similarity, 0.0, 1.0))
-    blend = (1 - weight) * own + weight * prototype(nearest, seed, size)
-    mean = blend.mean(axis=(0, 1))
-    return np.clip(mean + (blend - mean) / math.hypot(weight, 1 - weight), 0, 1)
+
+def random_gratings(rng: np.random.Generator, count: int, size: int) -> np.ndarray:
+    """``count`` textures with orientation, frequency and phase drawn from ``rng``."""
+    shape = (count, 2)
+    return gratings(rng.uniform(0, math.pi, shape), rng.uniform(*TEXTURE_FREQUENCY, shape),
+                    rng.uniform(0, 2 * math.pi, shape), size)
+
+
+def texture(wnid: str, seed: int, size: int) -> np.ndarray:
+    """A level concept's own texture, seeded by its wnid: (size, size) in [-1, 1]."""
+    return random_gratings(derived_rng("demo-texture", seed, wnid), 1, size)[0]
+
+
+def seen_weight(similarity: float) -> float:
+    """The share of its nearest IN-1K concept's look a level concept keeps (SEEN_SIMILARITY)."""
+    low, high = SEEN_SIMILARITY
+    return float(np.clip((similarity - low) / (high - low), 0.0, 1.0))
+
+
+def concept_look(wnid: str, nearest: str | None, similarity: float, seed: int, size: int) -> np.ndarray:
+    """The look a level concept's images are drawn from: its nearest IN-1K concept's look at
+    ``seen_weight(similarity)`` of its contrast, and its own texture at the rest of
+    ``TEXTURE_AMPLITUDE``. A concept with no nearest IN-1K concept is its texture on grey."""
+    weight = seen_weight(similarity) if nearest is not None else 0.0
+    seen = prototype(nearest, seed, size) if nearest is not None else np.full((size, size, 3), 0.5, np.float32)
+    mean = seen.mean(axis=(0, 1))
+    own = (1 - weight) * TEXTURE_AMPLITUDE * texture(wnid, seed, size)
+    return np.clip(mean + weight * (seen - mean) + own[..., None], 0, 1).astype(np.float32)
 
 
 def render(look: np.ndarray, wnid: str, index: int, seed: int, size: int) -> Image.Image:
@@ -117,7 +158,7 @@ def render(look: np.ndarray, wnid: str, index: int, seed: int, size: int) -> Ima
     a random clutter pattern, with photometric noise."""
     rng = derived_rng("demo-image", seed, wnid, index)
     canvas = look.shape[0]
-    crop = int(canvas * rng.uniform(0.65, 0.95))
+    crop = int(canvas * rng.uniform(0.7, 0.95))
     top, left = rng.integers(0, canvas - crop + 1, 2)
     patch = Image.fromarray(np.round(look[top : top + crop, left : left + crop] * 255).astype(np.uint8))
     pixels = np.asarray(patch.resize((size, size), Image.BILINEAR), dtype=np.float32) / 255
@@ -127,8 +168,8 @@ def render(look: np.ndarray, wnid: str, index: int, seed: int, size: int) -> Ima
     clutter = prototype(f"clutter-{rng.integers(CLUTTER_PATTERNS)}", seed, size)
     weight = rng.uniform(*CLUTTER_WEIGHT)
     pixels = (1 - weight) * pixels + weight * clutter
-    pixels = (pixels - 0.5) * rng.uniform(0.75, 1.25) + 0.5 + rng.uniform(-0.12, 0.12)
-    pixels = pixels + rng.normal(0, 0.08, pixels.shape)
+    pixels = (pixels - 0.5) * rng.uniform(0.8, 1.2) + 0.5 + rng.uniform(-0.1, 0.1)
+    pixels = pixels + rng.normal(0, PIXEL_NOISE, pixels.shape)
     return Image.fromarray(np.round(np.clip(pixels, 0, 1) * 255).astype(np.uint8))
 
 
@@ -154,7 +195,7 @@ def draw_images(
     for dataset, wnids in concepts.items():
         for wnid in wnids:
             if dataset == "in1k":
-                look = concept_look(wnid, None, 0.0, seed, canvas)
+                look = prototype(wnid, seed, canvas)
                 targets = [in1k_folder / "train" / wnid] * train_images + [in1k_folder / "val" / wnid] * test_images
             else:
                 nearest, similarity = ranking.get(wnid, (None, 0.0))
@@ -228,7 +269,10 @@ def demo_world(argv: Sequence[str]) -> int:
     parser.add_argument("--preview", default=None, help="PNG with a few images of each dataset")
     parser.add_argument("--concepts-per-dataset", type=int, default=4)
     parser.add_argument("--in1k-concepts", type=int, default=None,
-                        help="IN-1K concepts (default: --concepts-per-dataset)")
+                        help="IN-1K concepts the demo network is pretrained on (default: --concepts-per-dataset); "
+                             "IN-1K is probed on --concepts-per-dataset of them")
+    parser.add_argument("--pretraining-concepts", default=None,
+                        help="where to write the IN-1K concepts to pretrain on (their images are drawn too)")
     parser.add_argument("--train-images", type=int, default=24)
     parser.add_argument("--test-images", type=int, default=8)
     parser.add_argument("--image-size", type=int, default=96)
@@ -251,19 +295,24 @@ def demo_world(argv: Sequence[str]) -> int:
             f"'{args.ranking}'; their images resemble no IN-1K concept."
         )
     nearest = {wnid: ranking[wnid][0] for wnids in levels.values() for wnid in wnids if wnid in ranking}
-    chosen = choose_concepts(levels, read_lines(sources["in1k"]), nearest, args.concepts_per_dataset,
-                             args.in1k_concepts)
+    chosen, seen = choose_concepts(levels, read_lines(sources["in1k"]), nearest, args.concepts_per_dataset,
+                                   args.in1k_concepts)
     chosen = {dataset: wnids for dataset, wnids in chosen.items() if dataset in outputs}
+    # every seen concept has IN-1K images: the probed ones are among them
+    drawn = {**chosen, "in1k": seen} if "in1k" in chosen or args.pretraining_concepts else chosen
 
     folders = {"in21k": Path(args.in21k_images), "in1k": Path(args.in1k_images)}
     with atomic_directory(folders["in21k"]) as in21k, atomic_directory(folders["in1k"]) as in1k:
         count = draw_images(
-            chosen, ranking, in21k, in1k, args.train_images, args.test_images, args.seed, args.image_size,
+            drawn, ranking, in21k, in1k, args.train_images, args.test_images, args.seed, args.image_size,
         )
     if args.preview:
         preview(chosen, folders["in21k"], folders["in1k"], args.preview)
     for dataset, path in outputs.items():
         write_lines(path, chosen[dataset])
+    if args.pretraining_concepts:
+        write_lines(args.pretraining_concepts, seen)
+        print(f"pretraining: {len(seen)} IN-1K concepts")
     for dataset, wnids in chosen.items():
         print(f"{dataset}: {', '.join(wnids)}")
     print(f"{count} images of {args.image_size} px in {args.in21k_images} and {args.in1k_images}")

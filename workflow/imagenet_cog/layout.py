@@ -146,6 +146,10 @@ class Layout:
         """The concepts of ``dataset`` that the demo world draws images for."""
         return f"{self.root}/demo/concepts/{dataset}.txt"
 
+    def demo_pretraining_concepts(self) -> str:
+        """The IN-1K concepts the demo's network is pretrained on (IN-1K is probed on some of them)."""
+        return f"{self.root}/demo/concepts/pretraining.txt"
+
     def demo_checkpoint(self) -> str:
         """The demo's small network pretrained on the demo's IN-1K images (rule pretrain_demo_model)."""
         return f"{self.root}/demo/pretrained/demo_cnn.pt"

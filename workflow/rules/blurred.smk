@@ -6,7 +6,8 @@ if config["mode"] == "demo":
 
     rule demo_blurred:
         input:
-            PATHS.demo_images("in1k"),
+            images=PATHS.demo_images("in1k"),
+            concepts=PATHS.demo_concepts("in1k"),
         output:
             directory(PATHS.demo_images("in1k_blurred")),
         log:
@@ -18,7 +19,8 @@ if config["mode"] == "demo":
             seed=config["demo"]["seed"],
         shell:
             python_command("demo-blurred")
-            + " --in1k-images {input} --output {output} --dropped {params.dropped} --seed {params.seed} > {log} 2>&1"
+            + " --in1k-images {input.images} --concepts {input.concepts} --output {output} --dropped {params.dropped}"
+            " --seed {params.seed} > {log} 2>&1"
 
 
 rule blurred_results:

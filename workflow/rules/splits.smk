@@ -11,6 +11,7 @@ rule demo_world:
         in21k=directory(PATHS.demo_images("in21k")),
         in1k=directory(PATHS.demo_images("in1k")),
         concepts=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
+        pretraining=PATHS.demo_pretraining_concepts(),
         preview=report(PATHS.demo_preview(), caption="../report/demo_world.rst", category="Demo world"),
     log:
         "logs/splits/demo_world.log",
@@ -28,6 +29,7 @@ rule demo_world:
     shell:
         python_command("demo-world") + " --ranking {input.ranking} {params.level_concepts} {params.demo_concepts}"
         " --in21k-images {output.in21k} --in1k-images {output.in1k} --preview {output.preview}"
+        " --pretraining-concepts {output.pretraining}"
         " --concepts-per-dataset {params.demo[concepts_per_dataset]}"
         "{params.in1k_concepts}"
         " --train-images {params.demo[train_images_per_concept]}"
@@ -41,7 +43,7 @@ rule demo_world:
 rule pretrain_demo_model:
     input:
         images=PATHS.demo_images("in1k"),
-        concepts=PATHS.demo_concepts("in1k"),
+        concepts=PATHS.demo_pretraining_concepts(),
     output:
         PATHS.demo_checkpoint(),
     log:
@@ -56,7 +58,7 @@ rule pretrain_demo_model:
         python_command("pretrain-demo") + " --images {input.images} --concepts {input.concepts} --output {output}"
         " --epochs {params.pretraining[epochs]} --batch-size {params.pretraining[batch_size]}"
         " --learning-rate {params.pretraining[learning_rate]} --seed {params.pretraining[seed]}"
-        " --threads {threads} > {log} 2>&1"
+        " --texture-jitter {params.pretraining[texture_jitter]} --threads {threads} > {log} 2>&1"
 
 
 checkpoint image_splits:
