@@ -30,7 +30,7 @@ configfile: "config.yaml" if os.path.exists("config.yaml") else os.path.join(wor
 
 # A file laid over config.yaml removes one of its models by setting it to null (the paper's
 # config removes the demo's models so).
-from imagenet_cog.models import kept_models
+from imagenet_cog.models.registry import kept_models
 
 config["models"] = kept_models(config.get("models", {}))
 

@@ -7,7 +7,7 @@ Both extract the same generated JPEGs with the same network and the same preproc
   ``Compose([Resize, CenterCrop, ToTensor, Normalize])`` producing float32 tensors in the
   workers, batches of 128, the model in float32 and default memory format, features
   concatenated in memory and written in one file at the end;
-* ours: :func:`imagenet_cog.extract.extract_shard` (uint8 batches normalised on the device,
+* ours: :func:`imagenet_cog.features.extract.extract_shard` (uint8 batches normalised on the device,
   channels_last, float16 autocast on a GPU after its tolerance check, float16 HDF5 shard
   written atomically), decoding on the host (PIL in the workers) or on the device
   (``--decode device``: batched ``decode_jpeg``, resize and crop on the device; ``auto``
@@ -34,9 +34,10 @@ import torchvision
 from PIL import Image
 from torchvision import transforms
 
-from imagenet_cog.extract import choose_device, extract_shard
-from imagenet_cog.features import read_features
-from imagenet_cog.models import ModelSpec, build_model
+from imagenet_cog.core.device import resolve_device
+from imagenet_cog.features.extract import extract_shard
+from imagenet_cog.features.store import read_features
+from imagenet_cog.models.registry import ModelSpec, build_model
 
 
 def generate_images(root: Path, count: int, seed: int) -> Path:
@@ -81,7 +82,7 @@ def reference_style_extraction(spec: ModelSpec, root: Path, paths: list[str], ou
                                device: str, num_workers: int) -> float:
     """The authors' way; returns seconds (model building included, as for ours)."""
     started = time.perf_counter()
-    target = choose_device(device)
+    target = resolve_device(device, "features.device")
     model = build_model(spec)
     network = model.network.to(target)
     p = model.preprocessing
@@ -120,7 +121,7 @@ def main() -> None:
         table = generate_images(root, args.images, args.seed)
         paths = [line.split("\t")[0] for line in table.read_text().splitlines()[1:]]
         print(f"{args.images} generated JPEGs, {args.arch} with random weights, "
-              f"device {choose_device(args.device)}, {torch.get_num_threads()} torch threads, "
+              f"device {resolve_device(args.device, 'features.device')}, {torch.get_num_threads()} torch threads, "
               f"{args.num_workers} loader workers, decode {args.decode}; torch {torch.__version__}, "
               f"torchvision {torchvision.__version__}")
 

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from imagenet_cog.features import merge_shards, read_features, read_labels, write_shard
-from imagenet_cog.search import SearchSettings, normalised_on_device, probe_dataset, rows_used, study_name
+from imagenet_cog.features.store import merge_shards, read_features, read_labels, write_shard
+from imagenet_cog.probes.search import SearchSettings, normalised_on_device, probe_dataset, rows_used, study_name
 
 
 def io_counters() -> dict[str, int]:

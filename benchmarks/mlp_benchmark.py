@@ -3,7 +3,7 @@
 On generated clustered features, for each seed, train the same MLP (``--hidden-layers``
 hidden layers of ``--hidden-width`` units, ReLU; nn.Linear initialisation; SGD with
 momentum, weight decay and the cosine schedule of the linear probe):
-* ours: ``imagenet_cog.mlp.train_mlps`` (written-out backward pass, stacked candidates,
+* ours: ``imagenet_cog.probes.mlp.train_mlps`` (written-out backward pass, stacked candidates,
   no host synchronisation inside an epoch) at the precision the workflow picks on this
   machine (``auto``: bfloat16 operands where the device multiplies them natively) and, when
   that is not float32, once more in float32;
@@ -36,8 +36,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_benchmark import clustered_features, matmul_flops_per_second, synchronise
 
-from imagenet_cog.mlp import train_mlps
-from imagenet_cog.probe import SGDSchedule, operand_dtype, resolve_precision
+from imagenet_cog.probes.linear import SGDSchedule, operand_dtype, resolve_precision
+from imagenet_cog.probes.mlp import train_mlps
 
 
 def baseline_mlp(train_x, train_y, test_x, test_y, classes, lr, weight_decay, schedule, seed, width, layers):

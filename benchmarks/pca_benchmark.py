@@ -17,7 +17,7 @@ import torch
 from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
-from imagenet_cog.pca import fit_pca
+from imagenet_cog.probes.pca import fit_pca
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """How fast is our linear probe, against a probe loop written the way the reference scripts are?
 
 CPU mode (default): on generated clustered features, for each seed, train
-* ours: ``imagenet_cog.probe.train_probes`` (closed-form gradient, in-place SGD, no host
+* ours: ``imagenet_cog.probes.linear.train_probes`` (closed-form gradient, in-place SGD, no host
   synchronisation inside an epoch, scored once at the end), at the matmul precision the
   workflow picks on this machine (``--precision auto``: bfloat16 where the CPU multiplies
   it natively) and, when that is not float32, once more in float32, and
@@ -36,7 +36,7 @@ import time
 import numpy as np
 import torch
 
-from imagenet_cog.probe import (
+from imagenet_cog.probes.linear import (
     PRECISIONS,
     SGDSchedule,
     feature_dtype,
@@ -191,7 +191,7 @@ def label(name: str) -> str:
 def protocol_without_optuna(train_x, train_y, test_x, test_y, settings, device: torch.device) -> dict:
     """``probe_dataset``'s work (validation split, trials, final fit, test score) with the
     candidates drawn log-uniformly instead of by Optuna's TPE."""
-    from imagenet_cog.search import normalised_on_device, validation_split
+    from imagenet_cog.probes.search import normalised_on_device, validation_split
 
     started = time.perf_counter()
     precision = resolve_precision(settings.precision, device)
@@ -252,7 +252,7 @@ def graph_comparison(args) -> None:
 
 
 def full_protocol(args) -> None:
-    from imagenet_cog.search import SearchSettings, probe_dataset
+    from imagenet_cog.probes.search import SearchSettings, probe_dataset
 
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)

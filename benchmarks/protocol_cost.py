@@ -171,8 +171,8 @@ def measure_extraction(arch: str, device: str, decode: str, sizes: tuple[int, in
     sys.path.insert(0, str(REPOSITORY / "benchmarks"))
     from features_benchmark import generate_images
 
-    from imagenet_cog.extract import extract_shard
-    from imagenet_cog.models import ModelSpec
+    from imagenet_cog.features.extract import extract_shard
+    from imagenet_cog.models.registry import ModelSpec
 
     spec = ModelSpec(arch, arch, "random")
     with tempfile.TemporaryDirectory(prefix="protocol-cost-") as folder:
@@ -196,7 +196,7 @@ def measure_probe(device: torch.device, dim: int, classes: int, rows: int, epoch
     """Training FLOP/s at the protocol's shape; step and epoch times where FLOPs are nil. Each
     step carries ``candidates`` probes (trials_per_batch) of each of ``runs`` runs (the seeds
     of a job with probes.seeds_together), as the workflow's passes do."""
-    from imagenet_cog.probe import SGDSchedule, l2_normalise, operand_dtype, train_probe_runs
+    from imagenet_cog.probes.linear import SGDSchedule, l2_normalise, operand_dtype, train_probe_runs
 
     def timed(n: int, d: int, c: int, e: int) -> float:
         generator = torch.Generator(device=device).manual_seed(0)
@@ -230,8 +230,8 @@ def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> t
     """(bytes/s reading a float16 file, bytes/s preparing its rows for the probes)."""
     import h5py
 
-    from imagenet_cog.features import READ_CHUNK_ROWS, read_features, write_shard
-    from imagenet_cog.search import SearchSettings, normalised_on_device, study_name
+    from imagenet_cog.features.store import READ_CHUNK_ROWS, read_features, write_shard
+    from imagenet_cog.probes.search import SearchSettings, normalised_on_device, study_name
 
     rng = np.random.default_rng(0)
     features = rng.standard_normal((rows, dim), dtype=np.float32).astype(np.float16)
@@ -257,7 +257,7 @@ def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> t
 
 def measure_job_start() -> float:
     """Seconds to start Python and import what a probe job imports (best of three)."""
-    imports = "import torch, h5py, numpy, imagenet_cog.search, imagenet_cog.features, imagenet_cog.probe"
+    imports = "import torch, h5py, numpy, imagenet_cog.probes.search, imagenet_cog.features.store, imagenet_cog.probes.linear"
     try:
         import optuna  # noqa: F401
         imports += ", optuna"
@@ -273,8 +273,8 @@ def measure_job_start() -> float:
 
 def measure_rates(device_name: str, models: list[str], decode: str, quick: bool, stacking: tuple[int, int] = (1, 1)) -> dict:
     """``stacking``: (candidates, runs) per SGD step, as the config trains them."""
-    from imagenet_cog.models import REGISTRY
-    from imagenet_cog.probe import resolve_precision
+    from imagenet_cog.models.registry import REGISTRY
+    from imagenet_cog.probes.linear import resolve_precision
 
     device = torch.device(device_name)
     gpu = device.type == "cuda"
@@ -340,7 +340,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from imagenet_cog.models import REGISTRY
+    from imagenet_cog.models.registry import REGISTRY
 
     settings = protocol_settings(args.config)
     datasets = paper_datasets(args.split_summary)

@@ -3,7 +3,7 @@
 With ``trials_per_batch`` k > 1 the probe search asks Optuna's TPE sampler for k (lr, weight
 decay) candidates at once (``study.ask()`` k times before any ``tell``) and trains them in one
 batched pass; k = 1 is the paper's sequential search, where every proposal sees all earlier
-results. This script runs the whole tuned protocol (``imagenet_cog.search.probe_dataset``: the
+results. This script runs the whole tuned protocol (``imagenet_cog.probes.search.probe_dataset``: the
 validation split, the trials, the final fit on the full training set, the test score) on
 generated clustered features for each k and each seed, and prints per k the mean and standard
 deviation over seeds of the best validation top-1, the final test top-1 and the wall time,
@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_benchmark import clustered_features  # noqa: E402
 
-from imagenet_cog.search import SearchSettings, probe_dataset  # noqa: E402
+from imagenet_cog.probes.search import SearchSettings, probe_dataset  # noqa: E402
 
 
 def problem(args, seed: int):

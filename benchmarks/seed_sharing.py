@@ -1,9 +1,9 @@
 """Seeds of one dataset and N in one job (``probes.seeds_together``) against one job per seed.
 
 For each N, the script runs the whole tuned protocol for every seed twice on the same
-generated features: once seed after seed (``imagenet_cog.search.probe_dataset``, what one job
+generated features: once seed after seed (``imagenet_cog.probes.search.probe_dataset``, what one job
 per seed does once the features are read), once all seeds together
-(``imagenet_cog.search.probe_seeds``: each round of the searches trains the next candidate
+(``imagenet_cog.probes.search.probe_seeds``: each round of the searches trains the next candidate
 of every seed's study in one pass, the final fits share one pass). It prints, per N, the
 wall time of each, the ratio, and the largest difference between the two in any seed's best
 validation top-1, test top-1 and chosen learning rate: each seed's study is the sequential
@@ -33,8 +33,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_benchmark import clustered_features, synchronise  # noqa: E402
 
-from imagenet_cog.probe import resolve_device  # noqa: E402
-from imagenet_cog.search import SearchSettings, probe_dataset, probe_seeds  # noqa: E402
+from imagenet_cog.core.device import resolve_device  # noqa: E402
+from imagenet_cog.probes.search import SearchSettings, probe_dataset, probe_seeds  # noqa: E402
 
 
 def main() -> None:
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--jobs", action="store_true", help="also time the probe command: a job per seed vs one job")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, "probes.device")
 
     per_class = args.per_class + args.test_per_class
     features, labels = clustered_features(args.classes, per_class, args.dim, 0, args.spread)
@@ -103,7 +103,7 @@ def time_jobs(args, data, settings: SearchSettings) -> None:
     import json
     import subprocess
 
-    from imagenet_cog.features import write_shard
+    from imagenet_cog.features.store import write_shard
 
     print("\n| N | a job per seed (s) | one job, all seeds (s) | speed-up | results equal |")
     print("|---|---|---|---|---|")

@@ -17,9 +17,9 @@ from sklearn.metrics import (
 
 from imagenet_cog.analyses import agreement, clustering, geometry, learnability, report
 from imagenet_cog.analyses.common import AnalysisInputError, load_split
-from imagenet_cog.features import write_shard
-from imagenet_cog.io import read_tsv
-from imagenet_cog.layout import Layout, analysis_figure_names, analysis_table_names
+from imagenet_cog.core.io import read_tsv
+from imagenet_cog.core.layout import Layout, analysis_figure_names, analysis_table_names
+from imagenet_cog.features.store import write_shard
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -238,7 +238,7 @@ def test_clopper_pearson_matches_a_known_interval():
 
 # agreement -------------------------------------------------------------------------------------
 def write_assignments(path, paths, labels, clusters):
-    from imagenet_cog.io import write_tsv
+    from imagenet_cog.core.io import write_tsv
 
     write_tsv(path, ["path", "label", "cluster"], zip(paths, labels, clusters))
     return str(path)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from imagenet_cog.demo import CANVAS_SCALE, prototype, render
-from imagenet_cog.demo_pretraining import pretrain, pretrain_demo_command
-from imagenet_cog.models import ModelSpec, build_model, weights_identity
+from imagenet_cog.demo.pretraining import pretrain, pretrain_demo_command
+from imagenet_cog.demo.world import CANVAS_SCALE, prototype, render
+from imagenet_cog.models.registry import ModelSpec, build_model, weights_identity
 
 CONCEPTS = ["n10000001", "n10000002", "n10000003"]
 
@@ -53,9 +53,9 @@ def test_too_few_concepts_is_a_clear_error(in1k_images, tmp_path):
 
 
 def test_texture_jitter_is_seeded_bounded_and_can_be_switched_off():
-    from imagenet_cog.demo import TEXTURE_AMPLITUDE
-    from imagenet_cog.demo_pretraining import JITTER_STRENGTH, texture_jitter
-    from imagenet_cog.splits import derived_rng
+    from imagenet_cog.core.sampling import derived_rng
+    from imagenet_cog.demo.pretraining import JITTER_STRENGTH, texture_jitter
+    from imagenet_cog.demo.world import TEXTURE_AMPLITUDE
 
     first = texture_jitter(64, 32, 0.7, derived_rng("jitter", 0))
     assert first.shape == (64, 1, 32, 32)

@@ -26,10 +26,10 @@ import yaml
 from test_features import extract, make_world, tiny  # noqa: F401  (tiny is a fixture)
 
 from conftest import SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
-from imagenet_cog.aggregate import read_probe_result
-from imagenet_cog.features import merge_shards, read_features, write_shard
-from imagenet_cog.io import write_tsv
-from imagenet_cog.layout import Layout
+from imagenet_cog.core.io import write_tsv
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.features.store import merge_shards, read_features, write_shard
+from imagenet_cog.results.summary import read_probe_result
 
 # What h5py raises when HDF5 cannot write (measured on a full 256 KB tmpfs): a RuntimeError
 # carrying the C library's errno text, not an OSError.

@@ -15,9 +15,9 @@ import pytest
 import torch
 from PIL import Image
 
-from imagenet_cog.extract import MIXED_PRECISION_TOLERANCE, FeatureExtractor, extract_shard
-from imagenet_cog.features import merge_shards, read_features, read_metadata
-from imagenet_cog.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, ModelSpec, Preprocessing
+from imagenet_cog.features.extract import MIXED_PRECISION_TOLERANCE, FeatureExtractor, extract_shard
+from imagenet_cog.features.store import merge_shards, read_features, read_metadata
+from imagenet_cog.models.registry import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, ModelSpec, Preprocessing
 
 TINY_FACTORY = """
 import torch

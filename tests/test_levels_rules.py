@@ -12,8 +12,8 @@ from typing import Iterator
 import pytest
 
 from conftest import copy_workflow, snakemake
-from imagenet_cog.io import read_lines, read_tsv
-from imagenet_cog.layout import Layout
+from imagenet_cog.core.io import read_lines, read_tsv
+from imagenet_cog.core.layout import Layout
 
 LAYOUT = Layout()
 TARGETS = [LAYOUT.levels_figure("png"), *(LAYOUT.level_concepts(f"l{k}") for k in range(1, 6))]

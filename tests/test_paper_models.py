@@ -13,7 +13,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import REPOSITORY, copy_workflow, snakemake
-from imagenet_cog.models import REGISTRY, ModelSpec, kept_models
+from imagenet_cog.models.registry import REGISTRY, ModelSpec, kept_models
 
 PAPER_MODELS = REPOSITORY / "config" / "paper_models.yaml"
 SCHEMA = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"

@@ -28,7 +28,7 @@ import yaml
 from slurm_cluster import LocalSlurmCluster
 
 from conftest import SNAKEMAKE, copy_workflow
-from imagenet_cog.layout import Layout
+from imagenet_cog.core.layout import Layout
 
 pytestmark = pytest.mark.slurm
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from imagenet_cog.io import read_tsv, write_lines, write_tsv
-from imagenet_cog.splits import (
+from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
+from imagenet_cog.splits.image_splits import (
     SplitError,
     image_splits,
     in1k_rows,
@@ -21,8 +21,8 @@ from imagenet_cog.splits import (
     published_rows,
     read_concepts,
     sample_concept,
-    split_summary,
 )
+from imagenet_cog.splits.summary import split_summary
 
 
 def make_concept(folder: Path, wnid: str, count: int, extension: str = "JPEG") -> list[str]:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import other_kind_probes_per_dataset, snakemake
-from imagenet_cog.layout import Layout
+from imagenet_cog.core.layout import Layout
 
 pytestmark = pytest.mark.e2e
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from conftest import other_probe_kinds, snakemake
-from imagenet_cog.aggregate import read_summary
-from imagenet_cog.io import read_lines, read_tsv
-from imagenet_cog.layout import Layout
-from imagenet_cog.models import is_random_weights
+from imagenet_cog.core.io import read_lines, read_tsv
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.models.registry import is_random_weights
+from imagenet_cog.results.summary import read_summary
 
 pytestmark = pytest.mark.e2e
 
@@ -225,7 +225,7 @@ def test_rater_sheets_hold_the_key_tasks_and_score(demo_run, demo_config, tmp_pa
 
 
 def test_statistics_drop_and_published_comparison_of_the_demo(demo_run, demo_config):
-    from imagenet_cog.aggregate import lin_rows, read_summary
+    from imagenet_cog.results.summary import lin_rows, read_summary
 
     layout = Layout()
     models = list(demo_config["models"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from imagenet_cog.wordnet import DEBIAN_DICT_DIR, NounGraph, Synset, build_nltk_corpus, locate_wordnet
+from imagenet_cog.levels.wordnet import DEBIAN_DICT_DIR, NounGraph, Synset, build_nltk_corpus, locate_wordnet
 
 
 @pytest.fixture(scope="session")

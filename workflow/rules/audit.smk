@@ -1,6 +1,6 @@
 # Label-noise audit (paper supp. A.3, Fig. 5): the final N = all classifier of one dataset
 # labels the test images of another; confident predictions are listed with both labels. See
-# imagenet_cog/audit.py. The classifiers are the probe jobs' files kept beside their result
+# imagenet_cog/variants/audit.py. The classifiers are the probe jobs' files kept beside their result
 # JSONs (not rule outputs, so existing probes stay up to date); a missing one is refitted.
 
 

@@ -2,7 +2,7 @@
 # sub-sampled to balanced.train_per_concept training images, same test images. Its datasets
 # balanced-<dataset> are views over the default dataset's extracted features (nothing is
 # extracted again) and are probed by the probe rule under their own names. See
-# imagenet_cog/balanced.py.
+# imagenet_cog/variants/balanced.py.
 
 
 rule balanced_split:

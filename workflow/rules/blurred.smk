@@ -1,6 +1,6 @@
 # IN-1K-blurred (paper supp. E, Tab. 4): the face-blurred release of IN-1K as dataset
 # in1k_blurred, split, extracted and probed exactly like IN-1K from its own image root
-# (data.in1k_blurred_root), and compared with IN-1K. See imagenet_cog/blurred.py.
+# (data.in1k_blurred_root), and compared with IN-1K. See imagenet_cog/variants/blurred.py.
 
 if config["mode"] == "demo":
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from snakemake.exceptions import IncompleteCheckpointException
 
-from imagenet_cog.layout import (
+from imagenet_cog.core.layout import (
     DROP_NAME,
     FIGURE_FORMATS,
     PUBLISHED_FIGURE,
@@ -25,8 +25,10 @@ from imagenet_cog.layout import (
     published_table_names,
     result_table_names,
 )
-from imagenet_cog.paper import published_model_names, resolve_paper_names
-from imagenet_cog.level_sets import LEVEL_SETS, MEASURE_TITLES, LevelError, check_level_sets
+from imagenet_cog.results.paper import published_model_names, resolve_paper_names
+from imagenet_cog.core.naming import MEASURE_TITLES
+from imagenet_cog.levels.cut import LevelError
+from imagenet_cog.levels.level_sets import check_level_sets
 
 
 def shipped_file(path):
@@ -95,7 +97,7 @@ if BLURRED_DATASETS and not (set(BLURRED_SHOTS) <= set(SHOTS) and set(BLURRED_SE
     )
 
 
-# Level sets (imagenet_cog/level_sets.py): datasets "<set>-l<k>" and "random-<NN>" are views
+# Level sets (imagenet_cog/levels/level_sets.py): datasets "<set>-l<k>" and "random-<NN>" are views
 # over the features of Lin's levels and of "pool" (eligible concepts outside Lin's levels,
 # extracted only when a configured set may need them).
 LEVEL_SET_SETTINGS = config["level_sets"]
@@ -116,7 +118,7 @@ LEVEL_SET_SHOTS = [str(shots) for shots in LEVEL_SET_SETTINGS["shots"]]
 LEVEL_SET_SEEDS = [str(seed) for seed in (LEVEL_SET_SETTINGS["seeds"] or config["probes"]["seeds"])]
 EXTRACTED_DATASET = r"in1k_blurred|in1k|l[1-9][0-9]*|pool"
 VIEW_DATASET = r"(?:wup|path|jcn|res|word2vec)-l[1-9][0-9]*|random-[0-9]{2}"
-# the class-balanced variant (imagenet_cog/balanced.py): views over a default dataset's features
+# the class-balanced variant (imagenet_cog/variants/balanced.py): views over a default dataset's features
 BALANCED_DATASET = r"balanced-(?:in1k|l[1-9][0-9]*)"
 
 
@@ -229,7 +231,7 @@ def python_command(command):
 def concept_list_inputs(wildcards):
     """The concept list, name and gloss files: config ``concepts.*`` or the files timm ships,
     resolved here so that a changed list re-runs the levels."""
-    from imagenet_cog.concepts import TIMM_FILES, ConceptError, concept_file
+    from imagenet_cog.levels.concepts import TIMM_FILES, ConceptError, concept_file
 
     try:
         return {key: str(concept_file(key, config["concepts"][key])) for key in TIMM_FILES}
@@ -384,7 +386,7 @@ def model_checkpoint_input(wildcards):
 @functools.cache
 def model_spec(model):
     """The registry spec of a ``models:`` entry; fails early on an unknown arch or path."""
-    from imagenet_cog.models import ModelSpec
+    from imagenet_cog.models.registry import ModelSpec
 
     try:
         return ModelSpec.from_config(
@@ -402,7 +404,7 @@ for configured_model in MODELS:
 @functools.cache
 def model_weights_identity(model):
     """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
-    from imagenet_cog.models import weights_identity
+    from imagenet_cog.models.registry import weights_identity
 
     if made_by_workflow(model):
         # Its digest is unknown until it is made: the settings that make it stand in for it.
@@ -434,7 +436,7 @@ def model_factory_option(model):
 
 def model_preprocessing(model):
     """The registry's preprocessing as JSON; a custom model's factory is covered by its identity."""
-    from imagenet_cog.models import registry_preprocessing
+    from imagenet_cog.models.registry import registry_preprocessing
 
     preprocessing = registry_preprocessing(model_spec(model))
     return preprocessing.to_json() if preprocessing else "factory"
@@ -631,7 +633,7 @@ ASSUMED_CUSTOM_FEATURE_DIM = 2048
 
 
 def model_feature_dim(model):
-    from imagenet_cog.models import REGISTRY
+    from imagenet_cog.models.registry import REGISTRY
 
     arch = model_spec(model).arch
     return REGISTRY[arch].feature_dim if arch in REGISTRY else ASSUMED_CUSTOM_FEATURE_DIM
@@ -838,7 +840,7 @@ def rater_sheet_targets():
 # analyses stage ----------------------------------------------------------------------------
 
 ANALYSES_CONFIG = config["analyses"]
-# Per (model, dataset) analyses switched on, in the order of imagenet_cog.layout.ANALYSES.
+# Per (model, dataset) analyses switched on, in the order of imagenet_cog.core.layout.ANALYSES.
 ENABLED_ANALYSES = [
     analysis for analysis in ("kmeans", "alignment_uniformity", "learnability") if ANALYSES_CONFIG[analysis]["enabled"]
 ]

@@ -1,6 +1,6 @@
 # Features stage: frozen-backbone features (paper Sec. 3.4.1, supp. B.1), one job per
 # (model, dataset, split, shard) so that a cluster runs shards side by side and a failed or
-# changed model re-runs only its own shards. See imagenet_cog/extract.py and features.py.
+# changed model re-runs only its own shards. See imagenet_cog/features/extract.py and features.py.
 
 
 rule extract_features:

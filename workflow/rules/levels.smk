@@ -13,7 +13,7 @@ rule wordnet_corpus:
     conda:
         CONDA_ENVIRONMENT
     params:
-        # null: NLTK's downloaded data, else /usr/share/wordnet (see imagenet_cog/wordnet.py).
+        # null: NLTK's downloaded data, else /usr/share/wordnet (see imagenet_cog/levels/wordnet.py).
         dict_dir=(f"--dict-dir {shlex.quote(config['wordnet']['dict_dir'])}" if config["wordnet"]["dict_dir"] else ""),
     shell:
         python_command("wordnet-corpus") + " {params.dict_dir} --output {output} > {log} 2>&1"

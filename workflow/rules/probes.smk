@@ -1,7 +1,7 @@
 # Probes stage: a logistic-regression probe per model x dataset x shots x seed, its (lr,
 # weight decay) tuned by Optuna on a validation split of the training features, then
 # refitted on the training set and scored once on the test set (paper Sec. 3.4.3, supp.
-# B.2). See imagenet_cog/search.py (protocol, result JSON) and imagenet_cog/probe.py (SGD).
+# B.2). See imagenet_cog/probes/search.py (protocol, result JSON) and imagenet_cog/probes/linear.py (SGD).
 #
 # The Optuna journal (PATHS.probe_study) is deliberately not an output: Snakemake deletes
 # the outputs of a failed job, and the journal is what lets a re-run resume the search.
@@ -37,7 +37,7 @@ if config["probes"]["seeds_together"]:
 
     # All seeds of one (model, dataset, N) of IN-1K and the levels in one job: the features
     # are read once, the seeds' searches train their candidates in shared passes and so do
-    # their final fits (imagenet_cog/search.py, probe_seeds). Each seed keeps its own study,
+    # their final fits (imagenet_cog/probes/search.py, probe_seeds). Each seed keeps its own study,
     # journal and result file; the other datasets (level sets, variants) keep one job per seed.
     ruleorder: probe_seeds > probe
 
@@ -111,7 +111,7 @@ rule probe_kind:
 
 
 # Principal components of a dataset's training features, once for every d and seed of the
-# pca-<d> probes (000 supp. C.2; imagenet_cog/pca.py).
+# pca-<d> probes (000 supp. C.2; imagenet_cog/probes/pca.py).
 rule pca_components:
     input:
         PATHS.features("{model}", "{dataset}", "train"),

@@ -1,6 +1,6 @@
 # Splits stage: which images each dataset uses for training and testing (paper supp. A).
 # In demo mode the images are generated first (rule demo_world) in ImageNet's layouts, so
-# the same split code reads them. See imagenet_cog/splits.py and imagenet_cog/demo.py.
+# the same split code reads them. See imagenet_cog/splits/image_splits.py and imagenet_cog/demo/world.py.
 
 
 rule demo_world:

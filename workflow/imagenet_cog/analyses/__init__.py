@@ -1,4 +1,4 @@
-"""Representation analyses of the frozen features (analyses stage).
+"""Analyses stage (``workflow/rules/analyses.smk``): representation analyses of the frozen features.
 
 Each per-(model, dataset) analysis reads the feature files the features stage wrote and
 writes one JSON ``Layout.analysis_result(model, dataset, analysis)`` holding a list
@@ -11,4 +11,6 @@ and provenance; :mod:`.report` gathers every such JSON into one tidy summary CSV
 - :mod:`.learnability`: forced-choice tasks answered in feature space (002 Eq. 1-2).
 - :mod:`.agreement`: adjusted NMI between models' clusterings (002 Sec. 5.1).
 - :mod:`.raters`: forced-choice HTML sheets for human raters and their scorer (002 Sec. 3).
+- :mod:`.report`: the summary, tables and figures of the analyses.
+- :mod:`.common`: reading a split's features, metric records and provenance.
 """

@@ -11,7 +11,8 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from ..io import atomic_output, read_tsv
+from imagenet_cog.core.io import atomic_output, read_tsv
+
 from .common import AnalysisInputError
 
 LABELS_ROW = "concepts"

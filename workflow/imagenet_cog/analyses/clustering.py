@@ -38,7 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from ..io import write_json, write_tsv
+from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.core.io import write_json, write_tsv
+
 from .common import (
     AnalysisInputError,
     l2_normalised,
@@ -218,7 +220,7 @@ def kmeans_command(argv: list[str]) -> int:
     parser.add_argument("--no-l2-normalise", action="store_true")
     parser.add_argument("--train-per-concept", type=int, default=None)
     parser.add_argument("--subsample-seed", type=int, default=0)
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)

@@ -1,4 +1,4 @@
-"""What every analysis shares: reading a split's features, the metric records, devices."""
+"""What every analysis shares: reading a split's features, the metric records, provenance."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..features import read_features
+from imagenet_cog.features.store import open_feature_file, read_features
 
 
 class AnalysisInputError(ValueError):
@@ -29,8 +29,6 @@ class SplitFeatures:
 
 def load_split(path: str | os.PathLike) -> SplitFeatures:
     """Features, labels and paths of a feature file; non-finite features are an error."""
-    from ..features import open_feature_file
-
     loaded = read_features(path)
     with open_feature_file(path) as handle:
         valid = handle["valid"][...].astype(bool)
@@ -58,17 +56,6 @@ def metric(name: str, value: float, low: float | None = None, high: float | None
         return None if number is None or not math.isfinite(float(number)) else float(number)
 
     return {"metric": name, "value": plain(value), "low": plain(low), "high": plain(high), "spread": plain(spread)}
-
-
-def torch_device(requested: str):
-    """``auto``: the GPU when torch sees one, else the CPU."""
-    import torch
-
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise AnalysisInputError("analyses.device is 'cuda' but torch sees no GPU; set it to auto or cpu.")
-    return torch.device(requested)
 
 
 def provenance(split: SplitFeatures) -> dict[str, Any]:

@@ -28,14 +28,15 @@ import time
 
 import numpy as np
 
-from ..io import write_json
+from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
+from imagenet_cog.core.io import write_json
+
 from .common import (
     AnalysisInputError,
     l2_normalised,
     load_split,
     metric,
     provenance,
-    torch_device,
     versions,
 )
 
@@ -53,7 +54,7 @@ def uniformity_loss(features: np.ndarray, t: float = 2.0, block_size: int = 1024
     """log of the mean of exp(-t ||x_i - x_j||^2) over all pairs i < j, exactly."""
     import torch
 
-    target = torch_device(device)
+    target = resolve_device(device, "analyses.device")
     count = features.shape[0]
     if count < 2:
         raise AnalysisInputError(f"uniformity needs at least 2 test images, not {count}.")
@@ -76,7 +77,7 @@ def alignment(features: np.ndarray, labels: np.ndarray, alpha: float = 2.0, devi
     """Mean ||x_i - x_j||^alpha over all pairs i < j of the same label, pooled over labels."""
     import torch
 
-    target = torch_device(device)
+    target = resolve_device(device, "analyses.device")
     total, pairs = 0.0, 0
     for label in np.unique(labels):
         members = torch.from_numpy(np.ascontiguousarray(features[labels == label], dtype=np.float32)).to(target)
@@ -115,7 +116,7 @@ def geometry_command(argv: list[str]) -> int:
     parser.add_argument("--alpha", type=float, default=2.0)
     parser.add_argument("--t", type=float, default=2.0)
     parser.add_argument("--block-size", type=int, default=1024)
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
@@ -129,7 +130,7 @@ def geometry_command(argv: list[str]) -> int:
     try:
         test = load_split(args.test)
         metrics = geometry_metrics(test.features, test.labels, args.alpha, args.t, args.block_size, args.device)
-    except AnalysisInputError as error:
+    except (AnalysisInputError, DeviceError) as error:
         log.error("%s: %s", args.test, error)
         return 1
     write_json(args.output, {
@@ -140,7 +141,7 @@ def geometry_command(argv: list[str]) -> int:
         "metrics": metrics,
         "settings": {"alpha": args.alpha, "t": args.t, "block_size": args.block_size, "device": args.device,
                      "l2_normalise": True, "pairs": "all unordered pairs of distinct test images"},
-        "device": str(torch_device(args.device)),
+        "device": str(resolve_device(args.device, "analyses.device")),
         "seconds": round(time.perf_counter() - started, 3),
         "test": provenance(test),
         "versions": versions(),

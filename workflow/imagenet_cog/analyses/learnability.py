@@ -25,7 +25,8 @@ import sys
 
 import numpy as np
 
-from ..io import read_tsv, write_json, write_tsv
+from imagenet_cog.core.io import read_tsv, write_json, write_tsv
+
 from .common import (
     AnalysisInputError,
     l2_normalised,

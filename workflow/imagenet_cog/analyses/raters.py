@@ -52,14 +52,14 @@ from pathlib import Path
 
 import numpy as np
 
-from imagenet_cog.io import (
+from imagenet_cog.core.io import (
     atomic_directory,
     read_lines,
     read_tsv,
     write_json,
     write_tsv,
 )
-from imagenet_cog.splits import derived_rng
+from imagenet_cog.core.sampling import derived_rng
 
 VARIANTS = ("coherence", "describability")
 NEGATIVE_KINDS = ("random", "hard")
@@ -141,7 +141,7 @@ def read_catalogue(path: str | os.PathLike, wnids: Iterable[str]) -> dict[str, t
 
 def concept_centroids(features_path: str | os.PathLike, split_table: str | os.PathLike) -> dict[str, np.ndarray]:
     """wnid -> mean of its L2-normalised test features, the labels mapped through the split table."""
-    from imagenet_cog.features import read_features
+    from imagenet_cog.features.store import read_features
 
     feature_set = read_features(features_path)
     label_wnids = {int(row["label"]): row["wnid"] for row in read_tsv(split_table) if row["split"] == "test"}

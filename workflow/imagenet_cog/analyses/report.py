@@ -27,24 +27,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..aggregate import (
-    RANDOM_WEIGHTS_MARK,
-    RANDOM_WEIGHTS_NOTE,
-    dataset_title,
-    write_table,
-)
-from ..figures import (
-    DATASET_LABEL,
-    ModelStyles,
-    figure_legend,
-    no_data,
-    panel_grid,
-    save_figure,
-)
-from ..io import atomic_output
-from ..layout import Layout
-from ..models import is_random_weights
-from .clustering import CLUSTERING_METRICS
+from imagenet_cog.analyses.clustering import CLUSTERING_METRICS
+from imagenet_cog.core.io import atomic_output
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import dataset_title
+from imagenet_cog.core.plots import DATASET_LABEL, ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme
+from imagenet_cog.core.tables import MISSING, RANDOM_WEIGHTS_MARK, RANDOM_WEIGHTS_NOTE, write_table
+from imagenet_cog.models.registry import is_random_weights
 
 SUMMARY_COLUMNS = ["model", "dataset", "metric", "value", "low", "high", "spread"]
 RATIO_REL_IN1K = "alignment_uniformity_ratio_rel_in1k"
@@ -57,7 +46,6 @@ METRIC_TITLES = {
     RATIO_REL_IN1K: "Align./unif. rel. IN-1K",
     "learnability_random": "Random negatives", "learnability_hard": "Hard negatives",
 }
-MISSING = "—"
 PURITY_NOTE = "Purity (000 Eq. 3): per concept, the largest share of its test images in one cluster, averaged over concepts."
 
 
@@ -270,7 +258,7 @@ def agreement_figure(agreement: dict[str, str], models: dict[str, dict]):
 
 
 def build_analysis_figures(summary, models, datasets, analyses, agreement) -> dict:
-    sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
+    set_theme()
     figures = {}
     if "kmeans" in analyses:
         figures["analyses_purity_levels"] = levels_figure(

@@ -1,0 +1,24 @@
+"""The torch device a ``features.device``, ``probes.device`` or ``analyses.device`` asks for."""
+
+from __future__ import annotations
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+class DeviceError(RuntimeError):
+    """The device asked for is not there."""
+
+
+def resolve_device(requested: str, setting: str):
+    """``auto`` is the GPU when torch sees one, else the CPU; ``cuda`` without a GPU is an
+    error naming ``setting`` (the config key the request comes from)."""
+    import torch
+
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise DeviceError(
+            f"{setting} is 'cuda' but PyTorch sees no GPU on this machine; "
+            f"set {setting} to 'auto' or 'cpu', or run the job on a GPU node."
+        )
+    return torch.device(requested)

@@ -1,0 +1,319 @@
+"""The workflow's file layout under ``results/``, in one place.
+
+Rules (through ``PATHS`` in ``workflow/rules/common.smk``), the package and the tests all
+build paths with :class:`Layout`, so the layout documented in the README is the one used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .naming import RANDOM, view_parts
+
+# results stage: the tables (each in every TABLE_FORMATS) and figures it writes
+TABLE_FORMATS = ("csv", "md", "tex")
+FIGURE_FORMATS = ("png", "pdf")
+RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", "pca", "pca_relative")
+# paired tests against the baseline and Kendall's tau of rankings (results-statistics)
+STATISTICS_TABLES = ("paired_tests", "rank_agreement")
+# drop from IN-1K to each level (results-drop): a table and a figure of the same name
+DROP_NAME = "generalization_drop"
+# ours against the paper's published top-1 (results-published)
+PUBLISHED_FIGURE = "published_vs_ours"
+# top-1 per level of every level set (level-sets-results): a table and a figure of the same name
+LEVEL_SETS_NAME = "level_sets"
+
+
+def classifier_beside(result_json: str) -> str:
+    """The classifier file kept beside an N = all probe's result JSON."""
+    return str(result_json).removesuffix(".json") + ".classifier.npz"
+
+
+def published_table_names(datasets: list[str]) -> list[str]:
+    """Every compared cell (tidy), and ours - published as models x N per dataset."""
+    return ["published_comparison", *(f"published_{dataset}" for dataset in datasets)]
+
+
+# analyses stage: the per-(model, dataset) analyses, and the tables and figures of each
+ANALYSES = ("kmeans", "alignment_uniformity", "learnability")
+ANALYSIS_TABLES = {
+    "kmeans": ("analyses_clustering",),
+    "alignment_uniformity": ("analyses_geometry",),
+    "learnability": ("analyses_learnability",),
+}
+ANALYSIS_FIGURES = {
+    "kmeans": ("analyses_purity_levels",),
+    "alignment_uniformity": ("analyses_ratio_levels", "analyses_alignment_uniformity"),
+    "learnability": ("analyses_learnability_levels",),
+    "agreement": ("analyses_agreement",),
+}
+
+
+def analysis_table_names(analyses: list[str], datasets: list[str]) -> list[str]:
+    """Tables of the switched-on analyses (``agreement``: one matrix per dataset)."""
+    names = [name for analysis in ANALYSES if analysis in analyses for name in ANALYSIS_TABLES[analysis]]
+    if "agreement" in analyses:
+        names += [f"analyses_agreement_{dataset}" for dataset in datasets]
+    return names
+
+
+def analysis_figure_names(analyses: list[str]) -> list[str]:
+    return [name for analysis, names in ANALYSIS_FIGURES.items() if analysis in analyses for name in names]
+
+
+def result_table_names(datasets: list[str]) -> list[str]:
+    """Models x datasets at N=all (absolute, relative) and models x N per dataset (both)."""
+    return [
+        "top1_levels", "relative_levels",
+        *(f"top1_{dataset}" for dataset in datasets),
+        *(f"relative_{dataset}" for dataset in datasets),
+        "probe_kinds", "pca_top1", "pca_relative",
+    ]
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: str = "results"
+
+    # levels stage ---------------------------------------------------------------
+    def wordnet_corpus(self) -> str:
+        """NLTK data folder holding ``corpora/wordnet`` built from a WordNet dict dir."""
+        return f"{self.root}/levels/nltk_data"
+
+    def concept_catalogue(self) -> str:
+        """wnid, name, gloss of every IN-21K and IN-1K concept."""
+        return f"{self.root}/levels/concepts.tsv"
+
+    def image_counts(self) -> str:
+        """wnid, n_images used for the minimum-images filter."""
+        return f"{self.root}/levels/image_counts.tsv"
+
+    def eligibility_report(self) -> str:
+        """step, description, remaining: the count after each eligibility filter."""
+        return f"{self.root}/levels/eligibility_report.tsv"
+
+    def ranking(self) -> str:
+        """Every eligible concept ranked by similarity to IN-1K, with its level or gap."""
+        return f"{self.root}/levels/ranking.tsv"
+
+    def level_summary(self) -> str:
+        """Per level: rank span, similarity range and the ties its boundaries cut through."""
+        return f"{self.root}/levels/level_summary.tsv"
+
+    def level_concepts(self, dataset: str) -> str:
+        """wnids of one dataset (``in1k`` or a level ``l1``..), one a line."""
+        return f"{self.root}/levels/{dataset}.txt"
+
+    def levels_figure(self, extension: str) -> str:
+        return f"{self.root}/levels/levels_figure.{extension}"
+
+    # level sets (besides Lin's levels above) ---------------------------------------
+    def level_set_ranking(self, level_set: str) -> str:
+        return f"{self.root}/levels/{level_set}/ranking.tsv"
+
+    def level_set_summary(self, level_set: str) -> str:
+        return f"{self.root}/levels/{level_set}/level_summary.tsv"
+
+    def level_set_overlap(self, level_set: str) -> str:
+        """Lin level x this set's level: how many concepts of the one are in the other."""
+        return f"{self.root}/levels/{level_set}/overlap_lin.tsv"
+
+    def level_set_figure(self, level_set: str, extension: str) -> str:
+        return f"{self.root}/levels/{level_set}/levels_figure.{extension}"
+
+    def random_draw(self, draw: str) -> str:
+        """The wnids of random draw ``draw`` (two digits, from 01)."""
+        return f"{self.root}/levels/random/draw-{draw}.txt"
+
+    def random_draw_overlap(self, draw: str) -> str:
+        return f"{self.root}/levels/random/overlap_lin-{draw}.tsv"
+
+    def dataset_concepts(self, dataset: str) -> str:
+        """The wnid list behind any dataset: in1k, a Lin level, ``pool``, ``<set>-l<k>`` or ``random-<NN>``."""
+        if "-" not in dataset:
+            return self.level_concepts(dataset)
+        level_set, level = view_parts(dataset)
+        return self.random_draw(level) if level_set == RANDOM else f"{self.root}/levels/{level_set}/{level}.txt"
+
+    def word_vectors_demo(self) -> str:
+        """The demo's generated word2vec text file (real runs: level_sets.word2vec.embeddings)."""
+        return f"{self.root}/demo/word_vectors.txt"
+
+    # splits and the demo world -------------------------------------------------------
+    def demo_images(self, source: str) -> str:
+        """Generated images: ``in21k`` as <root>/<wnid>/, ``in1k`` as <root>/{train,val}/<wnid>/."""
+        return f"{self.root}/demo/{source}"
+
+    def demo_concepts(self, dataset: str) -> str:
+        """The concepts of ``dataset`` that the demo world draws images for."""
+        return f"{self.root}/demo/concepts/{dataset}.txt"
+
+    def demo_pretraining_concepts(self) -> str:
+        """The IN-1K concepts the demo's network is pretrained on (IN-1K is probed on some of them)."""
+        return f"{self.root}/demo/concepts/pretraining.txt"
+
+    def demo_checkpoint(self) -> str:
+        """The demo's small network pretrained on the demo's IN-1K images (rule pretrain_demo_model)."""
+        return f"{self.root}/demo/pretrained/demo_cnn.pt"
+
+    def demo_preview(self) -> str:
+        """A few generated images of each demo dataset, one row per dataset (for the report)."""
+        return f"{self.root}/demo/preview.png"
+
+    def image_splits(self, dataset: str) -> str:
+        """path, wnid, label, split: every image of a dataset, relative to its image root;
+        label = index of wnid among the dataset's sorted wnids; train rows first, then test
+        rows, each by path."""
+        return f"{self.root}/splits/{dataset}.tsv"
+
+    def balanced_split(self, dataset: str) -> str:
+        """The class-balanced variant's split table of a default dataset (imagenet_cog/variants/balanced.py)."""
+        return f"{self.root}/splits/balanced/{dataset}.tsv"
+
+    def split_summary(self) -> str:
+        """Per dataset: concepts, images and the range of images per concept in each split."""
+        return f"{self.root}/splits/summary.tsv"
+
+    # features stage ---------------------------------------------------------------
+    def feature_shard(self, model: str, dataset: str, split: str, shard: str) -> str:
+        return f"{self.root}/features/{model}/{dataset}/{split}/shard-{shard}.h5"
+
+    def features(self, model: str, dataset: str, split: str) -> str:
+        """One HDF5 file presenting all shards of a split as single virtual datasets."""
+        return f"{self.root}/features/{model}/{dataset}/{split}.h5"
+
+    # probes stage -----------------------------------------------------------------
+    def probe_dir(self, model: str, dataset: str, kind: str = "linear") -> str:
+        """The linear probe's results sit where they did before other kinds existed; every
+        other kind has a folder of its own below the dataset."""
+        folder = f"{self.root}/probes/{model}/{dataset}"
+        return folder if kind == "linear" else f"{folder}/{kind}"
+
+    def probe_classifier(self, model: str, dataset: str, seed: str) -> str:
+        """The final classifier of an N = all probe, beside its result JSON (not a rule
+        output: imagenet_cog/probes/classifier.py describes the file and when it is written)."""
+        return classifier_beside(self.probe_result(model, dataset, "all", seed))
+
+    # label-noise audit (supp. A.3) --------------------------------------------------
+    def audit_predictions(self, model: str) -> str:
+        """Test images one dataset's classifier predicts with confidence above the threshold."""
+        return f"{self.root}/audit/{model}/confident_predictions.tsv"
+
+    def audit_shares(self, model: str) -> str:
+        """Per (classifier dataset, image dataset, seed): the share of confident predictions."""
+        return f"{self.root}/audit/{model}/shares.tsv"
+
+    def audit_contact_sheet(self, model: str) -> str:
+        """The most confident cross-predictions: image, its own label, the predicted concept."""
+        return f"{self.root}/audit/{model}/contact_sheet.png"
+
+    def probe_result(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+        return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.json"
+
+    def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+        """Optuna journal of the search; not a rule output, so it survives a failed job."""
+        return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.optuna.jsonl"
+
+    def pca_components(self, model: str, dataset: str) -> str:
+        """Principal components of a dataset's training features (imagenet_cog.probes.pca)."""
+        return f"{self.root}/probes/{model}/{dataset}/pca-components.h5"
+
+    # analyses stage: human forced-choice sheets -----------------------------------
+    def rater_sheets(self, dataset: str) -> str:
+        """Folder of self-contained HTML pages for raters (index.html lists them)."""
+        return f"{self.root}/analyses/raters/{dataset}/sheets"
+
+    def rater_key(self, dataset: str) -> str:
+        """The sheets' answer key: one row per task (kept apart from the pages)."""
+        return f"{self.root}/analyses/raters/{dataset}/key.tsv"
+
+    # results stage ----------------------------------------------------------------
+    def table(self, name: str, extension: str) -> str:
+        return f"{self.root}/tables/{name}.{extension}"
+
+    def figure(self, name: str, extension: str) -> str:
+        return f"{self.root}/figures/{name}.{extension}"
+
+    def level_sets_figure(self, extension: str) -> str:
+        """Top-1 per level of every level set, random draws as a band (paper supp. Fig. 7)."""
+        return self.figure(LEVEL_SETS_NAME, extension)
+
+    def level_sets_table(self, extension: str) -> str:
+        return self.table(LEVEL_SETS_NAME, extension)
+
+    def results_summary(self) -> str:
+        """Tidy CSV: one row per model x dataset x shots, mean/std of test top-1 over seeds."""
+        return self.table("summary", "csv")
+
+    def seed_results(self) -> str:
+        """Tidy CSV: one row per probe result (model, dataset, shots, seed, test top-1/5)."""
+        return self.table("seed_results", "csv")
+
+    def timings(self, extension: str) -> str:
+        """Seconds per model and dataset: extraction and probe benchmarks."""
+        return self.table("timings", extension)
+
+    def result_tables(self, datasets: list[str]) -> list[str]:
+        return [
+            self.table(name, extension) for name in result_table_names(datasets) for extension in TABLE_FORMATS
+        ]
+
+    def statistics_tables(self) -> list[str]:
+        return [self.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS]
+
+    def drop_outputs(self) -> list[str]:
+        return [
+            *(self.table(DROP_NAME, extension) for extension in TABLE_FORMATS),
+            *(self.figure(DROP_NAME, extension) for extension in FIGURE_FORMATS),
+        ]
+
+    def published_outputs(self, datasets: list[str]) -> list[str]:
+        return [
+            *(self.table(name, extension) for name in published_table_names(datasets) for extension in TABLE_FORMATS),
+            *(self.figure(PUBLISHED_FIGURE, extension) for extension in FIGURE_FORMATS),
+        ]
+
+    def result_figures(self) -> list[str]:
+        return [self.figure(name, extension) for name in RESULT_FIGURES for extension in FIGURE_FORMATS]
+
+    def result_targets(self, datasets: list[str]) -> list[str]:
+        """Every file of the results stage."""
+        return [
+            self.results_summary(),
+            self.seed_results(),
+            *self.result_tables(datasets),
+            *self.statistics_tables(),
+            *self.drop_outputs(),
+            *self.published_outputs(datasets),
+            self.timings("csv"),
+            self.timings("md"),
+            *self.result_figures(),
+        ]
+
+    # analyses stage -----------------------------------------------------------------
+    def analysis_result(self, model: str, dataset: str, analysis: str) -> str:
+        """JSON of one analysis: ``metrics`` [{metric, value, low, high, spread}], settings."""
+        return f"{self.root}/analyses/{model}/{dataset}/{analysis}.json"
+
+    def kmeans_assignments(self, model: str, dataset: str) -> str:
+        """path, label, cluster of every test image (the kept k-means run)."""
+        return f"{self.root}/analyses/{model}/{dataset}/kmeans_test_assignments.tsv"
+
+    def learnability_concepts(self, model: str, dataset: str) -> str:
+        """Per concept: correct answers and accuracy with random and hard negatives."""
+        return f"{self.root}/analyses/{model}/{dataset}/learnability_concepts.tsv"
+
+    def agreement_matrix(self, dataset: str) -> str:
+        """Adjusted NMI between every pair of models' k-means clusterings (and the labels)."""
+        return f"{self.root}/analyses/agreement/{dataset}.csv"
+
+    def analyses_summary(self) -> str:
+        """Tidy CSV: model, dataset, metric, value, low, high, spread."""
+        return f"{self.root}/analyses/summary.csv"
+
+    def analysis_tables(self, analyses: list[str], datasets: list[str]) -> list[str]:
+        return [self.table(name, extension) for name in analysis_table_names(analyses, datasets)
+                for extension in TABLE_FORMATS]
+
+    def analysis_figures(self, analyses: list[str]) -> list[str]:
+        return [self.figure(name, extension) for name in analysis_figure_names(analyses) for extension in FIGURE_FORMATS]

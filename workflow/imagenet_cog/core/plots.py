@@ -1,0 +1,86 @@
+"""What the figure writers share: the theme, one style per model, panels, legend, saving.
+
+Importing this module selects matplotlib's Agg backend: figures are files, never windows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from .io import atomic_output  # noqa: E402
+from .layout import FIGURE_FORMATS, Layout  # noqa: E402
+from .tables import RANDOM_WEIGHTS_MARK  # noqa: E402
+
+MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d", "H", "8"]
+DATASET_LABEL = "Dataset (semantic distance to IN-1K grows left to right)"
+PANEL_WIDTH = 3.0
+PANEL_HEIGHT = 2.6
+
+
+def set_theme() -> None:
+    """The look of every result and analysis figure."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=0.9)
+
+
+class ModelStyles:
+    """One colour and marker per model, the same in every figure of a run."""
+
+    def __init__(self, summary: pd.DataFrame):
+        models = list(dict.fromkeys(summary["model"]))
+        palette = sns.color_palette("tab10" if len(models) <= 10 else "husl", len(models))
+        labels = summary.drop_duplicates("model").set_index("model")
+        self.style = {
+            model: {
+                "color": palette[index],
+                "marker": MARKERS[index % len(MARKERS)],
+                "label": labels.loc[model, "label"] + (RANDOM_WEIGHTS_MARK if labels.loc[model, "random_weights"] else ""),
+            }
+            for index, model in enumerate(models)
+        }
+
+    def __getitem__(self, model: str) -> dict:
+        return self.style[model]
+
+
+def no_data(ax, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=8, wrap=True)
+
+
+def figure_legend(fig, axes: np.ndarray) -> None:
+    """One legend for all panels, below them (saved with ``bbox_inches="tight"``)."""
+    handles = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.tight_layout()
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(len(handles), 4), frameon=False, fontsize=7)
+
+
+def panel_grid(count: int, columns: int):
+    columns = max(1, min(columns, count))
+    rows = math.ceil(count / columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(max(4.5, PANEL_WIDTH * columns), PANEL_HEIGHT * rows), squeeze=False
+    )
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def save_figure(fig, layout: Layout, name: str, dpi: int = 200, tight: bool = True) -> None:
+    """``Layout.figure(name, extension)`` for each of ``FIGURE_FORMATS``; ``tight`` crops
+    to what is drawn (legends below the panels included)."""
+    for extension in FIGURE_FORMATS:
+        with atomic_output(layout.figure(name, extension)) as temporary:
+            fig.savefig(temporary, format=extension, dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))

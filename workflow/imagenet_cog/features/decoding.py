@@ -1,0 +1,159 @@
+"""JPEG decoding, resizing and cropping on the extraction device (``features.decode``).
+
+The host path (:class:`imagenet_cog.features.extract.ImageRows`) decodes and resizes every image
+with PIL in the DataLoader workers. On a GPU that work, not the network, bounds the
+throughput, so the device path ships the files' bytes instead and decodes a whole batch
+with torchvision's ``decode_jpeg`` on the device (nvJPEG on CUDA; libjpeg on a CPU, which
+is how the tests run the same code), then resizes (antialiased, PIL's bicubic or bilinear
+kernel), rounds to uint8 and center-crops there with the host path's sizes and rounding.
+
+Only plain 8-bit baseline or progressive JPEGs with one or three components whose file ends
+with the end-of-image marker go to the device; everything else (CMYK or YCCK, 12-bit,
+arithmetic coding, PNG or other formats named .JPEG, truncated files) goes to the host path,
+as does any file the device decoder rejects, so undecodable images are flagged exactly as
+on the host path. Both paths give the same pixels up to the decoders' IDCT and
+chroma-upsampling rounding and the resize's fixed-point rounding (a few grey levels at
+most), well within the shard's mixed-precision tolerance on the features.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger("imagenet_cog.features.decoding")
+
+DECODE_CHOICES = ("auto", "host", "device")
+# SOF0 baseline, SOF1 extended sequential, SOF2 progressive (Huffman): what nvJPEG decodes.
+DEVICE_FRAME_MARKERS = (0xC0, 0xC1, 0xC2)
+# Every other start-of-frame marker (lossless, hierarchical, arithmetic coding).
+OTHER_FRAME_MARKERS = (0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF)
+# Restart markers and TEM carry no length field.
+MARKERS_WITHOUT_LENGTH = (0x01, *range(0xD0, 0xD8))
+
+
+def choose_decode(requested: str, device) -> str:
+    """``auto`` means the host path: on an H100 node with 14 loader workers it extracted
+    676 images/s against the device path's 443 (benchmarks/README.md), as the device path
+    resizes each image of a batch with its own kernels. ``device`` is for nodes with few
+    CPU cores per GPU, where the workers' decoding is the limit."""
+    if requested not in DECODE_CHOICES:
+        raise ValueError(f"features.decode must be one of {', '.join(DECODE_CHOICES)}, not {requested!r}")
+    if requested == "auto":
+        return "host"
+    return requested
+
+
+def device_decodable(data: bytes) -> bool:
+    """Whether a file's header says it is an 8-bit, 1- or 3-component Huffman JPEG that ends
+    with its end-of-image marker (a file cut short lacks it)."""
+    if len(data) < 4 or data[:2] != b"\xff\xd8" or data.rstrip(b"\x00")[-2:] != b"\xff\xd9":
+        return False
+    position = 2
+    while position + 4 <= len(data):
+        if data[position] != 0xFF:
+            return False
+        marker = data[position + 1]
+        if marker == 0xFF:  # fill byte before a marker
+            position += 1
+            continue
+        if marker in MARKERS_WITHOUT_LENGTH:
+            position += 2
+            continue
+        length = int.from_bytes(data[position + 2:position + 4], "big")
+        if marker in DEVICE_FRAME_MARKERS:
+            if position + 10 > len(data):
+                return False
+            precision, components = data[position + 4], data[position + 9]
+            return precision == 8 and components in (1, 3)
+        if marker in OTHER_FRAME_MARKERS or marker in (0xDA, 0xD9) or length < 2:
+            return False
+        position += 2 + length
+    return False
+
+
+def output_size(width: int, height: int, size: int) -> tuple[int, int]:
+    """Shortest side to ``size``, the other rounded down, as torchvision's ``Resize(int)``."""
+    if width <= height:
+        return size, int(size * height / width)
+    return int(size * width / height), size
+
+
+def crop_offsets(width: int, height: int, size: int) -> tuple[int, int]:
+    """Left and top of the center crop, with torchvision's rounding."""
+    return int(round((width - size) / 2.0)), int(round((height - size) / 2.0))
+
+
+def resize_and_crop(image, preprocessing):
+    """A decoded uint8 [3, H, W] image on any device -> uint8 [3, size, size] on that device,
+    resized like PIL (antialiased kernel, rounded to uint8) then center-cropped."""
+    import torch
+    import torch.nn.functional as F
+
+    size = preprocessing.size
+    height, width = image.shape[-2:]
+    new_width, new_height = output_size(width, height, size)
+    resized = F.interpolate(image[None].float(), size=(new_height, new_width),
+                            mode=preprocessing.interpolation, align_corners=False, antialias=True)
+    resized = resized.round_().clamp_(0, 255).to(torch.uint8)[0]
+    left, top = crop_offsets(new_width, new_height, size)
+    return resized[:, top:top + size, left:left + size]
+
+
+class DeviceDecoder:
+    """Turns a loader batch of encoded files (and host-decoded fallbacks) into one uint8
+    [B, 3, size, size] batch on the device; files the device decoder rejects are decoded on
+    the host instead, and failures there are reported as errors (invalid rows)."""
+
+    def __init__(self, rows, device):
+        self.rows = rows  # an ImageRows: its host path is the fallback
+        self.device = device
+        self.host_decoded = 0
+
+    def _decode(self, encoded: list):
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        device = str(self.device)
+        try:
+            return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
+        except RuntimeError:
+            # One bad file fails the whole batched call: find it file by file.
+            decoded = []
+            for data in encoded:
+                try:
+                    decoded.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
+                except RuntimeError:
+                    decoded.append(None)
+            return decoded
+
+    def __call__(self, items: list, positions: list[int], errors: list[str]):
+        """``items[i]`` is an encoded file (1-D uint8, when ``is_encoded[i]``) or host pixels."""
+        import torch
+
+        size = self.rows.preprocessing.size
+        batch = torch.empty((len(items), 3, size, size), dtype=torch.uint8, device=self.device)
+        errors = list(errors)
+        encoded = [number for number, (_, is_encoded) in enumerate(items) if is_encoded]
+        decoded = self._decode([items[number][0] for number in encoded]) if encoded else []
+        from_device = dict(zip(encoded, decoded))
+        for number, (tensor, _) in enumerate(items):
+            image = from_device.get(number, tensor)
+            if image is None:
+                # The header looked fine but the device decoder refused the file.
+                self.host_decoded += 1
+                pixels, _, errors[number] = self.rows.host_item(positions[number])
+                batch[number] = pixels.to(self.device, non_blocking=True)
+            elif number in from_device:
+                batch[number] = resize_and_crop(image, self.rows.preprocessing)
+            else:
+                self.host_decoded += 1
+                batch[number] = image.to(self.device, non_blocking=True)
+        return batch, errors
+
+
+def read_encoded(path: Path):
+    """A file's bytes as a 1-D uint8 tensor, and whether the device may decode it."""
+    import torch
+
+    data = path.read_bytes()
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8), device_decodable(data)

@@ -1,0 +1,355 @@
+"""The ``extract`` and ``merge-shards`` commands: frozen-backbone features of one shard.
+
+Shard ``k`` of a split holds the split's rows ``[k * shard_size, (k + 1) * shard_size)`` in
+the order of the split table. Images are decoded and resized in DataLoader workers with
+PIL (bicubic shortest-side resize, center crop: the paper's pixels), shipped as uint8
+(a quarter of float32's bytes through pinned memory), and normalised on the device. With
+``features.decode: device`` (the default on a GPU) the workers only read the files and the
+device decodes, resizes and crops them (:mod:`imagenet_cog.features.decoding`), the host path
+remaining the fallback for files the device cannot decode.
+
+The backbone runs in channels_last memory format. On a GPU it also runs under float16
+autocast, but only after a tolerance check: the first batch is run both in float32 and
+under autocast, and when any image's feature vector differs by more than
+:data:`MIXED_PRECISION_TOLERANCE` (relative L2 error) the whole shard is computed in
+float32 instead. The precision used and the measured
+error are recorded in the shard's attributes. Float16 storage itself rounds to a relative
+error of about 5e-4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.io import read_tsv
+from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, output_size, read_encoded
+from imagenet_cog.features.store import code_version, merge_shards, write_shard
+from imagenet_cog.models.registry import ModelSpec, Preprocessing, build_model, weights_identity
+
+MIXED_PRECISION_TOLERANCE = 1e-2
+SPLIT_COLUMNS = ("path", "wnid", "label", "split")
+
+log = logging.getLogger("imagenet_cog.features.extract")
+
+
+@dataclass(frozen=True)
+class ShardRows:
+    """The rows of one shard: image paths (relative), labels and their index in the split."""
+
+    paths: list[str]
+    labels: list[int]
+    index: list[int]
+
+
+def shard_rows(split_table: str | Path, split: str, shard: int, shard_size: int) -> ShardRows:
+    rows = read_tsv(split_table)
+    if rows and not set(SPLIT_COLUMNS) <= set(rows[0]):
+        raise ValueError(
+            f"{split_table}: expected the columns {', '.join(SPLIT_COLUMNS)}; it has "
+            f"{', '.join(rows[0])}. Delete it and re-run the splits stage."
+        )
+    selected = [row for row in rows if row["split"] == split]
+    start = shard * shard_size
+    if start >= len(selected) and not (shard == 0 and not selected):
+        raise ValueError(
+            f"{split_table}: shard {shard} starts at row {start} but split '{split}' has only "
+            f"{len(selected)} rows; the split table changed since the shard list was made "
+            f"(or features.shard_size did): re-run Snakemake so it recomputes the shards."
+        )
+    chunk = selected[start:start + shard_size]
+    try:
+        labels = [int(row["label"]) for row in chunk]
+    except ValueError as error:
+        raise ValueError(f"{split_table}: a label of split '{split}' is not an integer ({error}).") from None
+    return ShardRows([row["path"] for row in chunk], labels, list(range(start, start + len(chunk))))
+
+
+def check_images_present(rows: ShardRows, image_root: Path, split_table: str | Path) -> None:
+    missing = [path for path in rows.paths if not (image_root / path).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing)} of the {len(rows.paths)} images of this shard listed in "
+            f"{split_table} are not under {image_root} (first: {image_root / missing[0]}). "
+            f"Either the image root is wrong (data.in21k_root / data.in1k_root in config.yaml) "
+            f"or the split table is stale: delete {split_table} and re-run to rebuild it."
+        )
+
+
+class ImageRows:
+    """A map-style dataset of preprocessed uint8 images; undecodable ones are flagged."""
+
+    def __init__(self, root: Path, paths: list[str], preprocessing: Preprocessing):
+        self.root = root
+        self.paths = paths
+        self.preprocessing = preprocessing
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def load(self, path: Path):
+        from PIL import Image
+
+        resample = Image.Resampling.BICUBIC if self.preprocessing.interpolation == "bicubic" else Image.Resampling.BILINEAR
+        size = self.preprocessing.size
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            new_size = output_size(*image.size, size)
+            image = image.resize(new_size, resample)
+            left, top = crop_offsets(*new_size, size)
+            image = image.crop((left, top, left + size, top + size))
+            return np.array(image, dtype=np.uint8)
+
+    def __getitem__(self, position: int):
+        return self.host_item(position)
+
+    def host_item(self, position: int):
+        """``(uint8 [3, size, size] pixels, position, error)``; zeros and the error when the
+        image cannot be decoded."""
+        import torch
+
+        path = self.root / self.paths[position]
+        try:
+            pixels = self.load(path)
+            error = ""
+        except Exception as failure:  # any decoder failure marks the row, never the job
+            size = self.preprocessing.size
+            pixels = np.zeros((size, size, 3), dtype=np.uint8)
+            error = f"{type(failure).__name__}: {failure}"
+        return torch.from_numpy(pixels).permute(2, 0, 1), position, error
+
+
+class EncodedImageRows(ImageRows):
+    """The device path's dataset: a file's bytes when the device can decode it, else the
+    host path's pixels; items are ``((tensor, is_encoded), position, error)``."""
+
+    def __getitem__(self, position: int):
+        try:
+            data, decodable = read_encoded(self.root / self.paths[position])
+        except OSError:
+            decodable = False
+        if decodable:
+            return (data, True), position, ""
+        pixels, position, error = self.host_item(position)
+        return (pixels, False), position, error
+
+
+def collate_encoded(batch):
+    import torch
+
+    items = [item[0] for item in batch]
+    positions = torch.tensor([item[1] for item in batch], dtype=torch.int64)
+    errors = [item[2] for item in batch]
+    return items, positions, errors
+
+
+def collate(batch):
+    import torch
+
+    images = torch.stack([item[0] for item in batch])
+    positions = torch.tensor([item[1] for item in batch], dtype=torch.int64)
+    errors = [item[2] for item in batch]
+    return images, positions, errors
+
+
+class FeatureExtractor:
+    """Normalises uint8 batches on the device and runs the backbone at the chosen precision."""
+
+    def __init__(self, model, device, mixed_precision: bool):
+        import torch
+
+        self.model = model
+        self.device = device
+        self.network = model.network.to(device)
+        p = model.preprocessing
+        self.mean = torch.tensor(p.mean, device=device).view(1, 3, 1, 1) * 255.0
+        self.std = torch.tensor(p.std, device=device).view(1, 3, 1, 1) * 255.0
+        # float16 where tensor cores run it; bfloat16 (float32's range) for CPU autocast.
+        self.autocast_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+        self.autocast = mixed_precision
+        self.precision = "float32"
+        self.precision_error = 0.0
+        # channels_last suits both cuDNN and oneDNN convolutions (1.8x for ResNet50 on a CPU).
+        self.network = self.network.to(memory_format=torch.channels_last)
+        self.checked = not self.autocast
+
+    def _forward(self, images, autocast: bool):
+        import torch
+
+        x = ((images.float() - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=autocast):
+            return self.network(x).float()
+
+    def __call__(self, images):
+        import torch
+
+        images = images.to(self.device, non_blocking=True)
+        with torch.inference_mode():
+            if not self.checked:
+                reference = self._forward(images, autocast=False)
+                mixed = self._forward(images, autocast=True)
+                norms = reference.norm(dim=1).clamp_min(1e-12)
+                error = float(((mixed - reference).norm(dim=1) / norms).max())
+                self.precision_error = error
+                self.checked = True
+                if error <= MIXED_PRECISION_TOLERANCE:
+                    self.precision = f"{str(self.autocast_dtype).removeprefix('torch.')}-autocast"
+                    log.info("mixed precision kept: max relative feature error %.2e <= %.0e", error, MIXED_PRECISION_TOLERANCE)
+                    return mixed
+                self.autocast = False
+                log.warning("mixed precision off for this shard: relative feature error %.2e > %.0e", error, MIXED_PRECISION_TOLERANCE)
+                return reference
+            return self._forward(images, autocast=self.autocast)
+
+
+def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, dataset: str, split: str,
+                  shard: int, shard_size: int, output: Path, batch_size: int = 256,
+                  num_workers: int = 0, dtype: str = "float16", device: str = "auto",
+                  mixed_precision: bool = True, expected_identity: str | None = None,
+                  threads: int | None = None, decode: str = "auto") -> dict:
+    """Extract one shard and write it; returns the shard's attributes."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    started = time.perf_counter()
+    rows = shard_rows(split_table, split, shard, shard_size)
+    check_images_present(rows, image_root, split_table)
+    identity = weights_identity(spec)
+    if expected_identity is not None and identity != expected_identity:
+        raise RuntimeError(
+            f"model '{spec.name}': weights changed since the workflow was planned "
+            f"({expected_identity} -> {identity}); re-run Snakemake to re-plan."
+        )
+    target = resolve_device(device, "features.device")
+    if threads:
+        # On a CPU the model needs every core and the decoding workers mostly wait for it;
+        # on a GPU the workers need the cores.
+        torch.set_num_threads(threads if target.type == "cpu" else max(1, threads - num_workers))
+    if target.type == "cuda":
+        # Deterministic convolution algorithms: re-extracting a shard gives the same bytes.
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    model = build_model(spec, identity)
+    for note in model.notes:
+        log.info(note)
+    decode = choose_decode(decode, target)
+    log.info("model %s (%s, weights %s%s): %d-d features, preprocessing %s, device %s, decoding on the %s",
+             spec.name, spec.arch, identity, " RANDOM" if model.random_weights else "",
+             model.feature_dim, model.preprocessing.to_json(), target, decode)
+    # CPUs without bfloat16 matrix units run autocast slower than float32: GPU only.
+    extractor = FeatureExtractor(model, target, mixed_precision and target.type == "cuda")
+    image_rows = (EncodedImageRows if decode == "device" else ImageRows)(image_root, rows.paths, model.preprocessing)
+    decoder = DeviceDecoder(image_rows, target) if decode == "device" else None
+    loader = DataLoader(
+        image_rows, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+        collate_fn=collate_encoded if decoder else collate,
+        pin_memory=target.type == "cuda", persistent_workers=False,
+        prefetch_factor=4 if num_workers else None,
+    )
+    storage = np.float16 if dtype == "float16" else np.float32
+    features = np.zeros((len(rows.paths), model.feature_dim), dtype=storage)
+    valid = np.ones(len(rows.paths), dtype=bool)
+    batches = len(loader)
+    report_every = max(1, batches // 10)
+    done = 0
+    loop_started = time.perf_counter()
+    for number, (images, positions, errors) in enumerate(loader, start=1):
+        if decoder:
+            images, errors = decoder(images, positions.tolist(), errors)
+        output_batch = extractor(images).cpu().numpy()
+        positions = positions.numpy()
+        for offset, (position, error) in enumerate(zip(positions, errors)):
+            if error:
+                valid[position] = False
+                output_batch[offset] = 0.0
+                log.warning("cannot decode %s (row %d of split '%s'): %s; recorded as invalid",
+                            image_root / rows.paths[position], rows.index[position], split, error)
+        features[positions] = output_batch.astype(storage)
+        done += len(positions)
+        if number % report_every == 0 or number == batches:
+            log.info("batch %d/%d, %d/%d images, %.1f images/s", number, batches, done,
+                     len(rows.paths), done / (time.perf_counter() - loop_started))
+    if not np.isfinite(features).all():
+        raise FloatingPointError(
+            f"model '{spec.name}' produced non-finite features in shard {shard}; with "
+            f"features.dtype float16 the values may overflow: set it to float32."
+        )
+    attributes = {
+        "model": spec.name, "arch": spec.arch, "weights": identity,
+        "random_weights": model.random_weights, "preprocessing": model.preprocessing.to_json(),
+        "feature_dim": model.feature_dim, "features_dtype": dtype, "dataset": dataset,
+        "split": split, "shard": shard, "shard_size": shard_size,
+        "precision": extractor.precision, "mixed_precision_error": extractor.precision_error,
+        "device": str(target), "decode": decode,
+        "host_decoded": decoder.host_decoded if decoder else len(rows.paths), "code_version": code_version(), "torch_version": str(torch.__version__),
+    }
+    write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
+    elapsed = time.perf_counter() - started
+    log.info("wrote %s: %d images (%d invalid, %d decoded on the host) in %.1f s", output,
+             len(rows.paths), int((~valid).sum()), attributes["host_decoded"], elapsed)
+    return attributes
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+
+
+def extract_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog extract",
+                                     description="Extract the features of one shard of a split.")
+    parser.add_argument("--split-table", required=True, type=Path)
+    parser.add_argument("--image-root", required=True, type=Path)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--split", required=True, choices=["train", "test"])
+    parser.add_argument("--shard", required=True, type=int)
+    parser.add_argument("--shard-size", required=True, type=int)
+    parser.add_argument("--model-name", required=True)
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--weights", default="pretrained")
+    parser.add_argument("--factory", default=None)
+    parser.add_argument("--weights-identity", default=None,
+                        help="the identity the workflow planned with; a different one fails the job")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--num-workers", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
+    parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
+                        help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
+    parser.add_argument("--output", required=True, type=Path)
+    args = parser.parse_args(argv)
+    _configure_logging()
+    spec = ModelSpec(args.model_name, args.arch, args.weights, args.factory or None)
+    extract_shard(
+        spec=spec, split_table=args.split_table, image_root=args.image_root,
+        dataset=args.dataset, split=args.split, shard=args.shard, shard_size=args.shard_size,
+        output=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
+        dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",
+        expected_identity=args.weights_identity, threads=args.threads, decode=args.decode,
+    )
+    return 0
+
+
+def merge_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog merge-shards",
+                                     description="Present a split's shards as one HDF5 file.")
+    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("shards", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    _configure_logging()
+    attributes = merge_shards(args.shards, args.output)
+    log.info("wrote %s: %d shards, %d invalid images, model %s, weights %s",
+             args.output, attributes["num_shards"], attributes["num_invalid"],
+             attributes["model"], attributes["weights"])
+    if attributes["random_weights"]:
+        log.warning("%s holds features of RANDOMLY INITIALISED weights", args.output)
+    return 0

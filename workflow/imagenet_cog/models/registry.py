@@ -1,0 +1,488 @@
+"""The model registry: how each backbone of the benchmark is built, loaded, cut and fed.
+
+A registry name (the ``arch`` of a ``models:`` entry in config.yaml) says which library
+builds the network, where it is cut (the penultimate layer: the features the classifier of
+the pretrained model reads, paper supp. B.1) and how images are preprocessed (resize the
+shortest side to S with bicubic interpolation, center crop S x S, divide by 255, normalise
+with the model's mean and std; paper supp. B.1 and Table 3).
+
+The ``weights`` of an entry is one of
+
+* ``random`` or ``random:<seed>``: seeded random initialisation (the demo and the tests;
+  every output made this way says so, see :func:`is_random_weights`);
+* ``pretrained``: the library's own download of the weights listed in the registry;
+* a checkpoint path: a state dict mapped onto the registry's network (see
+  :func:`imagenet_cog.models.checkpoints.load_checkpoint`). This is how the ResNet50 checkpoints of the self-supervised,
+  regularised and web-data models of paper Table 1 are evaluated: SimCLR-v2 (use the
+  ``simclr_v2_resnet50`` arch, which skips normalisation), MoCo-v2, MoChi, BYOL, SwAV,
+  DINO, BarlowTwins, InfoMin, OBoW, CompReSS, MixUp, Manifold-MixUp, CutMix, ReLabel,
+  Adv-Robust, MEAL-v2, MoPro, and CLIP-RN50 (``clip_resnet50``).
+
+Paper Table 1 models that neither torchvision nor timm ship are written in the project
+(:mod:`imagenet_cog.backbones`, ``library: project``), with the parameter names of their
+published checkpoints: NAT-M4 (1536-d) and T2T-ViT-t-14 (384-d). Other networks can be
+plugged in with ``arch: custom`` and a ``factory`` (a function ``factory(weights)`` returning
+``(backbone, preprocessing dict)``). Every published ResNet50 checkpoint layout of Table 1
+is listed in :data:`imagenet_cog.models.checkpoints.CHECKPOINT_LAYOUTS`; config/paper_models.yaml
+configures all 31 models (``python -m imagenet_cog models`` prints them as paper Table 3). The paper's
+EfficientNet-B1/B4 weights came from FAIR's pycls; the ``efficientnet_b1``/``_b4`` entries
+use torchvision's networks of the same architecture, feature size and input size.
+
+``torch`` is imported inside functions so that Snakemake can ask for weight identities and
+preprocessing while building the DAG without loading it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Collection
+
+from imagenet_cog.models.checkpoints import load_checkpoint
+
+# The paper's 31 models, shipped next to the workflow (README, "The paper's 31 models").
+PAPER_MODELS_CONFIG = Path(__file__).resolve().parents[3] / "config" / "paper_models.yaml"
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# CLIP's normalisation as printed in paper supp. B.1.
+CLIP_MEAN = (0.481, 0.457, 0.408)
+CLIP_STD = (0.268, 0.261, 0.275)
+# SimCLR-v2 networks take raw [0, 1] pixels.
+NO_MEAN = (0.0, 0.0, 0.0)
+NO_STD = (1.0, 1.0, 1.0)
+
+DEFAULT_RANDOM_SEED = 0
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """Shortest side to ``size`` (``interpolation``), center crop ``size``, /255, normalise."""
+
+    size: int = 224
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    interpolation: str = "bicubic"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size": self.size, "mean": list(self.mean), "std": list(self.std),
+                "interpolation": self.interpolation}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str) -> "Preprocessing":
+        """Validated preprocessing from a user's dict; ``source`` names it in errors."""
+        known = {"size", "mean", "std", "interpolation"}
+        unknown = set(values) - known
+        if unknown or "size" not in values:
+            raise ValueError(
+                f"{source}: the preprocessing dict needs 'size' and may have {sorted(known)}; "
+                f"got {sorted(values)}."
+            )
+        mean = tuple(float(v) for v in values.get("mean", IMAGENET_MEAN))
+        std = tuple(float(v) for v in values.get("std", IMAGENET_STD))
+        interpolation = values.get("interpolation", "bicubic")
+        if len(mean) != 3 or len(std) != 3 or min(std) <= 0:
+            raise ValueError(f"{source}: mean and std need three values each, std positive.")
+        if interpolation not in ("bicubic", "bilinear"):
+            raise ValueError(f"{source}: interpolation must be 'bicubic' or 'bilinear'.")
+        if int(values["size"]) < 1:
+            raise ValueError(f"{source}: size must be a positive number of pixels.")
+        return cls(int(values["size"]), mean, std, interpolation)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One registry entry. ``builder`` is the library's constructor name."""
+
+    library: str  # "torchvision", "timm" or "project" (imagenet_cog.backbones)
+    builder: str
+    feature_dim: int
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+    pretrained: str = ""  # torchvision weights enum member, or timm pretrained tag
+    paper_name: str = ""
+
+
+REGISTRY: dict[str, Architecture] = {
+    "resnet50": Architecture(
+        "torchvision", "resnet50", 2048, pretrained="ResNet50_Weights.IMAGENET1K_V1",
+        paper_name="ResNet50 (the baseline)"),
+    "resnet152": Architecture(
+        "torchvision", "resnet152", 2048, pretrained="ResNet152_Weights.IMAGENET1K_V1",
+        paper_name="a-ResNet152"),
+    "inception_v3": Architecture(
+        "torchvision", "inception_v3", 2048, Preprocessing(size=299),
+        pretrained="Inception_V3_Weights.IMAGENET1K_V1", paper_name="a-Inception-v3"),
+    # The authors' VGG19 checkpoint is torchvision's batch-normalised one.
+    "vgg19": Architecture(
+        "torchvision", "vgg19_bn", 4096, pretrained="VGG19_BN_Weights.IMAGENET1K_V1",
+        paper_name="a-VGG19"),
+    "efficientnet_b1": Architecture(
+        "torchvision", "efficientnet_b1", 1280, Preprocessing(size=240),
+        pretrained="EfficientNet_B1_Weights.IMAGENET1K_V1", paper_name="a-EfficientNet-B1"),
+    "efficientnet_b4": Architecture(
+        "torchvision", "efficientnet_b4", 1792, Preprocessing(size=380),
+        pretrained="EfficientNet_B4_Weights.IMAGENET1K_V1", paper_name="a-EfficientNet-B4"),
+    "deit_small": Architecture(
+        "timm", "deit_small_patch16_224", 384, pretrained="deit_small_patch16_224.fb_in1k",
+        paper_name="a-DeiT-S"),
+    "deit_small_distilled": Architecture(
+        "timm", "deit_small_distilled_patch16_224", 384,
+        pretrained="deit_small_distilled_patch16_224.fb_in1k", paper_name="a-DeiT-S-distilled"),
+    "deit_base_distilled_384": Architecture(
+        "timm", "deit_base_distilled_patch16_384", 768, Preprocessing(size=384),
+        pretrained="deit_base_distilled_patch16_384.fb_in1k", paper_name="a-DeiT-B-distilled"),
+    # CLIP's ResNet50 with global average pooling in place of its attention pool: the
+    # 2048-d trunk features of paper Table 3.
+    "clip_resnet50": Architecture(
+        "timm", "resnet50_clip_gap", 2048, Preprocessing(mean=CLIP_MEAN, std=CLIP_STD),
+        pretrained="resnet50_clip_gap.openai", paper_name="d-CLIP"),
+    "semi_sup_resnet50": Architecture(
+        "timm", "resnet50", 2048, pretrained="resnet50.fb_ssl_yfcc100m_ft_in1k",
+        paper_name="d-Semi-Sup"),
+    "semi_weakly_sup_resnet50": Architecture(
+        "timm", "resnet50", 2048, pretrained="resnet50.fb_swsl_ig1b_ft_in1k",
+        paper_name="d-Semi-Weakly-Sup"),
+    "simclr_v2_resnet50": Architecture(
+        "torchvision", "resnet50", 2048, Preprocessing(mean=NO_MEAN, std=NO_STD),
+        paper_name="s-SimCLR-v2 (checkpoint path only)"),
+    # Paper supp. B.1 uses S = 224 for NAT-M4 (its release was trained at 240).
+    "nat_m4": Architecture(
+        "project", "imagenet_cog.backbones.nat:nat_m4", 1536,
+        paper_name="a-NAT-M4 (checkpoint path only)"),
+    "t2t_vit_t_14": Architecture(
+        "project", "imagenet_cog.backbones.t2t_vit:t2t_vit_t_14", 384,
+        paper_name="a-T2T-ViT-t-14 (checkpoint path only)"),
+    # The demo's small network on its 32-pixel images (imagenet_cog.backbones.demo_cnn),
+    # pretrained by the workflow's rule pretrain_demo_model; in no paper.
+    "demo_cnn": Architecture(
+        "project", "imagenet_cog.backbones.demo_cnn:demo_cnn", 128,
+        Preprocessing(size=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), interpolation="bilinear"),
+        paper_name="demo only (checkpoint path only)"),
+}
+
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A ``models:`` entry of config.yaml, by its short name."""
+
+    name: str
+    arch: str
+    weights: str = "pretrained"
+    factory: str | None = None
+
+    @classmethod
+    def from_config(cls, name: str, entry: dict[str, Any],
+                    checkpoints_dir: str | os.PathLike | None = None,
+                    made_by_workflow: Collection[str] = ()) -> "ModelSpec":
+        """The spec of a ``models:`` entry; a relative checkpoint path is taken under
+        ``checkpoints_dir`` (config key ``checkpoints_dir``) when that is set. A checkpoint
+        in ``made_by_workflow`` (written by a rule, e.g. the demo's pretrained network) is
+        taken as it is and need not exist yet."""
+        weights = str(entry.get("weights", "pretrained"))
+        if (checkpoints_dir and not (is_random_weights(weights) or weights == "pretrained")
+                and not Path(weights).is_absolute()):
+            weights = str(Path(checkpoints_dir) / weights)
+        spec = cls(name, entry["arch"], weights, entry.get("factory"))
+        try:
+            spec.check(checkpoint_made_later=weights in made_by_workflow)
+        except FileNotFoundError as missing:
+            if entry.get("source"):
+                published = f" (published as '{entry['published_file']}')" if entry.get("published_file") else ""
+                raise FileNotFoundError(
+                    f"{missing} Download the checkpoint from {entry['source']}{published} and "
+                    f"save it as {weights}; README 'The paper's 31 models' says how."
+                ) from None
+            raise
+        return spec
+
+    def check(self, checkpoint_made_later: bool = False) -> None:
+        if self.arch == "custom":
+            if not self.factory or ":" not in self.factory:
+                raise ValueError(
+                    f"config.yaml: model '{self.name}' has arch 'custom' but no factory; set "
+                    f"factory: 'module:function' (a function of weights returning "
+                    f"(backbone, preprocessing dict))."
+                )
+        elif self.arch not in REGISTRY:
+            raise ValueError(
+                f"config.yaml: model '{self.name}' has unknown arch '{self.arch}'; use one of "
+                f"{', '.join(sorted(REGISTRY))}, or 'custom' with a factory."
+            )
+        elif self.weights == "pretrained" and not REGISTRY[self.arch].pretrained:
+            raise ValueError(
+                f"config.yaml: model '{self.name}' (arch '{self.arch}') has no library weights; "
+                f"set weights to a checkpoint path."
+            )
+        random_seed(self.weights)
+        if not (is_random_weights(self.weights) or self.weights == "pretrained" or checkpoint_made_later):
+            if not Path(self.weights).is_file():
+                raise FileNotFoundError(
+                    f"config.yaml: model '{self.name}': weights '{self.weights}' is neither "
+                    f"'random', 'pretrained' nor an existing checkpoint file; fix the path."
+                )
+
+
+def kept_models(models: dict[str, Any]) -> dict[str, Any]:
+    """The models of a config: a file laid over another removes one by setting it to null
+    (Snakemake merges ``models`` key by key, so it cannot drop one otherwise)."""
+    return {name: entry for name, entry in models.items() if entry is not None}
+
+
+def is_random_weights(weights_or_identity: str) -> bool:
+    """True for a weights setting or identity meaning random initialisation.
+
+    Probes and results call this on a feature file's ``weights`` attribute to mark
+    numbers that say nothing about a real model.
+    """
+    return weights_or_identity == "random" or weights_or_identity.startswith("random:")
+
+
+def random_seed(weights: str) -> int | None:
+    if not is_random_weights(weights):
+        return None
+    if weights == "random":
+        return DEFAULT_RANDOM_SEED
+    seed = weights.split(":", 1)[1]
+    if not seed.isdigit():
+        raise ValueError(f"weights '{weights}': write random or random:<non-negative integer>.")
+    return int(seed)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_identity(spec: ModelSpec) -> str:
+    """A string that changes exactly when the network's weights or code change.
+
+    ``random:<seed>``, ``torchvision:<enum>``, ``timm:<tag>``, ``sha256:<checkpoint digest>``;
+    a custom factory adds the digest of its module's source file.
+    """
+    seed = random_seed(spec.weights)
+    if seed is not None:
+        identity = f"random:{seed}"
+    elif spec.weights == "pretrained":
+        if spec.arch == "custom":
+            identity = "pretrained"
+        else:
+            architecture = REGISTRY[spec.arch]
+            identity = f"{architecture.library}:{architecture.pretrained}"
+    else:
+        identity = f"sha256:{file_sha256(spec.weights)}"
+    if spec.arch != "custom" and REGISTRY[spec.arch].library == "project":
+        # The network's code is the project's own: editing it re-extracts that model.
+        module_name = REGISTRY[spec.arch].builder.split(":", 1)[0]
+        origin = importlib.util.find_spec(module_name).origin
+        identity += f"+{module_name}@sha256:{file_sha256(origin)[:16]}"
+    if spec.arch == "custom":
+        module_name = spec.factory.split(":", 1)[0]
+        module = importlib.util.find_spec(module_name)
+        if module is None or module.origin is None:
+            raise ModuleNotFoundError(
+                f"config.yaml: model '{spec.name}': factory module '{module_name}' cannot be "
+                f"imported; put it on PYTHONPATH (e.g. next to the Snakefile)."
+            )
+        identity += f"+{spec.factory}@sha256:{file_sha256(module.origin)[:16]}"
+    return identity
+
+
+def registry_preprocessing(spec: ModelSpec) -> Preprocessing | None:
+    """The registry's preprocessing; None for custom models (their factory decides)."""
+    return None if spec.arch == "custom" else REGISTRY[spec.arch].preprocessing
+
+
+# Building networks -----------------------------------------------------------------
+
+
+def _cut_torchvision(builder: str, network):
+    """Replace the final classifier by identity so the network returns penultimate features."""
+    import torch.nn as nn
+
+    if builder.startswith(("resnet", "inception")):
+        network.fc = nn.Identity()
+    elif builder.startswith("vgg"):
+        # classifier = fc6, ReLU, Dropout, fc7, ReLU, Dropout, fc8: keep fc7's output.
+        network.classifier[6] = nn.Identity()
+    elif builder.startswith("efficientnet"):
+        network.classifier = nn.Identity()
+    else:
+        raise ValueError(f"no penultimate cut known for torchvision '{builder}'")
+    return network
+
+
+def _build_torchvision(architecture: Architecture, pretrained: bool):
+    import torchvision
+
+    builder = getattr(torchvision.models, architecture.builder)
+    options: dict[str, Any] = {}
+    if architecture.builder == "inception_v3":
+        # The pretrained Inception-v3 re-normalises ImageNet-normalised input internally and
+        # carries the auxiliary classifier; keep both for random weights too, so that the
+        # same graph runs whatever the weights.
+        options = {"aux_logits": True, "transform_input": True, "init_weights": True}
+    weights = None
+    if pretrained:
+        enum_name, member = architecture.pretrained.split(".")
+        weights = getattr(getattr(torchvision.models, enum_name), member)
+        options.pop("init_weights", None)
+    network = builder(weights=weights, **options)
+    return _cut_torchvision(architecture.builder, network)
+
+
+def _build_timm(architecture: Architecture, pretrained: bool):
+    import timm
+
+    name = architecture.pretrained if pretrained else architecture.builder
+    # num_classes=0 makes timm return the pooled pre-logits features.
+    return timm.create_model(name, pretrained=pretrained, num_classes=0)
+
+
+def _build_project(architecture: Architecture, pretrained: bool):
+    from torch import nn
+
+    module_name, function_name = architecture.builder.split(":")
+    network = getattr(importlib.import_module(module_name), function_name)()
+    # Cut the ImageNet classifier: NAT-M4 names it 'classifier', T2T-ViT 'head'.
+    for classifier in ("classifier", "head"):
+        if hasattr(network, classifier):
+            setattr(network, classifier, nn.Identity())
+    return network
+
+
+BUILDERS = {"torchvision": _build_torchvision, "timm": _build_timm, "project": _build_project}
+
+
+def _call_factory(spec: ModelSpec):
+    module_name, function_name = spec.factory.split(":", 1)
+    module = importlib.import_module(module_name)
+    factory: Callable = getattr(module, function_name)
+    result = factory(spec.weights)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise TypeError(
+            f"config.yaml: model '{spec.name}': factory {spec.factory} must return "
+            f"(backbone, preprocessing dict), got {type(result).__name__}."
+        )
+    backbone, preprocessing = result
+    return backbone, Preprocessing.from_dict(dict(preprocessing), f"factory {spec.factory}")
+
+
+@dataclass
+class LoadedModel:
+    """A frozen backbone in eval mode, ready for feature extraction."""
+
+    spec: ModelSpec
+    network: Any
+    preprocessing: Preprocessing
+    feature_dim: int
+    weights_identity: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def random_weights(self) -> bool:
+        return is_random_weights(self.weights_identity)
+
+
+def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
+    """Build, load and cut the backbone of ``spec``; the feature size is measured."""
+    import torch
+
+    spec.check()
+    identity = identity or weights_identity(spec)
+    seed = random_seed(spec.weights)
+    notes: list[str] = []
+    # Seed also for checkpoints: layers the checkpoint leaves alone are then reproducible.
+    torch.manual_seed(DEFAULT_RANDOM_SEED if seed is None else seed)
+    if spec.arch == "custom":
+        network, preprocessing = _call_factory(spec)
+    else:
+        architecture = REGISTRY[spec.arch]
+        network = BUILDERS[architecture.library](architecture, pretrained=spec.weights == "pretrained")
+        preprocessing = architecture.preprocessing
+        if seed is None and spec.weights != "pretrained":
+            notes.append(load_checkpoint(network, spec.weights))
+    network.eval()
+    for parameter in network.parameters():
+        parameter.requires_grad_(False)
+    with torch.inference_mode():
+        probe = torch.zeros(1, 3, preprocessing.size, preprocessing.size)
+        output = network(probe)
+    if output.ndim != 2:
+        raise ValueError(
+            f"model '{spec.name}': the backbone returns shape {tuple(output.shape)}; it must "
+            f"return one feature vector per image ([batch, dim])."
+        )
+    feature_dim = int(output.shape[1])
+    if spec.arch != "custom" and feature_dim != REGISTRY[spec.arch].feature_dim:
+        raise AssertionError(
+            f"registry entry '{spec.arch}' gives {feature_dim}-d features, expected "
+            f"{REGISTRY[spec.arch].feature_dim}"
+        )
+    return LoadedModel(spec, network, preprocessing, feature_dim, identity, notes)
+
+
+def describe_registry() -> list[dict[str, Any]]:
+    """One row per registry entry (for docs and tests)."""
+    return [
+        {"arch": name, "library": a.library, "builder": a.builder, "feature_dim": a.feature_dim,
+         "pretrained": a.pretrained, "paper_name": a.paper_name, **a.preprocessing.to_dict()}
+        for name, a in REGISTRY.items()
+    ]
+
+
+def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paper Table 3 for config ``models:`` entries: name (Table 1's, else the label or key),
+    category, arch, input size S and feature dim (the registry's; a custom model's factory
+    decides both, shown as '?')."""
+    rows = []
+    for key, entry in models.items():
+        architecture = REGISTRY.get(entry["arch"])
+        rows.append({
+            "name": entry.get("label") or entry.get("paper_name") or key,
+            "category": entry.get("category") or "other",
+            "arch": entry["arch"],
+            "input_size": architecture.preprocessing.size if architecture else "?",
+            "feature_dim": architecture.feature_dim if architecture else "?",
+        })
+    return rows
+
+
+def describe_models_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagenet_cog models",
+        description="Paper Table 3 for the models of a config: name, category, input size S, "
+                    "feature dim (a tab-separated table); without --config, the registry.")
+    parser.add_argument("--config", type=Path, default=PAPER_MODELS_CONFIG,
+                        help="a config with 'models:' (default: the paper's 31, %(default)s); "
+                             "'registry' lists the registry's architectures instead")
+    args = parser.parse_args(argv)
+    if str(args.config) == "registry":
+        # A registry entry's paper name carries Table 1's category prefix (a-, s-, d-).
+        groups = {"a": "architecture", "s": "self-supervision", "r": "regularization", "d": "data"}
+        rows = [{"name": row["paper_name"], "category": groups.get(row["paper_name"][:2].rstrip("-"), "baseline"),
+                 "arch": row["arch"], "input_size": row["size"], "feature_dim": row["feature_dim"]}
+                for row in describe_registry()]
+    else:
+        import yaml
+
+        if not args.config.is_file():
+            parser.error(f"--config {args.config}: no such file")
+        rows = describe_models(kept_models(yaml.safe_load(args.config.read_text())["models"]))
+    columns = ["name", "category", "arch", "input_size", "feature_dim"]
+    print("\t".join(columns))
+    for row in rows:
+        print("\t".join(str(row[column]) for column in columns))
+    return 0

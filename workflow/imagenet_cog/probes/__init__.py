@@ -1,0 +1,10 @@
+"""Probes stage (``workflow/rules/probes.smk``; paper Sec. 3.4.3, supp. B.2, C.2, C.3).
+
+- :mod:`.probe`: the ``probe`` command, one job from its feature files to its result JSONs.
+- :mod:`.search`: the protocol of a job: validation split, few-shot samples, the Optuna
+  search, the final fit and the result fields (several seeds of one dataset and N at once).
+- :mod:`.linear`: linear probes trained with SGD (closed-form gradient, stacked candidates).
+- :mod:`.mlp`: the MLP probe kinds.
+- :mod:`.pca`: principal components for the ``pca-<d>`` kinds (``pca-components``).
+- :mod:`.classifier`: the final N = all classifier kept beside a result, and its refit.
+"""

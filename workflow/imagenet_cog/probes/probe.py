@@ -1,0 +1,150 @@
+"""The ``probe`` command: one probe job, from its feature files to its result JSONs.
+
+It reads the training labels, then only the training rows its seeds use (a few-shot run
+needs about a fifth of the file) and the test features; projects both onto the first d
+principal components for the ``pca-<d>`` kind (:mod:`imagenet_cog.probes.pca`); runs the
+search and final fit of every seed (:mod:`imagenet_cog.probes.search`, which documents the
+result JSON); writes each seed's result atomically; and, for the linear probe at N = all,
+keeps the final classifier beside it (:mod:`imagenet_cog.probes.classifier`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import numpy as np
+
+from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.probes.search import PROBE_KINDS, ProbeDataError, SearchSettings, probe_seeds, rows_used
+
+log = logging.getLogger("imagenet_cog.probes.probe")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe", description=__doc__.split("\n")[0])
+    parser.add_argument("--train", required=True, help="training features (HDF5)")
+    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    parser.add_argument("--output", required=True, nargs="+", help="result JSON, one per seed")
+    parser.add_argument("--study", required=True, nargs="+", help="Optuna journal file (kept across runs), one per seed")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--shots", required=True, help="samples per class, or 'all'")
+    parser.add_argument("--seed", type=int, required=True, nargs="+",
+                        help="the run's seed; several seeds of one dataset and N share their passes")
+    defaults = SearchSettings()
+    parser.add_argument("--trials", type=int, default=defaults.trials)
+    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--momentum", type=float, default=defaults.momentum)
+    parser.add_argument("--lr-range", type=float, nargs=2, default=defaults.lr_range)
+    parser.add_argument("--wd-range", type=float, nargs=2, default=defaults.wd_range)
+    parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
+    parser.add_argument("--trials-per-batch", type=int, default=defaults.trials_per_batch)
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
+                        help="matmul operands; auto: bfloat16 where the device multiplies it natively")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
+    parser.add_argument("--kind", choices=PROBE_KINDS, default=defaults.kind, help="the probe's kind")
+    parser.add_argument("--hidden-width", type=int, default=defaults.hidden_width, help="MLP kinds: units per hidden layer")
+    parser.add_argument("--hidden-layers", type=int, default=defaults.hidden_layers, help="MLP kinds: hidden layers")
+    parser.add_argument("--pca-dim", type=int, default=0, help="pca kind: principal components kept (d)")
+    parser.add_argument("--pca-components", help="pca kind: the components file (pca-components)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """``probe``: search, fit and score one probe per seed; writes each result JSON atomically."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if not len(args.seed) == len(args.output) == len(args.study) or len(set(args.seed)) != len(args.seed):
+        raise SystemExit("--seed, --output and --study take one value per seed, and the seeds must differ")
+    if args.shots != "all" and not (args.shots.isdigit() and int(args.shots) > 0):
+        raise SystemExit(f"--shots must be a positive integer or 'all', not {args.shots!r}")
+    import torch
+
+    from imagenet_cog.core.io import write_json
+    from imagenet_cog.features.store import read_features, read_labels
+
+    torch.set_num_threads(max(1, args.threads))
+    for name, (low, high) in (("lr_range", args.lr_range), ("wd_range", args.wd_range)):
+        if not 0 < low < high:
+            log.error("probes.%s must be [low, high] with 0 < low < high, not [%s, %s]; fix config.yaml.", name, low, high)
+            return 1
+    where = f"{args.dataset} ({args.train})"
+    # A few-shot run reads only the rows it uses (its validation split and N-shot samples).
+    train_labels = read_labels(args.train)
+    try:
+        used = [rows_used(train_labels, args.shots, seed, args.val_fraction, where) for seed in args.seed]
+    except ProbeDataError as error:
+        log.error("%s", error)
+        return 1
+    train_rows = None if any(rows is None for rows in used) else np.unique(np.concatenate(used))
+    train = read_features(args.train, rows=train_rows)
+    test = read_features(args.test)
+    train_features, test_features = train.features, test.features
+    if args.kind == "pca":
+        from imagenet_cog.probes.pca import check_dim, read_components
+
+        if not args.pca_components:
+            log.error("--kind pca needs --pca-components")
+            return 1
+        components = read_components(args.pca_components)
+        try:
+            check_dim(args.pca_dim, components, f"{args.dataset} ({args.pca_components})")
+        except ValueError as error:
+            log.error("%s", error)
+            return 1
+        train_features = components.project(train_features, args.pca_dim)
+        test_features = components.project(test_features, args.pca_dim)
+    settings = SearchSettings(
+        trials=args.trials,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        momentum=args.momentum,
+        lr_range=tuple(args.lr_range),
+        wd_range=tuple(args.wd_range),
+        val_fraction=args.val_fraction,
+        trials_per_batch=args.trials_per_batch,
+        precision=args.precision,
+        kind=args.kind,
+        hidden_width=args.hidden_width,
+        hidden_layers=args.hidden_layers,
+        pca_dim=args.pca_dim if args.kind == "pca" else 0,
+    )
+    try:
+        results = probe_seeds(
+            train_features, train_labels, test_features, test.labels,
+            shots=args.shots, seeds=args.seed, settings=settings, journals=args.study,
+            device=args.device, where=where, test_path=args.test, train_rows=train_rows,
+            return_classifier=args.shots == "all" and args.kind == "linear",
+        )
+    except ProbeDataError as error:
+        log.error("%s", error)
+        return 1
+    for output, result in zip(args.output, results):
+        classifier = result.pop("classifier", None)
+        result = {
+            "model": args.model,
+            "dataset": args.dataset,
+            "probe": settings.probe_name,
+            "random_weights": bool(train.metadata.get("random_weights", False)),
+            **result,
+        }
+        write_json(output, result)
+        if classifier is not None:
+            # Written after the result JSON and not a rule output, so adding it reran no probe;
+            # the label-noise audit refits a missing one (see imagenet_cog/probes/classifier.py).
+            from imagenet_cog.probes.classifier import ClassifierError, keep_classifier
+
+            try:
+                keep_classifier(output, result, *classifier, args.train)
+            except ClassifierError as error:
+                log.warning("classifier not kept (the audit refits it): %s", error)
+        log.info(
+            "%s %s shots=%s seed=%d: val_top1=%.2f test_top1=%.2f test_top5=%.2f in %.1f s",
+            args.model, args.dataset, args.shots, result["seed"], result["val_top1"], result["test_top1"],
+            result["test_top5"], result["timings"]["total_s"],
+        )
+    return 0

@@ -1,0 +1,563 @@
+"""Tuned probes: Optuna search on a validation split, then one final fit (Sec. 3.4.3).
+
+The protocol of one probe job (the ``probe`` command, :mod:`imagenet_cog.probes.probe`,
+reads its files and writes its results). For one (model, dataset, shots, seed):
+
+1. Validation split: ``int(val_fraction * n_c)`` training samples of each class c, drawn
+   with the seed, form the validation set; the rest (the "80% part") is the search's
+   training set. The test set is not read until the search is over.
+2. Few-shot (``shots`` = N): N samples per class drawn with the seed from the 80% part;
+   the validation set stays full size.
+3. Search: Optuna's multivariate TPE sampler seeded with the run seed proposes
+   ``trials`` (lr, weight decay) pairs, log-uniform in ``lr_range`` / ``wd_range``; each is
+   scored by the top-1 on the validation set after the last epoch.
+4. Final fit: a probe trained with the best pair on the full training set (for N shots,
+   N per class drawn afresh with the seed from the full training set, as the authors'
+   scripts do) and scored once on the test set (top-1 and top-5, percent).
+
+Several seeds of one dataset and N can run in one job (``--seed`` with several values,
+``probes.seeds_together``): the features are read once, each round of the search trains the
+next candidates of every seed's study in one pass, and the final fits share one pass. Each
+seed keeps its own selections, study, journal, random draws and result, so its result is
+the one its own job gives (the batched products may change the last bits of a weight).
+
+The study lives in an Optuna journal file next to the result. It is not a rule output,
+so it survives a failed or killed job, and a re-run resumes it: trials left running by a
+killed job are marked failed, and only the complete trials still missing are run. The
+study's name is a hash of everything that defines its trials (the training features and
+labels, the split, the SGD and search settings), so changing any of them starts a new
+study in the same journal instead of mixing incompatible trials.
+
+Result JSON (``Layout.probe_result``), one object:
+    model, dataset, probe (the kind: linear, mlp, mlp_noact, pca-<d>; absent in results written
+    before other kinds existed, which are linear), shots ("all" or an int), seed
+    best_params {lr, weight_decay}, val_top1, test_top1, test_top5 (percent)
+    n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials)
+    n_train (samples of the final fit), n_test, n_classes, feature_dim (d for pca-<d>), random_weights
+    settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
+              trials_per_batch, precision (as configured); MLP kinds also kind,
+              hidden_width, hidden_layers; pca also kind, pca_dim}, study {journal, name, resumed_trials}
+    timings {search_s, final_s, total_s} (of the whole job when seeds shared it),
+    seeds_together (the seeds of the job, this one included; absent in older results),
+    versions {imagenet_cog, torch, optuna, numpy},
+    device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("imagenet_cog.probes.search")
+
+VALIDATION_STREAM, SEARCH_SHOTS_STREAM, FINAL_SHOTS_STREAM, FINAL_FIT_STREAM = range(4)
+
+
+class ProbeDataError(ValueError):
+    """The features cannot support the requested probe (too few samples, unknown classes)."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    trials: int = 30
+    epochs: int = 100
+    batch_size: int = 1024
+    momentum: float = 0.9
+    lr_range: tuple[float, float] = (0.1, 100.0)
+    wd_range: tuple[float, float] = (1e-12, 1e-4)
+    val_fraction: float = 0.2
+    trials_per_batch: int = 1
+    precision: str = "auto"
+    # the probe's kind (PROBE_KINDS) and, for the MLP kinds, its hidden layers
+    kind: str = "linear"
+    hidden_width: int = 2048
+    hidden_layers: int = 2
+    # the pca kind: principal components the features were projected onto
+    pca_dim: int = 0
+
+    def defining(self) -> dict:
+        """The settings that shape the probe; the linear probe's are those it had before
+        other kinds existed, so its study names and result JSONs stay as they were."""
+        fields = asdict(self)
+        unused = {
+            "linear": ("kind", "hidden_width", "hidden_layers", "pca_dim"),
+            "pca": ("hidden_width", "hidden_layers"),
+        }.get(self.kind, ("pca_dim",))
+        for key in unused:
+            fields.pop(key)
+        return fields
+
+    @property
+    def probe_name(self) -> str:
+        """The kind as result paths and the summary name it: linear, mlp, mlp_noact, pca-<d>."""
+        return f"pca-{self.pca_dim}" if self.kind == "pca" else self.kind
+
+    @property
+    def normalised_inputs(self) -> bool:
+        """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (000 C.3)."""
+        return self.kind in ("linear", "pca")
+
+
+PROBE_KINDS = ("linear", "mlp", "mlp_noact", "pca")
+
+
+# data selection -------------------------------------------------------------------------
+
+
+def _stream(seed: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng([seed, purpose])
+
+
+def validation_split(labels: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, validation): ``int(val_fraction * n_c)`` of each class c validate."""
+    rng = _stream(seed, VALIDATION_STREAM)
+    train, validation = [], []
+    for label in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == label))
+        held_out = int(val_fraction * members.size)
+        validation.append(members[:held_out])
+        train.append(members[held_out:])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(validation))
+
+
+def few_shot_subset(
+    labels: np.ndarray, candidates: np.ndarray, shots: int, seed: int, stream: int, where: str
+) -> np.ndarray:
+    """``shots`` indices of each class among ``candidates``, drawn with the seed.
+
+    ``where`` names the data in the error raised when a class has fewer samples.
+    """
+    rng = _stream(seed, stream)
+    chosen = []
+    for label in np.unique(labels):
+        members = candidates[labels[candidates] == label]
+        if members.size < shots:
+            raise ProbeDataError(
+                f"{where}: class {label} has {members.size} samples, fewer than shots={shots} "
+                f"(classes are the split table's labels); remove {shots} from probes.shots in "
+                f"config.yaml, or give this class more images."
+            )
+        chosen.append(rng.choice(members, size=shots, replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
+def run_selections(
+    train_labels: np.ndarray, shots: str, seed: int, val_fraction: float, where: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices (search, validation, final fit) of one run into its training set."""
+    search_part, validation_part = validation_split(train_labels, val_fraction, seed)
+    if validation_part.size == 0:
+        raise ProbeDataError(
+            f"{where}: val_fraction={val_fraction} leaves no validation sample in any class "
+            f"(at most {np.unique(train_labels, return_counts=True)[1].max(initial=0)} per class); "
+            f"raise probes.val_fraction."
+        )
+    final_part = np.arange(train_labels.size)
+    if shots != "all":
+        search_part = few_shot_subset(
+            train_labels, search_part, int(shots), seed, SEARCH_SHOTS_STREAM,
+            f"{where}, search split (training samples left after holding out validation)",
+        )
+        final_part = few_shot_subset(train_labels, final_part, int(shots), seed, FINAL_SHOTS_STREAM, f"{where}, training set")
+    return search_part, validation_part, final_part
+
+
+def rows_used(train_labels: np.ndarray, shots: str, seed: int, val_fraction: float, where: str) -> np.ndarray | None:
+    """The training rows a run reads (sorted), or None when it reads them all (N = all).
+
+    A few-shot run trains on N per class but validates on the full validation split, so
+    it needs about ``val_fraction`` of the rows plus its two N-shot samples.
+    """
+    if shots == "all":
+        return None
+    return np.unique(np.concatenate(run_selections(train_labels, shots, seed, val_fraction, where)))
+
+
+# the study --------------------------------------------------------------------------------
+
+
+def study_name(
+    train_features: np.ndarray, train_labels: np.ndarray, settings: SearchSettings, shots: str, seed: int, data=None
+) -> str:
+    """A name that changes whenever anything that defines the study's trials changes.
+
+    ``data``: :func:`data_digest` of the same features and labels, when several studies
+    share them (it is copied, not changed).
+    """
+    digest = (data if data is not None else data_digest(train_features, train_labels)).copy()
+    defining = {k: v for k, v in settings.defining().items() if k != "trials"}
+    digest.update(json.dumps({**defining, "shots": shots, "seed": seed}, sort_keys=True).encode())
+    return f"probe-{digest.hexdigest()}"
+
+
+def data_digest(train_features: np.ndarray, train_labels: np.ndarray):
+    """The hash of the training data a study's name starts from."""
+    digest = hashlib.blake2b(digest_size=10)
+    digest.update(np.ascontiguousarray(train_features).data)
+    digest.update(np.ascontiguousarray(train_labels, dtype=np.int64).data)
+    return digest
+
+
+def open_study(journal: str, name: str, seed: int):
+    """Create or resume the study; trials a killed job left running are marked failed."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # Absolute, as Optuna's lock is a symlink to the journal, resolved from the link's folder.
+    path = Path(journal).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Snakemake runs one job per result, so a lock beside the journal was left by a killed job
+    # (SIGKILL leaves Optuna's symlink behind); waiting for it would never end.
+    lock = Path(f"{path}.lock")
+    if lock.is_symlink() or lock.exists():
+        log.warning("%s: removing the lock a killed job left", lock)
+        lock.unlink()
+    storage = JournalStorage(JournalFileBackend(str(path)))
+    # A resumed study must not replay the first proposals of the fresh one, so its sampler
+    # is seeded with the run seed and the number of trials already recorded.
+    existing = next((s.n_trials for s in optuna.get_all_study_summaries(storage) if s.study_name == name), 0)
+    sampler_seed = seed if existing == 0 else int(np.random.SeedSequence([seed, existing]).generate_state(1)[0])
+    sampler = optuna.samplers.TPESampler(multivariate=True, seed=sampler_seed)
+    study = optuna.create_study(
+        study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+    )
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        study.tell(trial.number, state=TrialState.FAIL)
+    return study
+
+
+def scored_trials(study, limit: int) -> list[dict]:
+    """The first ``limit`` complete trials, in order."""
+    from optuna.trial import TrialState
+
+    complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
+    return [
+        {
+            "number": trial.number,
+            "lr": trial.params["lr"],
+            "weight_decay": trial.params["weight_decay"],
+            "val_top1": trial.value,
+            "diverged": bool(trial.user_attrs.get("diverged", False)),
+        }
+        for trial in complete[:limit]
+    ]
+
+
+def shares_passes(settings: SearchSettings) -> bool:
+    """Whether runs of this kind train together (:func:`imagenet_cog.probes.linear.train_probe_runs`);
+    the MLP kinds train one run at a time."""
+    return settings.kind in ("linear", "pca")
+
+
+def train_runs(features, labels, rows: list, num_classes: int, lrs: list, weight_decays: list, settings: SearchSettings,
+               seeds: list[int], precision: str) -> list:
+    """Each run's probes: run r trains ``lrs[r]`` on the rows ``rows[r]`` (a device index
+    tensor, or None for every row) of ``features``, seeded with ``seeds[r]``. Linear kinds
+    share one pass when every run has as many rows and candidates; otherwise, and for the
+    MLP kinds, the runs train one after another."""
+    import torch
+
+    from imagenet_cog.probes.linear import SGDSchedule, train_probe_runs
+
+    schedule = SGDSchedule(settings.epochs, settings.batch_size, settings.momentum)
+    sizes = {features.shape[0] if part is None else part.numel() for part in rows}
+    if shares_passes(settings) and len(sizes) == 1 and len({len(rates) for rates in lrs}) == 1:
+        stacked = None if all(part is None for part in rows) else torch.stack([
+            torch.arange(features.shape[0], device=features.device) if part is None else part for part in rows
+        ])
+        return train_probe_runs(features, labels, num_classes, stacked, lrs, weight_decays, schedule, seeds, precision)
+    trainer = probe_trainer(settings)
+    return [
+        trainer(
+            *(features, labels) if part is None else (features.index_select(0, part), labels.index_select(0, part)),
+            num_classes, lrs=rates, weight_decays=decays, schedule=schedule, seed=seed, precision=precision,
+        )
+        for part, rates, decays, seed in zip(rows, lrs, weight_decays, seeds)
+    ]
+
+
+def run_searches(studies: list, features, labels, search_rows: list, validation_rows: list, num_classes: int,
+                 settings: SearchSettings, seeds: list[int], precision: str) -> None:
+    """Run trials until every study has ``settings.trials`` complete ones.
+
+    Study r trains on the rows ``search_rows[r]`` and is scored on ``validation_rows[r]`` of
+    ``features``/``labels`` (tensors on the probe device; ``precision`` is the resolved
+    matmul precision). Each round asks every unfinished study for its next candidates
+    (``trials_per_batch`` of them) and trains them together: each study is exactly the
+    sequential search it would be alone, and the studies share the passes.
+    """
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import TrialState
+
+    space = {
+        "lr": FloatDistribution(*settings.lr_range, log=True),
+        "weight_decay": FloatDistribution(*settings.wd_range, log=True),
+    }
+    while True:
+        pending = {}
+        for run, study in enumerate(studies):
+            done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            if done < settings.trials:
+                pending[run] = [study.ask(space) for _ in range(min(settings.trials_per_batch, settings.trials - done))]
+        if not pending:
+            return
+        runs = list(pending)
+        trained = train_runs(
+            features, labels, [search_rows[run] for run in runs], num_classes,
+            [[t.params["lr"] for t in pending[run]] for run in runs],
+            [[t.params["weight_decay"] for t in pending[run]] for run in runs],
+            settings,
+            [int(np.random.SeedSequence([seeds[run], pending[run][0].number]).generate_state(1)[0]) for run in runs],
+            precision,
+        )
+        for run, probes in zip(runs, trained):
+            accuracies = probes.topk_accuracy(features, labels, ks=(1,), rows=validation_rows[run])[:, 0].tolist()
+            for trial, accuracy, diverged in zip(pending[run], accuracies, probes.diverged):
+                trial.set_user_attr("diverged", diverged)
+                studies[run].tell(trial, accuracy)
+                log.info(
+                    "seed %d trial %d: lr=%.4g weight_decay=%.3g val_top1=%.2f%s",
+                    seeds[run], trial.number, trial.params["lr"], trial.params["weight_decay"], accuracy,
+                    " (diverged)" if diverged else "",
+                )
+
+
+def probe_trainer(settings: SearchSettings):
+    """``train(features, labels, num_classes, lrs, weight_decays, schedule, seed, precision)``
+    of the settings' kind."""
+    from functools import partial
+
+    from imagenet_cog.probes.linear import train_probes
+    from imagenet_cog.probes.mlp import train_mlps
+
+    if settings.kind not in PROBE_KINDS:
+        raise ValueError(f"probe kind must be one of {PROBE_KINDS}, not {settings.kind!r}")
+    if settings.kind in ("linear", "pca"):
+        return train_probes
+    return partial(
+        train_mlps, hidden_width=settings.hidden_width, hidden_layers=settings.hidden_layers,
+        relu=settings.kind == "mlp",
+    )
+
+
+def final_fit_seed(seed: int) -> int:
+    return int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0])
+
+
+def final_fit(features, labels, num_classes: int, best: dict, settings: SearchSettings, seed: int, precision: str):
+    """The final probe: the best (lr, weight decay) trained on the final-fit rows.
+
+    Deterministic for given rows, settings, seed and precision on one device, so the
+    label-noise audit can refit a classifier that was not kept (imagenet_cog/probes/classifier.py); a
+    final fit that shared its passes with other seeds' is the same probe.
+    """
+    return train_runs(
+        features, labels, [None], num_classes, [[best["lr"]]], [[best["weight_decay"]]], settings,
+        [final_fit_seed(seed)], precision,
+    )[0]
+
+
+# one probe job ----------------------------------------------------------------------------
+
+
+def contiguous_labels(train_labels: np.ndarray, test_labels: np.ndarray, test_path: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Labels renumbered 0..C-1 over the training classes; test classes must be among them."""
+    classes = np.unique(train_labels)
+    unknown = np.setdiff1d(np.unique(test_labels), classes)
+    if unknown.size:
+        raise ProbeDataError(
+            f"{test_path}: test labels {unknown[:10].tolist()} do not occur in the training features; "
+            f"train and test features of a dataset must come from the same split list (rerun the "
+            f"splits and features rules for this dataset)."
+        )
+    return np.searchsorted(classes, train_labels), np.searchsorted(classes, test_labels), int(classes.size)
+
+
+def normalised_on_device(features: np.ndarray, device, precision: str, where: str, normalise: bool = True):
+    """Features on the probe device, L2-normalised unless ``normalise`` is false (the MLP
+    kinds read raw features); non-finite values are an extraction fault."""
+    import torch
+
+    from imagenet_cog.probes.linear import feature_dtype, l2_normalise
+
+    loaded = torch.from_numpy(np.ascontiguousarray(features)).to(device)
+    dtype = feature_dtype(precision, device, loaded.dtype)
+    on_device = l2_normalise(loaded, dtype) if normalise else loaded.to(dtype)
+    if not bool(torch.isfinite(on_device).all()):
+        raise ProbeDataError(
+            f"{where}: the features contain NaN or infinite values; delete the feature files of "
+            f"this model and dataset and extract them again (features.dtype: float32 if a model's "
+            f"activations overflow float16)."
+        )
+    return on_device
+
+
+def probe_dataset(
+    train_features: np.ndarray,
+    train_labels: np.ndarray,
+    test_features: np.ndarray,
+    test_labels: np.ndarray,
+    *,
+    shots: str,
+    seed: int,
+    settings: SearchSettings,
+    journal: str,
+    device: str = "auto",
+    where: str = "dataset",
+    test_path: str = "test features",
+    train_rows: np.ndarray | None = None,
+    return_classifier: bool = False,
+) -> dict:
+    """Search, final fit and test scores of one probe job; the result fields of the module doc.
+
+    ``return_classifier``: the result also holds ``classifier``, the final fit's (weight
+    [C, D], bias [C]) as float32 arrays on the host (not a result JSON field).
+
+    ``train_labels`` are the labels of the whole training set; ``train_features`` holds the
+    rows ``train_rows`` of it (sorted indices, at least :func:`rows_used`), or all rows
+    when None. The study's name hashes the rows the run uses, so it is the same whichever
+    superset of them is given.
+    """
+    return probe_seeds(
+        train_features, train_labels, test_features, test_labels, shots=shots, seeds=[seed], settings=settings,
+        journals=[journal], device=device, where=where, test_path=test_path, train_rows=train_rows,
+        return_classifier=return_classifier,
+    )[0]
+
+
+def probe_seeds(
+    train_features: np.ndarray,
+    train_labels: np.ndarray,
+    test_features: np.ndarray,
+    test_labels: np.ndarray,
+    *,
+    shots: str,
+    seeds: list[int],
+    settings: SearchSettings,
+    journals: list[str],
+    device: str = "auto",
+    where: str = "dataset",
+    test_path: str = "test features",
+    train_rows: np.ndarray | None = None,
+    return_classifier: bool = False,
+) -> list[dict]:
+    """:func:`probe_dataset` for several seeds of one dataset and N at once, one result each.
+
+    The features are read and moved to the device once; the seeds' searches run round by
+    round, each seed's next candidates trained in one pass with the others' (each study is
+    the sequential search it would be alone), and the final fits share one pass. Every
+    seed's study, journal (``journals[r]``), selections and result are those of its own run;
+    the products are only grouped differently (the last bits of a weight may differ).
+    """
+    import torch
+
+    from imagenet_cog.core.device import resolve_device
+    from imagenet_cog.probes.linear import resolve_precision
+
+    if len(seeds) != len(journals) or not seeds:
+        raise ValueError("probe_seeds needs one journal per seed")
+    started = time.perf_counter()
+    target = resolve_device(device, "probes.device")
+    precision = resolve_precision(settings.precision, target)
+    if target.type == "cuda":
+        # TF32 products with float32 accumulation: ample for a convex linear probe
+        torch.set_float32_matmul_precision("high")
+    train_y, test_y, num_classes = contiguous_labels(train_labels, test_labels, test_path)
+    # selections group by the file's own labels, so errors name classes as the split table does
+    selections = [run_selections(train_labels, shots, seed, settings.val_fraction, where) for seed in seeds]
+    held = np.arange(train_y.size) if train_rows is None else np.asarray(train_rows, dtype=np.int64)
+    if held.size != train_features.shape[0] or (train_rows is not None and not np.isin(
+        np.concatenate([part for parts in selections for part in parts]), held
+    ).all()):
+        raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
+
+    normalise = settings.normalised_inputs
+    features = normalised_on_device(train_features, target, precision, where, normalise)
+    labels = torch.from_numpy(train_y[held].astype(np.int64)).to(target)
+
+    def on_device(indices: np.ndarray):
+        """Positions of ``indices`` among the rows held, on the device; None for all of them."""
+        if indices.size == held.size:  # all rows held (sorted)
+            return None
+        return torch.from_numpy(np.searchsorted(held, indices)).to(target)
+
+    # the study is bound to the precision its trials ran at, not to how it was asked for
+    defining = replace(settings, precision=precision)
+    names, whole = [], None
+    for seed, parts in zip(seeds, selections):
+        used = None if shots == "all" else np.unique(np.concatenate(parts))  # as rows_used gives them
+        if used is None or used.size == held.size:
+            if whole is None:  # N = all: one hash of the features for every seed
+                whole = data_digest(train_features, train_y)
+            names.append(study_name(train_features, train_y, defining, shots, seed, data=whole))
+        else:
+            names.append(study_name(train_features[np.searchsorted(held, used)], train_y, defining, shots, seed))
+    studies = [open_study(journal, name, seed) for journal, name, seed in zip(journals, names, seeds)]
+    resumed = [len(scored_trials(study, settings.trials)) for study in studies]
+    run_searches(
+        studies, features, labels, [on_device(parts[0]) for parts in selections],
+        [on_device(parts[1]) for parts in selections], num_classes, settings, seeds, precision,
+    )
+    trials = [scored_trials(study, settings.trials) for study in studies]
+    bests = [max(scored, key=lambda t: t["val_top1"]) for scored in trials]
+    searched = time.perf_counter()
+
+    probes = train_runs(
+        features, labels, [on_device(parts[2]) for parts in selections], num_classes,
+        [[best["lr"]] for best in bests], [[best["weight_decay"]] for best in bests], settings,
+        [final_fit_seed(seed) for seed in seeds], precision,
+    )
+    features = labels = None
+    test_features_on_device = normalised_on_device(test_features, target, precision, test_path, normalise)
+    test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
+    scores = [probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist() for probe in probes]
+    finished = time.perf_counter()
+
+    import optuna
+
+    import imagenet_cog
+
+    results = []
+    for run, seed in enumerate(seeds):
+        probe = probes[run]
+        kept = {"classifier": (probe.weight[0].float().cpu().numpy(), probe.bias[0].float().cpu().numpy())} if return_classifier else {}
+        results.append({
+            **kept,
+            "shots": shots if shots == "all" else int(shots),
+            "seed": seed,
+            "best_params": {"lr": bests[run]["lr"], "weight_decay": bests[run]["weight_decay"]},
+            "val_top1": bests[run]["val_top1"],
+            "test_top1": scores[run][0],
+            "test_top5": scores[run][1],
+            "final_diverged": probe.diverged[0],
+            "n_trials": len(trials[run]),
+            "trials": trials[run],
+            "n_train": int(selections[run][2].size),
+            "n_test": int(test_y.size),
+            "n_classes": num_classes,
+            "feature_dim": int(train_features.shape[1]),
+            "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
+            "study": {"journal": str(journals[run]), "name": names[run], "resumed_trials": resumed[run]},
+            "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
+            "seeds_together": list(seeds),
+            "versions": {
+                "imagenet_cog": imagenet_cog.__version__,
+                "torch": torch.__version__,
+                "optuna": optuna.__version__,
+                "numpy": np.__version__,
+            },
+            "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
+            "matmul_precision": "tf32" if precision == "float32" and target.type == "cuda" else precision,
+        })
+    return results

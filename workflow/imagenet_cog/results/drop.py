@@ -1,0 +1,111 @@
+"""The concept-generalization drop (paper 000 Fig. 3c): how much of its IN-1K top-1 a model
+loses on each level.
+
+Per model and level, with all training images (or, without N=all, the largest N): the drop
+in points (IN-1K top-1 minus the level's) and the drop as a percentage of the model's own
+IN-1K top-1, as a table (``generalization_drop``) and a figure of the relative top-1, one
+line per model, 0% on IN-1K. The paper's "lose 25-35% of their classification power" is the
+L5 column of that table.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from imagenet_cog.core.layout import DROP_NAME, Layout  # noqa: E402
+from imagenet_cog.core.naming import dataset_title, shots_title  # noqa: E402
+from imagenet_cog.core.plots import (  # noqa: E402
+    DATASET_LABEL,
+    ModelStyles,
+    figure_legend,
+    no_data,
+    panel_grid,
+    save_figure,
+    set_theme,
+)
+from imagenet_cog.core.tables import write_tidy_table  # noqa: E402
+from imagenet_cog.results.statistics import generalization_drop  # noqa: E402
+from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+
+REFERENCE = "in1k"
+
+
+def drop_shots(summary: pd.DataFrame) -> str:
+    """N=all where configured (as the paper), else the largest N."""
+    shots = list(dict.fromkeys(summary["shots"].astype(str)))
+    return "all" if "all" in shots else max(shots, key=int)
+
+
+def drop_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Models x (IN-1K top-1, then points and percent lost on each level) at ``drop_shots``."""
+    shots = drop_shots(summary)
+    drops = generalization_drop(summary[summary["shots"].astype(str) == shots], REFERENCE)
+    models = list(dict.fromkeys(summary["model"]))
+    labels = dict(zip(summary["model"], summary["label"]))
+    table = pd.DataFrame({"model": models, "Model": [labels[model] for model in models]})
+    reference = summary[(summary["dataset"] == REFERENCE) & (summary["shots"].astype(str) == shots)]
+    table["IN-1K top-1"] = table["model"].map(dict(zip(reference["model"], reference["mean"])))
+    for dataset in dict.fromkeys(drops["dataset"]):
+        rows = drops[drops["dataset"] == dataset].set_index("model")
+        table[f"{dataset_title(dataset)} drop (points)"] = table["model"].map(rows["drop_points"])
+        table[f"{dataset_title(dataset)} drop (%)"] = table["model"].map(rows["drop_percent"])
+    return table.drop(columns="model"), shots
+
+
+def drop_figure(summary: pd.DataFrame):
+    shots = drop_shots(summary)
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    drops = generalization_drop(summary[summary["shots"].astype(str) == shots], REFERENCE)
+    fig, axes = panel_grid(1, 1)
+    fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
+    ax = axes[0, 0]
+    if REFERENCE not in datasets or drops["drop_percent"].isna().all():
+        no_data(ax, "no complete IN-1K and level results to compare")
+    else:
+        styles = ModelStyles(summary)
+        x = np.arange(len(datasets))
+        for model, rows in drops.groupby("model", sort=False):
+            relative = rows.set_index("dataset")["drop_percent"].reindex(datasets)
+            relative[REFERENCE] = 0.0
+            style = styles[model]
+            ax.plot(x, -relative.to_numpy(float), color=style["color"], marker=style["marker"], markersize=4,
+                    linewidth=1.2, label=style["label"])
+        ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
+    ax.axhline(0.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xlabel(DATASET_LABEL)
+    ax.set_ylabel("Top-1 relative to the model's IN-1K top-1 (%)")
+    ax.set_title(f"Concept-generalization drop, {shots_title(shots)}")
+    figure_legend(fig, axes)
+    return fig
+
+
+def drop_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="results-drop", description="The drop from IN-1K to each level, per model (table and figure)."
+    )
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--results-root", required=True)
+    args = parser.parse_args(argv)
+    summary = lin_rows(read_summary(args.summary))
+    layout = Layout(args.results_root)
+    table, shots = drop_table(summary)
+    write_tidy_table(
+        layout, DROP_NAME, table,
+        f"Concept-generalization drop ({shots_title(shots)}): IN-1K top-1 minus each level's top-1, "
+        f"in points and in percent of the model's own IN-1K top-1.",
+        ["Means over seeds; a model without complete IN-1K and level results has empty cells."],
+        {column: ".1f" for column in table.columns if column != "Model"},
+    )
+    set_theme()
+    fig = drop_figure(summary)
+    save_figure(fig, layout, DROP_NAME)
+    plt.close(fig)
+    return 0

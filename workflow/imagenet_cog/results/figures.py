@@ -1,0 +1,243 @@
+"""The paper's result figures from the tidy summary (paper 004 Figs. 3, 4, 10 and 11).
+
+- ``top1_levels``: top-1 on IN-1K and each level with all training images, one line per
+  model (Fig. 3a).
+- ``relative_levels``: the same minus the baseline, one panel per model category (Figs. 3b-e).
+- ``few_shot``: top-1 against N images per concept (log2 axis, "All" last), one panel per
+  dataset (Figs. 4a-c, 10).
+- ``few_shot_relative``: the same minus the baseline (Figs. 4d-f, 11).
+- ``pca``, ``pca_relative``: top-1 of PCA + linear probes against the number d of principal
+  components (log2 axis, "All" = the linear probe on every dimension), one panel per
+  dataset, absolute and minus the baseline (paper 000 Fig. 8); empty panels without the
+  pca kind.
+
+Error bars (levels figures) and bands (few-shot figures) are the 95% confidence intervals of
+the mean over seeds (Student t; relative figures: of the paired per-seed difference to the
+baseline); with one seed there is none. A cell with a missing seed has no mean and leaves a
+gap in its line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from imagenet_cog.core.layout import Layout  # noqa: E402
+from imagenet_cog.core.naming import PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
+from imagenet_cog.core.plots import (  # noqa: E402
+    DATASET_LABEL,
+    ModelStyles,
+    figure_legend,
+    no_data,
+    panel_grid,
+    save_figure,
+    set_theme,
+)
+from imagenet_cog.results.statistics import paired_tests  # noqa: E402
+from imagenet_cog.results.summary import (  # noqa: E402
+    INTERVAL_COLUMNS,
+    lin_rows,
+    linear_seed_results,
+    read_seed_results,
+    read_summary,
+    with_relative,
+)
+
+TOP1_LABEL = "Top-1 accuracy (%)"
+SHOTS_LABEL = "N training images per concept (log$_2$ scale)"
+
+
+def relative_label(baseline_label: str) -> str:
+    return f"Top-1 relative to {baseline_label} (points)"
+
+
+def shot_positions(shots: Sequence[str]) -> dict[str, float]:
+    """x positions: log2(N) for numbers, one step after the largest N for "all"."""
+    numbers = sorted(int(shot) for shot in shots if shot != "all")
+    positions = {str(number): math.log2(number) for number in numbers}
+    if "all" in shots:
+        positions["all"] = (math.log2(numbers[-1]) + 1) if numbers else 0.0
+    return positions
+
+
+def shot_tick_label(shot: str) -> str:
+    return "All" if shot == "all" else shot
+
+
+def baseline_line(ax, baseline_label: str) -> None:
+    ax.axhline(0.0, color="black", linewidth=1.0, linestyle="--", label=f"{baseline_label} (baseline)")
+
+
+def interval(rows: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper ends of the 95% interval of ``value`` (NaN where there is none)."""
+    low, high = INTERVAL_COLUMNS[value]
+    if low not in rows.columns:
+        nothing = np.full(len(rows), np.nan)
+        return nothing, nothing
+    # top-1 lies in [0, 100] and differences of it in [-100, 100]; a t interval over few
+    # seeds (t = 12.7 for two) can reach past them, which the figures do not draw
+    bounds = (0.0, 100.0) if value == "mean" else (-100.0, 100.0)
+    return np.clip(rows[low].to_numpy(float), *bounds), np.clip(rows[high].to_numpy(float), *bounds)
+
+
+def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelStyles, value: str) -> None:
+    x = np.arange(len(datasets))
+    for model, rows in frame.groupby("model", sort=False):
+        rows = rows.set_index("dataset").reindex(datasets)
+        style = styles[model]
+        mean = rows[value].to_numpy(float)
+        low, high = interval(rows, value)
+        # matplotlib draws no bar for a NaN length
+        yerr = np.vstack([mean - low, high - mean])
+        ax.errorbar(
+            x, mean, yerr=yerr, color=style["color"],
+            marker=style["marker"], markersize=4, linewidth=1.2, capsize=2, label=style["label"],
+        )
+    ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
+    ax.set_xlim(-0.3, len(datasets) - 0.7)
+
+
+def draw_few_shot(ax, frame: pd.DataFrame, positions: dict[str, float], styles: ModelStyles, value: str) -> None:
+    order = list(positions)
+    for model, rows in frame.groupby("model", sort=False):
+        rows = rows.set_index("shots").reindex(order)
+        x = np.array([positions[shot] for shot in order])
+        mean = rows[value].to_numpy(float)
+        low, high = interval(rows, value)
+        style = styles[model]
+        ax.plot(x, mean, color=style["color"], marker=style["marker"], markersize=3.5, linewidth=1.2,
+                label=style["label"])
+        ax.fill_between(x, low, high, color=style["color"], alpha=0.2, linewidth=0)
+    ax.set_xticks([positions[shot] for shot in order], [shot_tick_label(shot) for shot in order])
+
+
+def baseline_title(summary: pd.DataFrame, baseline: str) -> str:
+    labels = summary.loc[summary["model"] == baseline, "label"]
+    return labels.iloc[0] if len(labels) else baseline
+
+
+def top1_levels_figure(summary: pd.DataFrame):
+    """Fig. 3a: absolute top-1 per dataset, all training images."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    fig, axes = panel_grid(1, 1)
+    fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
+    ax = axes[0, 0]
+    full = summary[summary["shots"] == "all"]
+    if full.empty:
+        no_data(ax, "no N=all results configured (probes.shots)")
+    else:
+        draw_levels(ax, full, datasets, ModelStyles(summary), "mean")
+    ax.set_xlabel(DATASET_LABEL)
+    ax.set_ylabel(TOP1_LABEL)
+    ax.set_title("Linear classification with all training images")
+    figure_legend(fig, axes)
+    return fig
+
+
+def relative_levels_figure(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None):
+    """Figs. 3b-e: top-1 minus the baseline's, one panel per model category."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    relative = with_relative(summary[summary["shots"] == "all"], baseline, paired)
+    others = relative[relative["model"] != baseline]
+    categories = list(dict.fromkeys(others["category"])) or ["(no model besides the baseline)"]
+    fig, axes = panel_grid(len(categories), 2)
+    styles = ModelStyles(summary)
+    label = baseline_title(summary, baseline)
+    for ax, category in zip(axes.flat, categories):
+        rows = others[others["category"] == category]
+        if rows.empty or rows["relative"].isna().all():
+            no_data(ax, f"no complete N=all results of {baseline} and these models")
+        draw_levels(ax, rows, datasets, styles, "relative")
+        baseline_line(ax, label)
+        ax.set_title(category.capitalize())
+        ax.set_xlabel(DATASET_LABEL if len(categories) == 1 else "Dataset")
+        ax.set_ylabel(relative_label(label))
+    figure_legend(fig, axes)
+    return fig
+
+
+def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None, paired: pd.DataFrame | None = None):
+    """Figs. 4 and 10 (absolute) or, with ``baseline``, Figs. 4d-f and 11 (relative)."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    positions = shot_positions(list(dict.fromkeys(summary["shots"])))
+    frame = summary if baseline is None else with_relative(summary, baseline, paired)
+    value = "mean" if baseline is None else "relative"
+    if baseline is not None:
+        frame = frame[frame["model"] != baseline]
+    fig, axes = panel_grid(len(datasets), 3)
+    styles = ModelStyles(summary)
+    for ax, dataset in zip(axes.flat, datasets):
+        rows = frame[frame["dataset"] == dataset]
+        if rows.empty:
+            no_data(ax, "no model besides the baseline")
+        draw_few_shot(ax, rows, positions, styles, value)
+        if baseline is not None:
+            baseline_line(ax, baseline_title(summary, baseline))
+        ax.set_title(dataset_title(dataset))
+        ax.set_xlabel(SHOTS_LABEL)
+        ax.set_ylabel(TOP1_LABEL if baseline is None else relative_label(baseline_title(summary, baseline)))
+    figure_legend(fig, axes)
+    return fig
+
+
+PCA_LABEL = "Principal components d (log$_2$ scale)"
+
+
+def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
+    """000 Fig. 8: the few-shot layout with d in place of N, at N = all."""
+    full = summary[summary["shots"] == "all"]
+    pca = full[full["probe"].str.startswith(PCA_PREFIX)].assign(shots=lambda frame: frame["probe"].map(lambda kind: str(pca_dim(kind))))
+    frame = pd.concat([pca, full[full["probe"] == "linear"]], ignore_index=True)
+    if pca.empty:
+        fig, axes = panel_grid(1, 1)
+        no_data(axes.flat[0], "no pca probes (probes.kinds)")
+        return fig
+    fig = few_shot_figure(frame, baseline)
+    for ax in fig.axes:
+        if ax.get_xlabel() == SHOTS_LABEL:
+            ax.set_xlabel(PCA_LABEL)
+    return fig
+
+
+def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
+    """The result figures of the linear probe (relative ones get interval bars only with
+    ``seed_results``), and the pca figures from the pca-<d> rows."""
+    set_theme()
+    kinds = summary
+    summary = summary[summary["probe"] == "linear"]
+    paired = None if seed_results is None else paired_tests(linear_seed_results(seed_results), summary, baseline)
+    return {
+        "top1_levels": top1_levels_figure(summary),
+        "relative_levels": relative_levels_figure(summary, baseline, paired),
+        "few_shot": few_shot_figure(summary),
+        "few_shot_relative": few_shot_figure(summary, baseline, paired),
+        "pca": pca_figure(kinds),
+        "pca_relative": pca_figure(kinds, baseline),
+    }
+
+
+def figures_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="results-figures", description="Draw the paper's result figures (PNG and PDF)."
+    )
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--results-root", required=True, help="figures go to <root>/figures/")
+    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
+    parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
+    args = parser.parse_args(argv)
+    layout = Layout(args.results_root)
+    summary = lin_rows(read_summary(args.summary), every_probe=True)
+    figures = build_figures(summary, args.baseline, read_seed_results(args.seed_results))
+    for name, fig in figures.items():
+        save_figure(fig, layout, name)
+        plt.close(fig)
+    return 0

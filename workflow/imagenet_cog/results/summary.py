@@ -1,0 +1,301 @@
+"""Probe results -> one tidy summary of the grid (paper Sec. 4.2), and the readers of it.
+
+The summary has one row per model x dataset x shots of the configured grid, so a run that
+is missing shows up as a row, never as an absent one:
+
+    model, label, category, random_weights, probe, dataset, level_set, shots,
+    mean, std, ci95_low, ci95_high, top5_mean, top5_std, n_seeds, expected_seeds, complete,
+    missing_seeds
+
+``level_set`` is ``lin`` for IN-1K and Lin's levels, else the level set of a level-set
+dataset (``wup-l3``: wup; ``random-07``: random), whose rows follow, over their own shots
+and seeds (``level_sets.shots``, ``level_sets.seeds``). The paper's tables and figures use
+the ``lin`` rows of the linear probe.
+
+``mean``/``std`` are the test top-1 (percent) over the seeds, ``std`` with ddof=0 (the
+population standard deviation, as the authors' result script computes it over its 5 seeds);
+``ci95_low``/``ci95_high`` the 95% confidence interval of the mean (Student t, n - 1 degrees
+of freedom, sample std; empty with one seed; see ``statistics.mean_interval``).
+A cell is only given a mean when *every* configured seed has a result: with a seed missing
+``mean``/``std`` are empty, ``complete`` is False and ``missing_seeds`` lists the seeds, so
+an incomplete cell never passes for a mean over fewer seeds.
+
+``probe`` is the probe kind (linear, mlp, mlp_noact, pca-<d>; ``probes.kinds``); the other
+kinds' rows cover their own shots and seeds (``probes.other_kinds_shots/seeds``).
+
+Relative numbers (:func:`with_relative`) are ``model - baseline`` in percentage points, per
+dataset and shots, both means over all seeds; their interval is the 95% interval of the
+paired per-seed difference (``statistics.paired_tests``).
+
+Besides the summary, ``aggregate-probes`` writes the per-seed results (one row per probe
+result) that the paired tests read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from imagenet_cog.core.io import atomic_output
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import level_set_of
+from imagenet_cog.models.registry import is_random_weights
+from imagenet_cog.results.statistics import mean_interval
+
+SUMMARY_COLUMNS = [
+    "model", "label", "category", "random_weights", "probe", "dataset", "shots",
+    "mean", "std", "ci95_low", "ci95_high", "top5_mean", "top5_std",
+    "n_seeds", "expected_seeds", "complete", "missing_seeds",
+]
+REQUIRED_RESULT_KEYS = ("model", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights")
+
+
+def model_label(name: str, metadata: dict) -> str:
+    return metadata.get("label") or name
+
+
+# probe results -> summary ----------------------------------------------------------------
+def read_probe_result(path: Path) -> dict:
+    try:
+        with open(path) as stream:
+            result = json.load(stream)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path}: not valid JSON ({error}); delete it and re-run its probe job."
+        ) from error
+    missing = [key for key in REQUIRED_RESULT_KEYS if key not in result]
+    if missing:
+        raise ValueError(
+            f"{path}: probe result lacks {', '.join(missing)}; it was written by another "
+            f"version of the probe stage: delete it and re-run its probe job."
+        )
+    return result
+
+
+def load_probe_results(
+    root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str],
+    kind: str = "linear",
+) -> pd.DataFrame:
+    """One row per probe result file of the grid that exists (model, probe, dataset, shots, seed, ...)."""
+    layout = Layout(root)
+    rows = []
+    for model in models:
+        for dataset in datasets:
+            for shot in shots:
+                for seed in seeds:
+                    path = Path(layout.probe_result(model, dataset, shot, seed, kind))
+                    if not path.exists():
+                        continue
+                    result = read_probe_result(path)
+                    timings = result.get("timings") or {}
+                    rows.append({
+                        "model": model, "probe": kind, "dataset": dataset, "shots": str(shot), "seed": str(seed),
+                        "test_top1": float(result["test_top1"]),
+                        "test_top5": float(result["test_top5"]),
+                        "random_weights": bool(result["random_weights"]),
+                        # a job that ran several seeds (probes.seeds_together) timed them all
+                        "probe_s": float(timings.get("total_s", math.nan)) / len(result.get("seeds_together") or [seed]),
+                    })
+    columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def with_level_set(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary with a ``level_set`` column after ``dataset``."""
+    summary = summary.copy()
+    summary.insert(summary.columns.get_loc("dataset") + 1, "level_set", [level_set_of(d) for d in summary["dataset"]])
+    return summary
+
+
+def lin_rows(summary: pd.DataFrame, every_probe: bool = False) -> pd.DataFrame:
+    """IN-1K and Lin's levels, of the linear probe unless ``every_probe``: what the paper's
+    tables and figures show."""
+    if "level_set" in summary.columns:
+        summary = summary[summary["level_set"] == "lin"]
+    if not every_probe and "probe" in summary.columns:
+        summary = summary[summary["probe"] == "linear"]
+    return summary.reset_index(drop=True)
+
+
+def linear_seed_results(seed_results: pd.DataFrame) -> pd.DataFrame:
+    """The linear probe's per-seed results (those the paired tests pair)."""
+    if "probe" not in seed_results.columns:
+        return seed_results
+    return seed_results[seed_results["probe"] == "linear"].reset_index(drop=True)
+
+
+def population_std(values: pd.Series) -> float:
+    return float(values.std(ddof=0))
+
+
+def summarise(
+    runs: pd.DataFrame,
+    models: dict[str, dict],
+    datasets: Sequence[str],
+    shots: Sequence[str],
+    seeds: Sequence[str],
+    kind: str = "linear",
+) -> pd.DataFrame:
+    """The tidy summary of one probe kind over its full grid (see the module docstring)."""
+    seeds = [str(seed) for seed in seeds]
+    rows = []
+    for model, metadata in models.items():
+        model_runs = runs[(runs["model"] == model) & (runs["probe"] == kind)]
+        random_weights = bool(model_runs["random_weights"].any()) or is_random_weights(str(metadata.get("weights", "")))
+        for dataset in datasets:
+            for shot in shots:
+                cell = model_runs[(model_runs["dataset"] == dataset) & (model_runs["shots"] == str(shot))]
+                present = set(cell["seed"])
+                missing = [seed for seed in seeds if seed not in present]
+                complete = not missing
+                low, high = mean_interval(cell["test_top1"]) if complete else (math.nan, math.nan)
+                rows.append({
+                    "model": model,
+                    "label": model_label(model, metadata),
+                    "category": metadata.get("category") or "other",
+                    "random_weights": random_weights,
+                    "probe": kind,
+                    "dataset": dataset,
+                    "shots": str(shot),
+                    "mean": cell["test_top1"].mean() if complete else math.nan,
+                    "std": population_std(cell["test_top1"]) if complete else math.nan,
+                    "ci95_low": low,
+                    "ci95_high": high,
+                    "top5_mean": cell["test_top5"].mean() if complete else math.nan,
+                    "top5_std": population_std(cell["test_top5"]) if complete else math.nan,
+                    "n_seeds": len(present),
+                    "expected_seeds": len(seeds),
+                    "complete": complete,
+                    "missing_seeds": ";".join(missing),
+                })
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def read_aggregate_csv(path: str | Path, columns: Sequence[str], dtype: dict, what: str) -> pd.DataFrame:
+    """A CSV that aggregate-probes writes, with a clear error when it lacks ``columns``."""
+    table = pd.read_csv(path, dtype=dtype)
+    missing = [column for column in columns if column not in table.columns]
+    if missing:
+        raise ValueError(
+            f"{path}: not {what} (lacks {', '.join(missing)}); rebuild it with "
+            f"`python -m imagenet_cog aggregate-probes` or snakemake."
+        )
+    return table
+
+
+def read_summary(path: str | Path) -> pd.DataFrame:
+    summary = read_aggregate_csv(
+        path, SUMMARY_COLUMNS, {"shots": str, "missing_seeds": str, "model": str, "dataset": str}, "a results summary"
+    )
+    summary["missing_seeds"] = summary["missing_seeds"].fillna("")
+    summary["complete"] = summary["complete"].astype(bool)
+    summary["random_weights"] = summary["random_weights"].astype(bool)
+    return summary
+
+
+SEED_RESULT_COLUMNS = ["model", "dataset", "shots", "seed", "test_top1", "test_top5"]
+
+
+def read_seed_results(path: str | Path) -> pd.DataFrame:
+    return read_aggregate_csv(
+        path, SEED_RESULT_COLUMNS, {"model": str, "dataset": str, "shots": str, "seed": str}, "a table of per-seed results"
+    )
+
+
+def with_relative(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Adds ``relative`` = mean - the baseline's mean on the same dataset and shots (points).
+
+    With ``paired`` (``statistics.paired_tests``), also the interval of the paired difference
+    (``relative_low``/``relative_high``) and ``significant``; the baseline's own rows get
+    [0, 0] and no mark.
+    """
+    reference = summary[summary["model"] == baseline].set_index(["dataset", "shots"])["mean"]
+    keys = list(zip(summary["dataset"], summary["shots"]))
+    relative = summary.copy()
+    relative["baseline_mean"] = [reference.get(key, math.nan) for key in keys]
+    relative["relative"] = relative["mean"] - relative["baseline_mean"]
+    relative["relative_low"] = math.nan
+    relative["relative_high"] = math.nan
+    relative["significant"] = False
+    if paired is not None:
+        tests = paired.set_index(["model", "dataset", "shots"])
+        for index, row in relative.iterrows():
+            key = (row["model"], row["dataset"], row["shots"])
+            if row["model"] == baseline and row["complete"]:
+                relative.loc[index, ["relative_low", "relative_high"]] = 0.0
+            elif key in tests.index:
+                test = tests.loc[key]
+                relative.loc[index, ["relative_low", "relative_high"]] = [test["ci95_low"], test["ci95_high"]]
+                relative.loc[index, "significant"] = bool(test["significant"])
+    return relative
+
+
+
+INTERVAL_COLUMNS = {"mean": ("ci95_low", "ci95_high"), "relative": ("relative_low", "relative_high")}
+
+
+# command line ------------------------------------------------------------------------------
+def grid_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results-root", required=True, help="the workflow's results folder")
+    parser.add_argument("--models", required=True, help="JSON object: model name -> its config entry")
+    parser.add_argument("--datasets", nargs="+", required=True)
+    parser.add_argument("--shots", nargs="+", required=True)
+    parser.add_argument("--seeds", nargs="+", required=True)
+    parser.add_argument("--kinds", nargs="+", default=["linear"], help="probe kinds (linear is always read)")
+    parser.add_argument("--other-kinds-shots", nargs="+", help="shots of the kinds other than linear (default --shots)")
+    parser.add_argument("--other-kinds-seeds", nargs="+", help="seeds of the kinds other than linear (default --seeds)")
+
+
+def kind_grids(args: argparse.Namespace) -> list[tuple[str, list[str], list[str]]]:
+    """(kind, shots, seeds) of every configured probe kind, linear first."""
+    others = [kind for kind in args.kinds if kind != "linear"]
+    return [("linear", args.shots, args.seeds)] + [
+        (kind, args.other_kinds_shots or args.shots, args.other_kinds_seeds or args.seeds) for kind in others
+    ]
+
+
+def load_all_probe_results(args: argparse.Namespace, models: Sequence[str]) -> pd.DataFrame:
+    frames = [
+        load_probe_results(args.results_root, models, args.datasets, shots, seeds, kind)
+        for kind, shots, seeds in kind_grids(args)
+    ]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def aggregate_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="aggregate-probes", description="Summarise probe results over seeds into one tidy CSV."
+    )
+    grid_arguments(parser)
+    parser.add_argument("--level-set-datasets", nargs="*", default=[], help="level-set datasets (views) probed")
+    parser.add_argument("--level-set-shots", nargs="*", default=["all"])
+    parser.add_argument("--level-set-seeds", nargs="*", default=[])
+    parser.add_argument("--output", required=True, help="the summary CSV")
+    parser.add_argument("--seed-output", required=True, help="the per-seed results CSV (for the paired tests)")
+    args = parser.parse_args(argv)
+    models = json.loads(args.models)
+    runs = load_all_probe_results(args, list(models))
+    summary = pd.concat(
+        [summarise(runs, models, args.datasets, shots, seeds, kind) for kind, shots, seeds in kind_grids(args)],
+        ignore_index=True,
+    )
+    if args.level_set_datasets:
+        set_runs = load_probe_results(args.results_root, list(models), args.level_set_datasets,
+                                      args.level_set_shots, args.level_set_seeds)
+        set_summary = summarise(set_runs, models, args.level_set_datasets, args.level_set_shots, args.level_set_seeds)
+        summary = pd.concat([summary, set_summary], ignore_index=True)
+        runs = pd.concat([runs, set_runs], ignore_index=True)
+    summary = with_level_set(summary)
+    with atomic_output(args.output) as temporary:
+        summary.to_csv(temporary, index=False)
+    with atomic_output(args.seed_output) as temporary:
+        runs.to_csv(temporary, index=False)
+    incomplete = summary[~summary["complete"]]
+    print(f"{len(summary)} cells from {len(runs)} probe results; {len(incomplete)} incomplete")
+    return 0
+

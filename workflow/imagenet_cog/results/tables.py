@@ -1,0 +1,290 @@
+"""The paper's tables from the tidy summary (Sec. 4.2, supp. Tables 5-10), and the
+statistics tables (paired tests, rank agreement).
+
+Tables show a cell as ``mean ± std [low, high]`` (the 95% interval of the mean; relative
+tables: of the paired per-seed difference to the baseline) and mark it where the paired
+t-test finds the difference after Holm's correction over the table
+(``statistics.paired_tests``). A cell with a seed missing reads ``— (3/5 seeds)``.
+
+Table ``probe_kinds`` (000 Tab. 3) gives each MLP kind's top-1 relative to the linear
+probe's at N=all: 100 x (kind - linear) / linear; tables ``pca_top1`` / ``pca_relative``
+(000 Tab. 5, Fig. 8) the pca-<d> probes' top-1 against d, absolute and minus the
+baseline's at the same d.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import dataset_title, pca_dim, pca_kind, shots_title
+from imagenet_cog.core.tables import (
+    MISSING,
+    RANDOM_WEIGHTS_MARK,
+    RANDOM_WEIGHTS_NOTE,
+    SIGNIFICANT_MARK,
+    write_table,
+    write_tidy_table,
+)
+from imagenet_cog.results.statistics import paired_tests, rank_agreement
+from imagenet_cog.results.summary import (
+    INTERVAL_COLUMNS,
+    lin_rows,
+    linear_seed_results,
+    read_seed_results,
+    read_summary,
+    with_relative,
+)
+
+
+def format_cell(row: pd.Series, value_column: str = "mean", signed: bool = False) -> str:
+    """"mean ± std [low, high]" (95% interval), a mark where significant, or "— (k/n seeds)"
+    where a seed is missing."""
+    value = row[value_column]
+    if not row["complete"] or pd.isna(value):
+        if row["complete"]:
+            return f"{MISSING} (no baseline)"
+        return f"{MISSING} ({int(row['n_seeds'])}/{int(row['expected_seeds'])} seeds)"
+    text = f"{value:+.1f}" if signed else f"{value:.1f}"
+    if int(row["expected_seeds"]) > 1:
+        text += f" ± {row['std']:.1f}"
+    low, high = (row.get(column, math.nan) for column in INTERVAL_COLUMNS.get(value_column, ()))
+    if pd.notna(low) and pd.notna(high):
+        text += f" [{low:.1f}, {high:.1f}]"
+    if bool(row.get("significant", False)):
+        text += SIGNIFICANT_MARK
+    return text
+
+
+def display_label(row: pd.Series) -> str:
+    return f"{row['label']}{RANDOM_WEIGHTS_MARK}" if row["random_weights"] else str(row["label"])
+
+
+def pivot_cells(
+    frame: pd.DataFrame, columns: str, column_order: Sequence[str], title, value_column: str, signed: bool
+) -> pd.DataFrame:
+    """Models (in config order) x ``columns`` of rendered cells."""
+    frame = frame.copy()
+    frame["cell"] = frame.apply(format_cell, axis=1, value_column=value_column, signed=signed)
+    labels = dict(zip(frame["model"], frame.apply(display_label, axis=1)))
+    # pivoted on the unique model key: two models may share a display label
+    table = frame.pivot(index="model", columns=columns, values="cell")
+    table = table.reindex(index=list(labels), columns=list(column_order))
+    table.columns = [title(column) for column in table.columns]
+    table.insert(0, "Model", [labels[model] for model in table.index])
+    return table.reset_index(drop=True)
+
+
+INTERVAL_NOTE = "[low, high]: 95% confidence interval of the mean over seeds (Student t, n - 1 df)."
+SIGNIFICANT_NOTE = (
+    f"{SIGNIFICANT_MARK} differs from the baseline: paired t-test over seeds, Holm-corrected over "
+    f"every model, dataset and N of the run, p < 0.05 (tables/paired_tests)."
+)
+
+
+def table_notes(frame: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
+    notes = list(extra)
+    if "relative" not in frame.columns and frame["ci95_low"].notna().any():
+        notes.append(INTERVAL_NOTE)
+    if "significant" in frame.columns and frame["significant"].any():
+        notes.append(SIGNIFICANT_NOTE)
+    if frame.get("relative") is not None and (frame["complete"] & frame["relative"].isna()).any():
+        notes.append(f"{MISSING} (no baseline): the baseline has no complete result for that cell.")
+    if frame["random_weights"].any():
+        notes.append(RANDOM_WEIGHTS_NOTE)
+    if (~frame["complete"]).any():
+        notes.append(f"{MISSING} (k/n seeds): only k of the n configured seeds have a result; no mean is given.")
+    return notes
+
+
+
+KIND_TITLES = {"linear": "LogReg", "mlp": "MLP", "mlp_noact": "MLP-NoAct"}
+
+
+def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """000 Tab. 3: per model, each other kind's top-1 relative to the linear probe's, in
+    percent of the linear top-1, per dataset at N=all; and the table's notes."""
+    full = summary[summary["shots"] == "all"]
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    kinds = [kind for kind in dict.fromkeys(summary["probe"]) if kind in ("mlp", "mlp_noact")]
+    linear = full[full["probe"] == "linear"].set_index(["model", "dataset"])["mean"]
+    table = pd.DataFrame({"Model": list(dict.fromkeys(full.loc[full["probe"] == "linear"].apply(display_label, axis=1)))})
+    models = list(dict.fromkeys(full.loc[full["probe"] == "linear", "model"]))
+    for kind in kinds:
+        cells = full[full["probe"] == kind].set_index(["model", "dataset"])
+        for dataset in datasets:
+            column = []
+            for model in models:
+                key = (model, dataset)
+                if key not in cells.index or key not in linear.index or not cells.loc[key, "complete"] or pd.isna(linear[key]):
+                    column.append(MISSING)
+                else:
+                    column.append(f"{100.0 * (cells.loc[key, 'mean'] - linear[key]) / linear[key]:+.1f}")
+            table[f"{KIND_TITLES[kind]} {dataset_title(dataset)}"] = column
+    notes = [
+        f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / "
+        "probes.other_kinds_shots do not ask for it at N=all."
+    ]
+    if not kinds:
+        notes.append("probes.kinds has no MLP kind: add mlp and/or mlp_noact for this table.")
+    return table, notes
+
+
+
+def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """000 Tab. 5: top-1 of PCA + linear probes per model and dataset against d, the last
+    column the linear probe on all dimensions; absolute, and relative to ``baseline``."""
+    full = summary[summary["shots"] == "all"]
+    dims = sorted(dim for dim in map(pca_dim, dict.fromkeys(summary["probe"])) if dim is not None)
+    columns = [(pca_kind(dim), f"d={dim}") for dim in dims] + [("linear", "All dims")]
+    absolute_rows, relative_rows = [], []
+    linear = full[full["probe"] == "linear"]
+    for _, row in linear.iterrows():
+        absolute = {"Model": display_label(row), "Dataset": dataset_title(row["dataset"])}
+        relative = dict(absolute)
+        for probe, title in columns:
+            cells = full[(full["probe"] == probe) & (full["dataset"] == row["dataset"])].set_index("model")
+            own = cells["mean"].get(row["model"], math.nan) if bool(cells["complete"].get(row["model"], False)) else math.nan
+            reference = cells["mean"].get(baseline, math.nan) if bool(cells["complete"].get(baseline, False)) else math.nan
+            absolute[title] = MISSING if pd.isna(own) else f"{own:.1f}"
+            relative[title] = MISSING if pd.isna(own) or pd.isna(reference) else f"{own - reference:+.1f}"
+        absolute_rows.append(absolute)
+        relative_rows.append(relative)
+    notes = [
+        f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / probes.pca_dims / "
+        "probes.other_kinds_shots do not ask for it at N=all."
+    ]
+    if not dims:
+        notes.append("probes.kinds has no 'pca': add it (and probes.pca_dims) for this table.")
+    return pd.DataFrame(absolute_rows), pd.DataFrame(relative_rows), notes
+
+
+def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame) -> None:
+    table, notes = probe_kinds_table(summary)
+    write_table(
+        layout, "probe_kinds", table,
+        "Top-1 of the MLP probes relative to the linear probe (LogReg), all training images: "
+        "100 x (kind - LogReg) / LogReg, in percent (paper 000, Tab. 3).",
+        notes,
+    )
+    baseline_rows = summary.loc[summary["model"] == baseline, "label"]
+    pca_baseline = baseline_rows.iloc[0] if len(baseline_rows) else baseline
+    pca_absolute, pca_relative, pca_notes = pca_tables(summary, baseline)
+    write_table(
+        layout, "pca_top1", pca_absolute,
+        "Top-1 accuracy (%) of linear probes on features projected onto their first d principal "
+        "components, all training images (paper 000, Tab. 5, Fig. 8).",
+        pca_notes,
+    )
+    write_table(
+        layout, "pca_relative", pca_relative,
+        f"PCA + linear top-1 relative to {pca_baseline} at the same d, all training images, in points.",
+        pca_notes,
+    )
+    summary = summary[summary["probe"] == "linear"]
+    seed_results = linear_seed_results(seed_results)
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    shots = list(dict.fromkeys(summary["shots"]))
+    baseline_labels = summary.loc[summary["model"] == baseline, "label"]
+    baseline_label = baseline_labels.iloc[0] if len(baseline_labels) else baseline
+    relative = with_relative(summary, baseline, paired_tests(seed_results, summary, baseline))
+    relative_note = (
+        f"Relative: top-1 minus {baseline_label}'s top-1 on the same dataset and N, in points; "
+        f"± is the model's own std over seeds, [low, high] the 95% interval of the paired "
+        f"per-seed difference."
+    )
+    full = summary[summary["shots"] == "all"]
+    if full.empty:
+        note = [f"{MISSING}: probes.shots has no 'all', so no run used every training image."]
+        table = pd.DataFrame({"Model": list(dict.fromkeys(summary.apply(display_label, axis=1)))})
+        for dataset in datasets:
+            table[dataset_title(dataset)] = MISSING
+        for name in ("top1_levels", "relative_levels"):
+            write_table(layout, name, table, "Top-1 accuracy with all training images: not configured.", note)
+    else:
+        write_table(
+            layout, "top1_levels",
+            pivot_cells(full, "dataset", datasets, dataset_title, "mean", False),
+            "Top-1 accuracy (%) of linear classifiers trained on all training images, per dataset "
+            "(mean ± std over seeds).",
+            table_notes(full),
+        )
+        write_table(
+            layout, "relative_levels",
+            pivot_cells(relative[relative["shots"] == "all"], "dataset", datasets, dataset_title, "relative", True),
+            f"Top-1 accuracy relative to {baseline_label}, all training images, per dataset.",
+            table_notes(relative[relative["shots"] == "all"], [relative_note]),
+        )
+    for dataset in datasets:
+        cells = summary[summary["dataset"] == dataset]
+        write_table(
+            layout, f"top1_{dataset}",
+            pivot_cells(cells, "shots", shots, shots_title, "mean", False),
+            f"Top-1 accuracy (%) of linear classifiers on {dataset_title(dataset)} with N training "
+            f"images per concept (mean ± std over seeds).",
+            table_notes(cells),
+        )
+        write_table(
+            layout, f"relative_{dataset}",
+            pivot_cells(relative[relative["dataset"] == dataset], "shots", shots, shots_title, "relative", True),
+            f"Top-1 accuracy on {dataset_title(dataset)} relative to {baseline_label}, per N.",
+            table_notes(relative[relative["dataset"] == dataset], [relative_note]),
+        )
+
+
+
+def tables_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="results-tables", description="Render the summary as CSV, Markdown and LaTeX tables."
+    )
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
+    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
+    parser.add_argument("--baseline", required=True, help="model that relative tables subtract")
+    args = parser.parse_args(argv)
+    write_tables(lin_rows(read_summary(args.summary), every_probe=True), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
+    return 0
+
+
+def write_statistics(summary: pd.DataFrame, seed_results: pd.DataFrame, layout: Layout, baseline: str) -> None:
+    tests = paired_tests(seed_results, summary, baseline)
+    baseline_label = dict(zip(summary["model"], summary["label"])).get(baseline, baseline)
+    write_tidy_table(
+        layout, "paired_tests", tests,
+        f"Each model minus {baseline_label} per dataset and N: mean and 95% interval of the "
+        f"per-seed differences (points), paired t-test, Holm-corrected p-value.",
+        [
+            "Seeds are pairs: probes of the same seed share the validation split and the few-shot sample.",
+            f"significant: Holm-corrected p < 0.05 over all {int(tests['p_value'].notna().sum())} tests of this table.",
+            "No test (empty p) with fewer than 2 seeds, with equal differences on every seed, or an incomplete cell.",
+        ],
+        {"mean_diff": ".2f", "std_diff": ".2f", "ci95_low": ".2f", "ci95_high": ".2f", "t": ".2f",
+         "p_value": ".2g", "p_holm": ".2g"},
+    )
+    ranks = rank_agreement(summary)
+    write_tidy_table(
+        layout, "rank_agreement", ranks,
+        "Rank agreement: Kendall's tau-b between the models' top-1 ranking on IN-1K and on each "
+        "level, per N, with its two-sided p-value (does IN-1K accuracy predict generalization?).",
+        ["Only models with a complete result on both datasets are ranked."],
+        {"kendall_tau": ".3f", "p_value": ".2g"},
+    )
+
+
+def statistics_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="results-statistics",
+        description="Paired tests of every model against the baseline, and Kendall's tau of rankings.",
+    )
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
+    parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
+    parser.add_argument("--baseline", required=True)
+    args = parser.parse_args(argv)
+    write_statistics(lin_rows(read_summary(args.summary)), linear_seed_results(read_seed_results(args.seed_results)), Layout(args.results_root), args.baseline)
+    return 0
+

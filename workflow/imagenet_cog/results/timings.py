@@ -1,0 +1,71 @@
+"""Seconds per model and dataset: Snakemake's benchmark files and the probe results' own timings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from imagenet_cog.core.io import atomic_output, write_text
+from imagenet_cog.core.tables import markdown_table
+from imagenet_cog.results.summary import grid_arguments, load_all_probe_results, model_label
+
+
+def benchmark_seconds(benchmark_root: Path, models: Sequence[str], datasets: Sequence[str]) -> pd.DataFrame:
+    """Seconds per (stage, model, dataset) summed over Snakemake ``benchmark:`` files.
+
+    A file counts for a model and dataset when its path below ``benchmark_root`` has one
+    component equal to each; its first component names the stage (e.g. ``features``).
+    """
+    rows = []
+    for path in sorted(benchmark_root.rglob("*.tsv")) if benchmark_root.is_dir() else []:
+        parts = path.relative_to(benchmark_root).with_suffix("").parts
+        model = next((part for part in parts if part in models), None)
+        dataset = next((part for part in parts if part in datasets), None)
+        if model is None or dataset is None or len(parts) < 2:
+            continue
+        measured = pd.read_csv(path, sep="\t")
+        if "s" not in measured.columns:
+            raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column); delete it and re-run.")
+        rows.append({"stage": parts[0], "model": model, "dataset": dataset, "seconds": float(measured["s"].sum())})
+    return pd.DataFrame(rows, columns=["stage", "model", "dataset", "seconds"])
+
+
+def timings_table(runs: pd.DataFrame, benchmarks: pd.DataFrame, models: dict[str, dict]) -> pd.DataFrame:
+    """Per model and dataset: seconds of each benchmarked stage, and probe seconds from the JSONs."""
+    probe = runs.groupby(["model", "dataset"], sort=False).agg(
+        probe_runs=("seed", "size"), probe_s_from_results=("probe_s", "sum")
+    )
+    stages = benchmarks.pivot_table(index=["model", "dataset"], columns="stage", values="seconds", aggfunc="sum")
+    stages.columns = [f"{stage}_s" for stage in stages.columns]
+    table = probe.join(stages, how="outer")[[*stages.columns, *probe.columns]].reset_index()
+    table.insert(1, "label", [model_label(model, models.get(model, {})) for model in table["model"]])
+    order = {model: index for index, model in enumerate(models)}
+    table = table.sort_values(["model", "dataset"], key=lambda column: column.map(order) if column.name == "model" else column)
+    return table.round(1)
+
+
+
+def timings_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="results-timings", description="Per-model extraction and probe seconds."
+    )
+    grid_arguments(parser)
+    parser.add_argument("--benchmark-root", required=True, help="folder of Snakemake benchmark files")
+    parser.add_argument("--output", required=True, help="the timings CSV; a .md rendering is written beside it")
+    args = parser.parse_args(argv)
+    models = json.loads(args.models)
+    runs = load_all_probe_results(args, list(models))
+    benchmarks = benchmark_seconds(Path(args.benchmark_root), list(models), args.datasets)
+    table = timings_table(runs, benchmarks, models)
+    with atomic_output(args.output) as temporary:
+        table.to_csv(temporary, index=False)
+    markdown = markdown_table(
+        table.astype(object).where(table.notna(), "").astype(str), "Seconds per model and dataset (Snakemake benchmarks; probe JSON timings)", []
+    )
+    write_text(Path(args.output).with_suffix(".md"), markdown)
+    return 0
+
