@@ -1,11 +1,17 @@
 # ImageNet-CoG: concept generalization of frozen visual features (Sariyildiz et al., ICCV 2021).
 #
-#   levels   WordNet 3.0 -> eligible unseen concepts -> Lin ranking -> levels L1..L5 -> splits
-#   features each model x dataset x split, sharded, into HDF5
+# One rule file per stage, in stage order, each with its package under workflow/imagenet_cog/:
+#   levels   WordNet 3.0 -> eligible unseen concepts -> Lin ranking -> levels L1..L5; level sets
+#   demo     the built-in demo's generated images and its pretrained network (mode: demo)
+#   splits   the train/test images of each dataset
+#   features each model x dataset x split, sharded, into HDF5; level-set datasets as views
 #   probes   Optuna-tuned logistic-regression probes per model x dataset x shots x seed
 #   results  tables, figures and the Snakemake report
 #   analyses k-means, alignment/uniformity, learnability and clustering agreement per model x
 #            dataset; forced-choice sheets for human raters
+#   variants class-balanced, IN-1K-blurred and the label-noise audit
+# Each includes its input functions, checks and targets from rules/functions/<stage>.smk;
+# common.smk holds what they share. docs/architecture.md draws the whole.
 #
 # Run from this folder: `snakemake --cores 8` (the demo in config.yaml), or on SLURM with
 # `snakemake --profile slurm`. See README.md.
@@ -43,19 +49,23 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/levels.smk"
-include: "workflow/rules/level_sets.smk"
+include: "workflow/rules/demo.smk"
 include: "workflow/rules/splits.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/results.smk"
 include: "workflow/rules/analyses.smk"
-include: "workflow/rules/audit.smk"
-include: "workflow/rules/balanced.smk"
-include: "workflow/rules/blurred.smk"
+include: "workflow/rules/variants.smk"
 
 
+# Each stage's own list of what a full run makes (the rest are inputs of later stages).
 rule all:
     default_target: True
     input:
-        final_outputs(),
-        all_feature_shards,
+        levels_targets(),
+        splits_targets(),
+        features_targets,
+        probes_targets(),
+        results_targets(),
+        analyses_targets(),
+        variants_targets(),

@@ -34,7 +34,7 @@ def test_snakemake_lint_reports_nothing():
 
 
 def test_rule_files_are_formatted_with_snakefmt():
-    rule_files = [REPOSITORY / "Snakefile", *sorted((REPOSITORY / "workflow" / "rules").glob("*.smk"))]
+    rule_files = [REPOSITORY / "Snakefile", *sorted((REPOSITORY / "workflow" / "rules").rglob("*.smk"))]
     result = subprocess.run(
         [tool("snakefmt"), "--check", "--diff", *map(str, rule_files)], capture_output=True, text=True, timeout=300
     )

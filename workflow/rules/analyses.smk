@@ -1,12 +1,16 @@
 # Analyses stage: representation analyses of the features already extracted (paper 000
 # Sec. 4.3 and supp. D; paper 002 Sec. 3 and 5.1), per model x dataset, each switched on or
-# off under `analyses:` in config.yaml. See imagenet_cog/analyses/ for what each computes.
+# off under `analyses:` in config.yaml, and forced-choice sheets for human raters. See
+# imagenet_cog/analyses/ for what each computes.
 #
 #   snakemake analyses                     every switched-on analysis, its tables and figures
 #   snakemake analyses --configfile a.yaml with e.g. "analyses: {learnability: {enabled: false}}"
 #
 # Each analysis's settings are params of its own rule only, so changing one re-runs that
 # analysis and the summary, tables and figures, nothing else.
+
+
+include: "functions/analyses.smk"
 
 
 rule analyses_kmeans:
@@ -165,7 +169,7 @@ rule analyses_figures:
 # Named target: `snakemake analyses` builds the stage for the configured selection.
 rule analyses:
     input:
-        analysis_targets(),
+        analysis_outputs(),
 
 
 # human forced-choice sheets (002 Sec. 3) ------------------------------------------------
@@ -186,7 +190,7 @@ rule rater_sheets:
     benchmark:
         "logs/analyses/benchmarks/raters/{dataset}.tsv"
     wildcard_constraints:
-        dataset=r"in1k|l[1-9][0-9]*",
+        dataset=naming.DEFAULT_DATASET,
     conda:
         CONDA_ENVIRONMENT
     params:

@@ -1,6 +1,10 @@
 # Features stage: frozen-backbone features (paper Sec. 3.4.1, supp. B.1), one job per
 # (model, dataset, split, shard) so that a cluster runs shards side by side and a failed or
-# changed model re-runs only its own shards. See imagenet_cog/features/extract.py and features.py.
+# changed model re-runs only its own shards; and the level sets' datasets as views over
+# them (nothing is extracted twice). Logic: imagenet_cog/features/, imagenet_cog/models/.
+
+
+include: "functions/features.smk"
 
 
 rule extract_features:
@@ -15,7 +19,7 @@ rule extract_features:
     benchmark:
         "logs/benchmarks/features/{model}/{dataset}/{split}/shard-{shard}.tsv"
     wildcard_constraints:
-        dataset=EXTRACTED_DATASET,
+        dataset=naming.EXTRACTED_DATASET,
     conda:
         CONDA_ENVIRONMENT
     # One thread runs the model, the others decode images; with fewer cores than asked
@@ -58,7 +62,7 @@ rule merge_features:
     log:
         "logs/features/{model}/{dataset}/{split}.merge.log",
     wildcard_constraints:
-        dataset=EXTRACTED_DATASET,
+        dataset=naming.EXTRACTED_DATASET,
     conda:
         CONDA_ENVIRONMENT
     resources:
@@ -66,3 +70,38 @@ rule merge_features:
         runtime=10,
     shell:
         python_command("merge-shards") + " --output {output} {input} > {log} 2>&1"
+
+
+rule level_set_view:
+    input:
+        concepts=lambda wildcards: PATHS.dataset_concepts(wildcards.dataset),
+        tables=lambda wildcards: [PATHS.image_splits(source) for source in view_sources(wildcards.dataset)],
+        features=lambda wildcards: [
+            PATHS.features(wildcards.model, source, wildcards.split) for source in view_sources(wildcards.dataset)
+        ],
+    output:
+        PATHS.features("{model}", "{dataset}", "{split}"),
+    log:
+        "logs/features/{model}/{dataset}/{split}.view.log",
+    wildcard_constraints:
+        dataset=naming.VIEW_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    resources:
+        mem_mb=2000,
+    params:
+        sources=lambda wildcards, input: " ".join(
+            f"--source {source} {table} {features}"
+            for source, table, features in zip(view_sources(wildcards.dataset), input.tables, input.features)
+        ),
+        # demo: the level's concepts with images are few; keep as many as a Lin demo level
+        max_concepts=config["demo"]["concepts_per_dataset"] if config["mode"] == "demo" else 0,
+    shell:
+        python_command("level-set-view") + " --dataset {wildcards.dataset} --split {wildcards.split} --concepts {input.concepts}"
+        " {params.sources} --max-concepts {params.max_concepts} --output {output} > {log} 2>&1"
+
+
+# Named target: `snakemake features` builds this stage for the configured selection.
+rule features:
+    input:
+        [PATHS.features(model, dataset, split) for model in result_models() for dataset in DATASETS for split in SPLITS],

@@ -1,6 +1,12 @@
-# Levels stage (paper Sec. 3.2-3.3, supp. A): WordNet 3.0 -> concept lists and image counts
-# -> eligible unseen concepts -> ranking by Lin similarity to IN-1K -> levels l1..lN.
-# Logic: imagenet_cog/{wordnet,concepts,similarity,levels,levels_figure}.py.
+# Levels stage (paper Sec. 3.2-3.3, supp. A, D.1): WordNet 3.0 -> concept lists and image
+# counts -> eligible unseen concepts -> ranking by Lin similarity to IN-1K -> levels l1..lN;
+# and the other level sets: other rankings of the eligible concepts (WordNet measures,
+# word2vec) and random draws, whose datasets the features stage builds as views over the
+# features of Lin's levels and the pool. Logic: imagenet_cog/levels/. Nothing of the level
+# sets runs when level_sets.sets is empty.
+
+
+include: "functions/levels.smk"
 
 
 rule wordnet_corpus:
@@ -115,3 +121,118 @@ rule levels_figure:
         CONDA_ENVIRONMENT
     shell:
         python_command("levels-figure") + " --ranking {input} --outputs {output.png} {output.pdf} > {log} 2>&1"
+
+
+rule level_set:
+    input:
+        unpack(level_set_inputs),
+    output:
+        ranking=PATHS.level_set_ranking("{level_set}"),
+        summary=report(
+            PATHS.level_set_summary("{level_set}"),
+            caption="../report/level_set_summary.rst",
+            category="Level sets",
+            subcategory="{level_set}",
+        ),
+        overlap=report(
+            PATHS.level_set_overlap("{level_set}"),
+            caption="../report/level_set_overlap.rst",
+            category="Level sets",
+            subcategory="{level_set}",
+        ),
+        levels=[PATHS.dataset_concepts(f"{{level_set}}-{level}") for level in LEVEL_NAMES],
+    log:
+        "logs/levels/{level_set}/level_set.log",
+    benchmark:
+        "logs/benchmarks/levels/{level_set}/level_set.tsv"
+    conda:
+        CONDA_ENVIRONMENT
+    # gensim holds the whole embeddings file (Wikipedia2Vec's 300-d export: ~6 GB)
+    resources:
+        mem_mb=lambda wildcards: 16000 if wildcards.level_set == "word2vec" else 3000,
+    params:
+        levels={key: config["levels"][key] for key in ("num_levels", "concepts_per_level")},
+        # only word2vec reads these, so changing them re-runs only the word2vec set
+        word2vec=lambda wildcards, input: (
+            f"--embeddings {shlex.quote(input.embeddings)}" + (" --binary" if LEVEL_SET_SETTINGS["word2vec"]["binary"] else "")
+            if wildcards.level_set == "word2vec"
+            else ""
+        ),
+    shell:
+        python_command("level-set") + " --measure {wildcards.level_set} --wordnet {input.wordnet} --catalogue {input.catalogue}"
+        " --lin-ranking {input.lin_ranking} --lin-levels {input.lin_levels}"
+        " --num-levels {params.levels[num_levels]} --concepts-per-level {params.levels[concepts_per_level]}"
+        " {params.word2vec} --ranking {output.ranking} --summary {output.summary}"
+        " --overlap {output.overlap} --level-outputs {output.levels} > {log} 2>&1"
+
+
+rule level_set_figure:
+    input:
+        PATHS.level_set_ranking("{level_set}"),
+    output:
+        png=report(
+            PATHS.level_set_figure("{level_set}", "png"),
+            caption="../report/level_set_figure.rst",
+            category="Level sets",
+            subcategory="{level_set}",
+        ),
+        pdf=PATHS.level_set_figure("{level_set}", "pdf"),
+    log:
+        "logs/levels/{level_set}/levels_figure.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        measure=lambda wildcards: shlex.quote(naming.MEASURE_TITLES[wildcards.level_set]),
+    shell:
+        python_command("levels-figure")
+        + " --ranking {input} --measure {params.measure} --outputs {output.png} {output.pdf} > {log} 2>&1"
+
+
+rule random_level:
+    input:
+        lin_ranking=PATHS.ranking(),
+        lin_levels=[PATHS.level_concepts(level) for level in LEVEL_NAMES],
+    output:
+        concepts=PATHS.random_draw("{draw}"),
+        overlap=PATHS.random_draw_overlap("{draw}"),
+    log:
+        "logs/levels/random/draw-{draw}.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        random=LEVEL_SET_SETTINGS["random"]["concepts"],
+        seed=LEVEL_SET_SETTINGS["random"]["seed"],
+    shell:
+        python_command("random-level")
+        + " --lin-ranking {input.lin_ranking} --lin-levels {input.lin_levels} --draw {wildcards.draw}"
+        " --concepts {params.random} --seed {params.seed} --output {output.concepts}"
+        " --overlap {output.overlap} > {log} 2>&1"
+
+
+# The pool: in real runs every eligible concept outside Lin's levels (at most the gaps'
+# 146), whichever sets need some, so that adding a set never re-extracts it; in demo mode a
+# fixed spread of concepts with generated images (rule demo_pool, demo.smk).
+if config["mode"] != "demo":
+
+    rule pool_concepts:
+        input:
+            PATHS.ranking(),
+        output:
+            PATHS.level_concepts("pool"),
+        log:
+            "logs/levels/pool_concepts.log",
+        conda:
+            CONDA_ENVIRONMENT
+        shell:
+            python_command("pool-concepts") + " --lin-ranking {input} --output {output} > {log} 2>&1"
+
+
+# Named target: `snakemake levels` builds this stage for the configured selection.
+rule levels:
+    input:
+        PATHS.eligibility_report(),
+        PATHS.ranking(),
+        [PATHS.level_concepts(level) for level in LEVEL_NAMES],
+        PATHS.levels_figure("png"),
+        PATHS.levels_figure("pdf"),
+        level_set_files(),

@@ -1,10 +1,15 @@
 # Probes stage: a logistic-regression probe per model x dataset x shots x seed, its (lr,
 # weight decay) tuned by Optuna on a validation split of the training features, then
 # refitted on the training set and scored once on the test set (paper Sec. 3.4.3, supp.
-# B.2). See imagenet_cog/probes/search.py (protocol, result JSON) and imagenet_cog/probes/linear.py (SGD).
+# B.2); and the other probe kinds (MLP, PCA + linear; 000 supp. C.2, C.3). Every probe rule
+# runs the `probe` command, built once by probe_command. Logic: imagenet_cog/probes/
+# (probe.py the command, search.py the protocol and result JSON, linear.py the SGD).
 #
 # The Optuna journal (PATHS.probe_study) is deliberately not an output: Snakemake deletes
 # the outputs of a failed job, and the journal is what lets a re-run resume the search.
+
+
+include: "functions/probes.smk"
 
 
 rule probe:
@@ -30,7 +35,7 @@ rule probe:
         lr_range=LINEAR_LR_RANGE,
         wd_range=LINEAR_WD_RANGE,
     shell:
-        linear_probe_command("{wildcards.seed}")
+        probe_command()
 
 
 if config["probes"]["seeds_together"]:
@@ -69,7 +74,7 @@ if config["probes"]["seeds_together"]:
             lr_range=LINEAR_LR_RANGE,
             wd_range=LINEAR_WD_RANGE,
         shell:
-            linear_probe_command("{params.seeds}")
+            probe_command("{params.seeds}")
 
 
 # The other probe kinds (000 supp. C.2, C.3): the same search, final fit and result JSON, with
@@ -97,17 +102,7 @@ rule probe_kind:
         probes=lambda wildcards: kind_probe_settings(wildcards.kind),
         pca=lambda wildcards, input: f"--pca-components {input.pca}" if "pca" in input.keys() else "",
     shell:
-        python_command("probe") + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
-        " --model {wildcards.model} --dataset {wildcards.dataset} {params.probes[kind_arguments]}"
-        " --shots {wildcards.shots} --seed {wildcards.seed}"
-        " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
-        " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
-        " --lr-range {params.probes[lr_range]} --wd-range {params.probes[wd_range]}"
-        " {params.pca}"
-        " --val-fraction {params.probes[val_fraction]}"
-        " --trials-per-batch {params.probes[trials_per_batch]}"
-        " --device {params.probes[device]} --precision {params.probes[precision]}"
-        " --threads {threads} > {log} 2>&1"
+        probe_command(kind=True)
 
 
 # Principal components of a dataset's training features, once for every d and seed of the
@@ -132,3 +127,9 @@ rule pca_components:
     shell:
         python_command("pca-components")
         + " --train {input} --output {output} --device {params.device} --threads {threads} > {log} 2>&1"
+
+
+# Named target: `snakemake probes` builds the linear and other kinds' probes of the grid.
+rule probes:
+    input:
+        all_probe_results(models=result_models()),

@@ -1,5 +1,6 @@
 # Results stage: probe results -> tidy summary -> tables, figures, timings (paper Sec. 4.2),
-# all registered for `snakemake --report report.html`; plus the named target rules.
+# all registered for `snakemake --report report.html`; plus the named targets tables and
+# figures. Logic: imagenet_cog/results/.
 #
 # A subset from the command line, without editing files (Snakemake merges --config and
 # --configfile into config.yaml key by key, so sibling keys keep their values):
@@ -10,6 +11,9 @@
 #       mappings on as strings, which the schema rejects.
 #   snakemake tables --configfile partial.yaml                    "results: {allow_missing: true}":
 #       tables from the probe results that exist (failed jobs show as missing seeds).
+
+
+include: "functions/results.smk"
 
 
 rule aggregate_probes:
@@ -213,27 +217,8 @@ rule result_timings:
         + " {params.grid} --benchmark-root {params.benchmarks} --output {output.csv} > {log} 2>&1"
 
 
-# Named targets: `snakemake <name>` builds one stage for the configured selection.
-rule levels:
-    input:
-        PATHS.eligibility_report(),
-        PATHS.ranking(),
-        [PATHS.level_concepts(level) for level in LEVEL_NAMES],
-        PATHS.levels_figure("png"),
-        PATHS.levels_figure("pdf"),
-        [path for path in level_set_targets() if "/levels/" in path],
-
-
-rule features:
-    input:
-        [PATHS.features(model, dataset, split) for model in result_models() for dataset in DATASETS for split in SPLITS],
-
-
-rule probes:
-    input:
-        all_probe_results(models=result_models()),
-
-
+# Named targets: `snakemake tables` and `snakemake figures` build this stage's tables and
+# figures for the configured selection.
 rule tables:
     input:
         PATHS.results_summary(),

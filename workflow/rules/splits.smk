@@ -1,64 +1,9 @@
-# Splits stage: which images each dataset uses for training and testing (paper supp. A).
-# In demo mode the images are generated first (rule demo_world) in ImageNet's layouts, so
-# the same split code reads them. See imagenet_cog/splits/image_splits.py and imagenet_cog/demo/world.py.
+# Splits stage: which images each dataset uses for training and testing (paper supp. A),
+# from each dataset's image root (in demo mode, the demo world's images, demo.smk).
+# Logic: imagenet_cog/splits/.
 
 
-rule demo_world:
-    input:
-        ranking=PATHS.ranking(),
-        levels=demo_level_lists(),
-    output:
-        in21k=directory(PATHS.demo_images("in21k")),
-        in1k=directory(PATHS.demo_images("in1k")),
-        concepts=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
-        pretraining=PATHS.demo_pretraining_concepts(),
-        preview=report(PATHS.demo_preview(), caption="../report/demo_world.rst", category="Demo world"),
-    log:
-        "logs/splits/demo_world.log",
-    benchmark:
-        "logs/benchmarks/splits/demo_world.tsv"
-    conda:
-        CONDA_ENVIRONMENT
-    params:
-        level_concepts=lambda wildcards, input: " ".join(
-            f"--level-concepts {dataset}={path}" for dataset, path in zip(demo_level_datasets(), input.levels)
-        ),
-        demo_concepts=" ".join(f"--demo-concepts {dataset}={PATHS.demo_concepts(dataset)}" for dataset in DATASETS),
-        demo=demo_world_settings(),
-        in1k_concepts=in1k_concepts_option(),
-    shell:
-        python_command("demo-world") + " --ranking {input.ranking} {params.level_concepts} {params.demo_concepts}"
-        " --in21k-images {output.in21k} --in1k-images {output.in1k} --preview {output.preview}"
-        " --pretraining-concepts {output.pretraining}"
-        " --concepts-per-dataset {params.demo[concepts_per_dataset]}"
-        "{params.in1k_concepts}"
-        " --train-images {params.demo[train_images_per_concept]}"
-        " --test-images {params.demo[test_images_per_concept]}"
-        " --image-size {params.demo[image_size]} --seed {params.demo[seed]}"
-        " > {log} 2>&1"
-
-
-# The demo's small network learns the demo's IN-1K concepts; its checkpoint is then a
-# model's weights like any other (config.yaml: models.demo_cnn).
-rule pretrain_demo_model:
-    input:
-        images=PATHS.demo_images("in1k"),
-        concepts=PATHS.demo_pretraining_concepts(),
-    output:
-        PATHS.demo_checkpoint(),
-    log:
-        "logs/demo/pretrain_demo_model.log",
-    benchmark:
-        "logs/benchmarks/demo/pretrain_demo_model.tsv"
-    conda:
-        CONDA_ENVIRONMENT
-    params:
-        pretraining=config["demo"]["pretraining"],
-    shell:
-        python_command("pretrain-demo") + " --images {input.images} --concepts {input.concepts} --output {output}"
-        " --epochs {params.pretraining[epochs]} --batch-size {params.pretraining[batch_size]}"
-        " --learning-rate {params.pretraining[learning_rate]} --seed {params.pretraining[seed]}"
-        " --texture-jitter {params.pretraining[texture_jitter]} --threads {threads} > {log} 2>&1"
+include: "functions/splits.smk"
 
 
 checkpoint image_splits:
@@ -71,7 +16,7 @@ checkpoint image_splits:
     benchmark:
         "logs/benchmarks/splits/{dataset}.tsv"
     wildcard_constraints:
-        dataset=EXTRACTED_DATASET,
+        dataset=naming.EXTRACTED_DATASET,
     conda:
         CONDA_ENVIRONMENT
     threads: 4

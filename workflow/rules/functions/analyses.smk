@@ -1,0 +1,175 @@
+# Analyses stage: what the rules of analyses.smk use, besides common.smk's: its input
+# functions, config checks and the stage's targets (kept apart from the rules, as
+# snakemake --lint asks).
+
+import shlex
+
+from imagenet_cog.core.layout import TABLE_FORMATS, analysis_figure_names, analysis_table_names
+
+ANALYSES_CONFIG = config["analyses"]
+# Per (model, dataset) analyses switched on, in the order of imagenet_cog.core.layout.ANALYSES.
+ENABLED_ANALYSES = [
+    analysis for analysis in ("kmeans", "alignment_uniformity", "learnability") if ANALYSES_CONFIG[analysis]["enabled"]
+]
+if ANALYSES_CONFIG["agreement"]["enabled"] and not ANALYSES_CONFIG["kmeans"]["enabled"]:
+    raise WorkflowError(
+        "config.yaml: analyses.agreement.enabled compares the models' k-means clusterings, but "
+        "analyses.kmeans.enabled is false; switch k-means on or agreement off."
+    )
+
+
+def agreement_enabled():
+    return ANALYSES_CONFIG["agreement"]["enabled"] and ANALYSES_CONFIG["kmeans"]["enabled"]
+
+
+def analyses_switched_on():
+    """Names of the analyses, tables and figures to make (agreement included)."""
+    return [*ENABLED_ANALYSES, *(["agreement"] if agreement_enabled() else [])]
+
+
+def test_images_per_concept(dataset):
+    """Test images each concept of ``dataset`` has: the demo's or the level split's size;
+    IN-1K's official validation set has 50 per class."""
+    if config["mode"] == "demo":
+        return config["demo"]["test_images_per_concept"]
+    return 50 if dataset == naming.IN1K else config["splits"]["test_per_concept"]
+
+
+if ANALYSES_CONFIG["learnability"]["enabled"]:
+    for dataset in DATASETS:
+        references = ANALYSES_CONFIG["learnability"]["references"]
+        if references + 1 > test_images_per_concept(dataset):
+            raise WorkflowError(
+                f"config.yaml: analyses.learnability.references is {references}, but each task needs "
+                f"M + 1 = {references + 1} test images of a concept and {dataset} has "
+                f"{test_images_per_concept(dataset)} per concept; lower analyses.learnability.references "
+                f"to at most {test_images_per_concept(dataset) - 1}."
+            )
+
+
+def analysis_results():
+    """Every per-(model, dataset) analysis JSON the summary collects."""
+    return [
+        PATHS.analysis_result(model, dataset, analysis)
+        for model in result_models()
+        for dataset in DATASETS
+        for analysis in ENABLED_ANALYSES
+    ]
+
+
+def agreement_matrices():
+    return {dataset: PATHS.agreement_matrix(dataset) for dataset in DATASETS} if agreement_enabled() else {}
+
+
+def analysis_side_outputs():
+    """The TSVs written beside the analysis JSONs."""
+    return [
+        path
+        for model in result_models()
+        for dataset in DATASETS
+        for path in (
+            *([PATHS.kmeans_assignments(model, dataset)] if "kmeans" in ENABLED_ANALYSES else []),
+            *([PATHS.learnability_concepts(model, dataset)] if "learnability" in ENABLED_ANALYSES else []),
+        )
+    ]
+
+
+def analysis_outputs():
+    """Every file of the analyses stage; none when every analysis is switched off. The
+    per-(model, dataset) results are listed too: Snakemake re-creates a lost file only when
+    a target asks for it, and the summary made from it would otherwise stay as it is."""
+    if not analyses_switched_on():
+        return []
+    return [
+        *analysis_results(),
+        *analysis_side_outputs(),
+        PATHS.analyses_summary(),
+        *agreement_matrices().values(),
+        *PATHS.analysis_tables(analyses_switched_on(), DATASETS),
+        *PATHS.analysis_figures(analyses_switched_on()),
+    ]
+
+
+def analyses_rendering_arguments():
+    agreement = " ".join(f"{dataset}={path}" for dataset, path in agreement_matrices().items())
+    return (
+        f"--results-root {PATHS.root} --models {shlex.quote(models_json())} --datasets {' '.join(DATASETS)} "
+        f"--analyses {' '.join(analyses_switched_on())}" + (f" --agreement {agreement}" if agreement else "")
+    )
+
+
+def analysis_table_report(name):
+    """An analyses table's CSV as a report entry (Markdown and LaTeX beside it)."""
+    caption = "analyses_agreement.rst" if name.startswith("analyses_agreement_") else f"{name}.rst"
+    dataset = (
+        name.rsplit("_", 1)[1].upper().replace("IN1K", "IN-1K") if name.startswith("analyses_agreement_") else "IN-1K and levels"
+    )
+    return report(
+        PATHS.table(name, "csv"),
+        caption=f"../report/{caption}",
+        category="Analyses",
+        subcategory="Tables",
+        labels={"table": name.removeprefix("analyses_"), "dataset": dataset},
+    )
+
+
+def analysis_figure_report(name):
+    return report(
+        PATHS.figure(name, "png"),
+        caption=f"../report/{name}.rst",
+        category="Analyses",
+        subcategory="Figures",
+        labels={"figure": name.removeprefix("analyses_")},
+    )
+
+
+# human forced-choice sheets (002 Sec. 3) --------------------------------------------------
+
+
+def rater_model():
+    """The model whose test features give the sheets' hard negatives."""
+    model = config["analyses"]["raters"]["model"] or config["results"]["baseline_model"]
+    if model not in config["models"]:
+        raise WorkflowError(
+            f"config.yaml: analyses.raters.model '{model}' is not a key of 'models' "
+            f"({', '.join(MODELS)}); set it to one of them (null: results.baseline_model)."
+        )
+    return model
+
+
+if "hard" in config["analyses"]["raters"]["negatives"]:
+    rater_model()
+
+
+def rater_sheet_inputs(wildcards):
+    """Split table and catalogue; the test features only for hard negatives; in demo mode the
+    generated images (real ImageNet folders stay a param: Snakemake would stat every file)."""
+    dataset = wildcards.dataset
+    inputs = {"split_table": PATHS.image_splits(dataset), "catalogue": PATHS.concept_catalogue()}
+    if "hard" in config["analyses"]["raters"]["negatives"]:
+        inputs["features"] = PATHS.features(rater_model(), dataset, "test")
+    if config["mode"] == "demo":
+        inputs["images"] = image_root(dataset)
+    return inputs
+
+
+def rater_sheet_settings():
+    """The settings that shape the sheets (params: a change re-runs them); not 'enabled',
+    which only says whether rule all asks for them, nor 'model', whose features are an input."""
+    raters = config["analyses"]["raters"]
+    return {key: raters[key] for key in ("concepts_per_dataset", "tasks_per_concept", "references", "image_size", "seed")}
+
+
+def rater_sheet_outputs(datasets=None):
+    return [path for dataset in (datasets or DATASETS) for path in (PATHS.rater_sheets(dataset), PATHS.rater_key(dataset))]
+
+
+def rater_sheet_targets():
+    """The sheets of every dataset, for rule all, when analyses.raters.enabled."""
+    return rater_sheet_outputs() if config["analyses"]["raters"]["enabled"] else []
+
+
+def analyses_targets():
+    """What a full run makes of this stage (rule all gathers each stage's list), the
+    switched-on analyses and, when analyses.raters.enabled, the rater sheets."""
+    return [*rater_sheet_targets(), *analysis_outputs()]

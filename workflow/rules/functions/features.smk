@@ -1,0 +1,94 @@
+# Features stage: what the rules of features.smk use, besides common.smk's: its input
+# functions, config checks and the stage's targets (kept apart from the rules, as
+# snakemake --lint asks).
+
+import functools
+import hashlib
+import json
+import math
+import shlex
+from types import SimpleNamespace
+
+
+def feature_shards(wildcards):
+    """All shard files of one (model, dataset, split)."""
+    count = split_row_count(wildcards.dataset, wildcards.split)
+    shards = max(1, math.ceil(count / config["features"]["shard_size"]))
+    return [PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, f"{index:05d}") for index in range(shards)]
+
+
+def model_checkpoint_input(wildcards):
+    """A workflow-made checkpoint is an input of extraction: it is made first, and a new one
+    re-extracts the model's features."""
+    return [model_spec(wildcards.model).weights] if made_by_workflow(wildcards.model) else []
+
+
+@functools.cache
+def model_weights_identity(model):
+    """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
+    from imagenet_cog.models.registry import weights_identity
+
+    if made_by_workflow(model):
+        # Its digest is unknown until it is made: the settings that make it stand in for it.
+        settings = json.dumps({"demo": demo_world_settings(), "pretraining": config["demo"]["pretraining"]}, sort_keys=True)
+        return f"made by the workflow from {hashlib.sha256(settings.encode()).hexdigest()[:16]}"
+    return weights_identity(model_spec(model))
+
+
+def weights_identity_option(model):
+    """Extraction fails when a model's weights changed since planning; a checkpoint the
+    workflow makes is checked by Snakemake instead (it is an input)."""
+    if made_by_workflow(model):
+        return ""
+    return f"--weights-identity {shlex.quote(model_weights_identity(model))}"
+
+
+def decode_option():
+    """Where JPEGs are decoded changes pixels by at most one grey level (within the shards'
+    float16 tolerance), so it is how features are made, not what: the default, auto, adds
+    nothing to the command, and shards made before the option existed stay up to date."""
+    decode = config["features"]["decode"]
+    return "" if decode == "auto" else f" --decode {decode}"
+
+
+def model_factory_option(model):
+    factory = model_spec(model).factory
+    return f"--factory {shlex.quote(factory)}" if factory else ""
+
+
+def model_preprocessing(model):
+    """The registry's preprocessing as JSON; a custom model's factory is covered by its identity."""
+    from imagenet_cog.models.registry import registry_preprocessing
+
+    preprocessing = registry_preprocessing(model_spec(model))
+    return preprocessing.to_json() if preprocessing else "factory"
+
+
+def needs_pool(level_set):
+    """Whether a set's views read "pool": word2vec re-ranks Lin's level concepts only; in
+    demo mode every set may pick pool concepts, the only ones with images besides Lin's."""
+    return config["mode"] == "demo" or level_set != "word2vec"
+
+
+POOL_NEEDED = any(needs_pool(naming.level_set_of(dataset)) for dataset in LEVEL_SET_DATASETS)
+
+
+def view_sources(dataset):
+    """The extracted datasets a view reads: Lin's levels (in demo mode those with demo
+    images: the configured ones) and the pool where the set may need it."""
+    levels = [level for level in LEVEL_NAMES if config["mode"] != "demo" or level in DATASETS]
+    return levels + ([naming.POOL] if needs_pool(naming.level_set_of(dataset)) else [])
+
+
+def features_targets(wildcards):
+    """Every shard behind the probes' feature files, for rule all. A merged file only points
+    at its shards, and Snakemake re-creates a deleted file only when a target asks for it:
+    listed here, a lost shard is extracted again and the probes reading it re-run. An input
+    function: the shards of a split are counted from its split table."""
+    return [
+        shard
+        for model in result_models()
+        for dataset in [*DATASETS, *([naming.POOL] if POOL_NEEDED else []), *BLURRED_DATASETS]
+        for split in SPLITS
+        for shard in feature_shards(SimpleNamespace(model=model, dataset=dataset, split=split))
+    ]

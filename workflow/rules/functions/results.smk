@@ -1,0 +1,152 @@
+# Results stage: what the rules of results.smk use, besides common.smk's: its input
+# functions, config checks and the stage's targets (kept apart from the rules, as
+# snakemake --lint asks).
+
+import os
+import shlex
+
+from imagenet_cog.core.layout import (
+    DROP_NAME,
+    FIGURE_FORMATS,
+    PUBLISHED_FIGURE,
+    RESULT_FIGURES,
+    STATISTICS_TABLES,
+    TABLE_FORMATS,
+    published_table_names,
+    result_table_names,
+)
+from imagenet_cog.results.paper import published_model_names, resolve_paper_names
+
+if config["results"]["baseline_model"] not in config["models"]:
+    raise WorkflowError(
+        f"config.yaml: results.baseline_model '{config['results']['baseline_model']}' is not "
+        f"a key of 'models' ({', '.join(MODELS)}); set it to one of them."
+    )
+
+# A paper_name that names no row of the published tables fails here, before any job.
+PUBLISHED_TOP1 = config["results"]["published_top1"]
+if any("paper_name" in entry for entry in config["models"].values()):
+    if not os.path.exists(PUBLISHED_TOP1):
+        raise WorkflowError(
+            f"config.yaml: results.published_top1 '{PUBLISHED_TOP1}' does not exist; models with "
+            f"a paper_name are compared with it (the shipped file is resources/published_top1.tsv)."
+        )
+    try:
+        resolve_paper_names(config["models"], published_model_names(PUBLISHED_TOP1), PUBLISHED_TOP1)
+    except ValueError as error:
+        raise WorkflowError(f"config.yaml: {error}") from error
+
+
+def results_root(wildcards, output):
+    """The results folder of a results-stage job, from its first output (<root>/tables/.. or
+    <root>/figures/..): where its command writes the rest."""
+    return os.path.dirname(os.path.dirname(output[0]))
+
+
+def result_probe_inputs():
+    """Probe results the summary reads; with results.allow_missing only those that exist,
+    so that tables can be made while some probe jobs failed or are still to run."""
+    expected = all_probe_results(models=result_models()) + level_set_probe_results(models=result_models())
+    if config["results"]["allow_missing"]:
+        return [path for path in expected if os.path.exists(path)]
+    return expected
+
+
+def grid_arguments():
+    return (
+        f"--results-root {PATHS.root} --models {shlex.quote(models_json())} "
+        f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)} "
+        f"--kinds {' '.join(PROBE_KINDS)} --other-kinds-shots {' '.join(OTHER_KINDS_SHOTS)} "
+        f"--other-kinds-seeds {' '.join(OTHER_KINDS_SEEDS)}"
+    )
+
+
+def level_set_grid_arguments():
+    """The level-set probes the summary also covers (none: no option, the Lin-only command)."""
+    if not LEVEL_SET_DATASETS:
+        return ""
+    return (
+        f"--level-set-datasets {' '.join(LEVEL_SET_DATASETS)} --level-set-shots {' '.join(LEVEL_SET_SHOTS)} "
+        f"--level-set-seeds {' '.join(LEVEL_SET_SEEDS)}"
+    )
+
+
+def table_report(name):
+    """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
+    probe_kind_tables = {
+        "probe_kinds": "MLP probes relative to linear",
+        "pca_top1": "PCA + linear, top-1",
+        "pca_relative": "PCA + linear, relative to baseline",
+    }
+    if name in probe_kind_tables:
+        return report(
+            PATHS.table(name, "csv"),
+            caption=f"../report/table_{name}.rst",
+            category="Tables",
+            subcategory="Probe kinds",
+            labels={"table": probe_kind_tables[name], "dataset": "IN-1K and levels"},
+        )
+    absolute = name.startswith("top1_")
+    across_levels = name.endswith("_levels")
+    dataset = "IN-1K and levels" if across_levels else name.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
+    kind = ("Top-1" if absolute else "Relative to baseline") + (", all images" if across_levels else " per N")
+    caption = f"table_{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
+    return report(
+        PATHS.table(name, "csv"),
+        caption=f"../report/{caption}",
+        category="Tables",
+        subcategory=kind,
+        labels={"table": kind, "dataset": dataset},
+    )
+
+
+def tidy_report(path, caption, table, subcategory):
+    """A report entry for a table of the results stage other than the paper's tables."""
+    return report(
+        path,
+        caption=f"../report/{caption}",
+        category="Tables",
+        subcategory=subcategory,
+        labels={"table": table, "dataset": "all"},
+    )
+
+
+def published_report(name):
+    """published_comparison (every compared cell) or published_<dataset> as a report entry."""
+    dataset = name.split("_", 1)[1]
+    across = dataset == "comparison"
+    return report(
+        PATHS.table(name, "csv"),
+        caption=f"../report/{'published_comparison' if across else 'published_dataset'}.rst",
+        category="Tables",
+        subcategory="Ours - published",
+        labels={
+            "table": "ours vs published, every cell" if across else "ours - published per N",
+            "dataset": "all" if across else dataset.upper().replace("IN1K", "IN-1K"),
+        },
+    )
+
+
+def figure_report(name, caption):
+    return report(
+        PATHS.figure(name, "png"),
+        caption=f"../report/{caption}",
+        category="Figures",
+        labels={"figure": name},
+    )
+
+
+def results_targets():
+    """What a full run makes of this stage (rule all gathers each stage's list), the
+    tables, figures and timings, and the level sets' table and figure when level sets are
+    configured."""
+    level_set_results = (
+        [
+            PATHS.level_sets_figure("png"),
+            PATHS.level_sets_figure("pdf"),
+            *(PATHS.level_sets_table(extension) for extension in TABLE_FORMATS),
+        ]
+        if LEVEL_SET_DATASETS
+        else []
+    )
+    return [*PATHS.result_targets(DATASETS), *level_set_results]
