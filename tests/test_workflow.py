@@ -37,7 +37,7 @@ def demo_config(demo_run):
 # host (a CPU without bfloat16 multiplies float32 under `auto`, one with it bfloat16).
 # Measured on 2 CPU cores (this demo, float32): pretrained IN-1K 99.7, L1 93.9, L5 39.1;
 # control L1 67.0, L5 71.5. Over 3 pretraining seeds x 2 CPU kernel sets x 2 precisions
-# (README "Demo"), the smallest margins seen are those the constants below are set from.
+# (docs/demo.md), the smallest margins seen are those the constants below are set from.
 PRETRAINED_MODEL, CONTROL_MODEL = "demo_cnn", "demo_cnn_random"
 STORY_PRECISIONS = ("float32", "bfloat16")
 IN1K_ABOVE_L1 = 2.0

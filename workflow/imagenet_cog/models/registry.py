@@ -46,7 +46,7 @@ from typing import Any, Callable, Collection
 
 from imagenet_cog.models.checkpoints import load_checkpoint
 
-# The paper's 31 models, shipped next to the workflow (README, "The paper's 31 models").
+# The paper's 31 models, shipped next to the workflow (docs/paper-models.md).
 PAPER_MODELS_CONFIG = Path(__file__).resolve().parents[3] / "config" / "paper_models.yaml"
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -200,7 +200,7 @@ class ModelSpec:
                 published = f" (published as '{entry['published_file']}')" if entry.get("published_file") else ""
                 raise FileNotFoundError(
                     f"{missing} Download the checkpoint from {entry['source']}{published} and "
-                    f"save it as {weights}; README 'The paper's 31 models' says how."
+                    f"save it as {weights}; docs/paper-models.md says how."
                 ) from None
             raise
         return spec
