@@ -1,0 +1,224 @@
+"""The house plan (docs/architecture.md), checked on the code itself.
+
+- every stage's rule file has the package of the same name, a functions file is named
+  after the rule file it serves, and every command a stage's rules run lives in its package;
+- the package's imports form no loop, between modules or between packages, and the
+  packages import each other only as docs/architecture.md draws it (``core`` imports no
+  stage);
+- a name is imported from the module that defines it, never through another module that
+  imported it (no helper borrowed from another module, no second way to reach it);
+- every command of ``python -m imagenet_cog`` resolves to a function;
+- the config schema's dataset pattern is the naming module's.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+from conftest import REPOSITORY
+
+PACKAGE = REPOSITORY / "workflow" / "imagenet_cog"
+RULES = REPOSITORY / "workflow" / "rules"
+# each stage's input functions, checks and targets, apart from its rules (snakemake --lint)
+FUNCTIONS = RULES / "functions"
+ARCHITECTURE = REPOSITORY / "docs" / "architecture.md"
+# rule files that are no stage, and packages that are no stage
+SHARED_RULE_FILES = {"common"}
+SHARED_PACKAGES = {"core", "models", "backbones"}
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name -> file of every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, str | None]]:
+    """(module, imported name or None) of every import of the package in one module, at any
+    depth (commands import heavy modules inside functions)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names if alias.name.startswith("imagenet_cog.")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if base != "imagenet_cog" and not base.startswith("imagenet_cog."):
+                continue
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.append((submodule, None) if submodule in known else (base, alias.name))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = modules()
+    graph = defaultdict(set)
+    for name, path in known.items():
+        for module, _ in imported(name, path, known):
+            if module != "imagenet_cog" and module != name:
+                graph[name].add(module)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in graph.get(node, ()):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(set(graph) | {target for targets in graph.values() for target in targets}):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") >= 1 else ""
+
+
+def package_graph() -> dict[str, set[str]]:
+    packages = defaultdict(set)
+    for module, targets in import_graph().items():
+        for target in targets:
+            source, destination = package_of(module), package_of(target)
+            if source != destination and source in PACKAGES and destination in PACKAGES:
+                packages[source].add(destination)
+    return packages
+
+
+PACKAGES = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+
+
+def documented_imports() -> dict[str, set[str]]:
+    """The package imports docs/architecture.md draws, in its block headed `imports`."""
+    text = ARCHITECTURE.read_text()
+    block = re.search(r"```text imports\n(.*?)```", text, re.S)
+    assert block, f"{ARCHITECTURE} has no ```text imports block listing which package imports which"
+    documented = {}
+    for line in block.group(1).splitlines():
+        if "->" in line:
+            source, targets = (part.strip() for part in line.split("->", 1))
+            documented[source] = {target.strip() for target in targets.split(",") if target.strip()}
+    return documented
+
+
+def test_every_stage_rule_file_has_its_package():
+    stages = {path.stem for path in RULES.glob("*.smk")} - SHARED_RULE_FILES
+    assert stages, RULES
+    missing = sorted(stage for stage in stages if not (PACKAGE / stage / "__init__.py").is_file())
+    assert not missing, f"rule files without a package of the same name: {missing}"
+    unruled = sorted(PACKAGES - stages - SHARED_PACKAGES)
+    assert not unruled, f"packages that are no stage's and not shared: {unruled}"
+    strays = sorted(path.name for path in FUNCTIONS.glob("*.smk") if path.stem not in stages)
+    assert not strays, f"functions files without a rule file of the same name: {strays}"
+
+
+def test_every_command_a_rule_file_runs_lives_in_its_stage_package():
+    from imagenet_cog.cli import COMMANDS
+
+    misplaced = []
+    for path in sorted(RULES.rglob("*.smk")):
+        for command in re.findall(r'python_command\("([a-z0-9-]+)"\)', path.read_text()):
+            assert command in COMMANDS, f"{path.name} runs '{command}', which the cli does not know"
+            if path.stem not in SHARED_RULE_FILES and not COMMANDS[command].startswith(f"imagenet_cog.{path.stem}."):
+                misplaced.append(f"{path.name}: {command} -> {COMMANDS[command]}")
+    assert not misplaced, misplaced
+
+
+def test_every_cli_command_resolves_to_a_function():
+    from imagenet_cog.cli import COMMANDS
+
+    for command, target in COMMANDS.items():
+        module_name, function_name = target.split(":")
+        function = getattr(importlib.import_module(module_name), function_name, None)
+        assert callable(function), f"{command}: {target} is not a function"
+
+
+def test_no_import_loop_between_modules_or_packages():
+    assert cycles(import_graph()) == []
+    assert cycles(package_graph()) == []
+
+
+def test_core_imports_no_stage():
+    climbing = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        if package_of(module) == "core"
+        for target in targets
+        if package_of(target) != "core"
+    )
+    assert not climbing, climbing
+
+
+def test_packages_import_each_other_as_the_architecture_page_draws_it():
+    actual = {source: targets for source, targets in package_graph().items() if targets}
+    assert actual == documented_imports(), (
+        "the imports between packages changed: update the ```text imports block of docs/architecture.md "
+        f"(or the code); actual: {dict(sorted(actual.items()))}"
+    )
+
+
+def test_names_are_imported_from_the_module_that_defines_them():
+    known = modules()
+    defined = {}
+    for name, path in known.items():
+        names = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names.update(name.id for target in node.targets for name in ast.walk(target) if isinstance(name, ast.Name))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+        defined[name] = names
+    sources = {name: path for name, path in known.items()}
+    for folder in ("tests", "benchmarks", "scripts"):
+        for path in sorted((REPOSITORY / folder).glob("*.py")):
+            sources[f"{folder}/{path.name}"] = path
+    borrowed = []
+    for name, path in sources.items():
+        for module, imported_name in imported(name if name in known else "imagenet_cog.x", path, known):
+            if imported_name is not None and module in defined and imported_name not in defined[module]:
+                borrowed.append(f"{name}: {imported_name} from {module}")
+    assert not borrowed, borrowed
+
+
+def test_the_schema_allows_the_datasets_the_naming_module_names():
+    from imagenet_cog.core.naming import DEFAULT_DATASET
+
+    schema = yaml.safe_load((REPOSITORY / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    assert schema["properties"]["datasets"]["items"]["pattern"] == f"^({DEFAULT_DATASET})$"
