@@ -317,11 +317,12 @@ def test_too_many_references_for_the_demo_stops_before_any_job(tmp_path):
     from conftest import copy_workflow, snakemake
 
     workdir = copy_workflow(tmp_path / "copy")
-    (workdir / "more.yaml").write_text("analyses:\n  learnability:\n    references: 8\n")
+    # the demo's concepts have demo.test_images_per_concept (16) test images: M + 1 = 17 do not fit
+    (workdir / "more.yaml").write_text("analyses:\n  learnability:\n    references: 16\n")
     result = snakemake(workdir, "--dry-run", "--cores", "1", "--configfile", "more.yaml", check=False)
     assert result.returncode != 0
-    assert "analyses.learnability.references is 8" in result.stdout + result.stderr
-    assert "at most 7" in result.stdout + result.stderr
+    assert "analyses.learnability.references is 16" in result.stdout + result.stderr
+    assert "at most 15" in result.stdout + result.stderr
     assert not (workdir / "results").exists()
 
 
