@@ -203,7 +203,9 @@ def workflow_copy(tmp_path_factory) -> Path:
     "settings, message",
     [
         ({"level_sets": {"sets": ["wup", "lch"]}}, "level_sets.sets names 'lch'"),
-        ({"mode": "imagenet", "level_sets": {"sets": ["word2vec"]}}, "level_sets.word2vec.embeddings is not set"),
+        # real data: the demo's pretrained model (a checkpoint only the demo makes) takes random weights
+        ({"mode": "imagenet", "models": {"demo_cnn": {"weights": "random"}}, "level_sets": {"sets": ["word2vec"]}},
+         "level_sets.word2vec.embeddings is not set"),
         ({"level_sets": {"sets": ["word2vec"], "word2vec": {"embeddings": "/nonexistent/vectors.txt"}}},
          "level_sets.word2vec.embeddings = '/nonexistent/vectors.txt' does not exist"),
         ({"level_sets": {"sets": ["word2vec"], "word2vec": {"embeddings": "config.yaml"}}},
