@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "demo-blurred": "imagenet_cog.demo.blurred:demo_blurred_command",
     "demo-embeddings": "imagenet_cog.demo.word_vectors:demo_embeddings_command",
     # splits stage (splits.smk)
+    "index-images": "imagenet_cog.image_roots:index_images_command",
     "image-splits": "imagenet_cog.splits.image_splits:image_splits",
     "split-summary": "imagenet_cog.splits.summary:split_summary",
     # features stage (features.smk)
