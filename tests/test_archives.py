@@ -195,3 +195,20 @@ def test_folder_wnids():
     assert folder_wnid("winter21_whole/n01440764.tar") == "n01440764"
     assert folder_wnid("train_blurred.tar/train_blurred/n01440764") == "n01440764"
     assert folder_wnid("ILSVRC2012_img_val.tar") == ""
+
+
+def test_image_files_open_images_of_any_layout_by_path(tmp_path, images):
+    from imagenet_world import write_folders
+    from PIL import Image
+
+    from imagenet_cog.archives import ImageFiles
+
+    write_folders(tmp_path / "folders", images)
+    write_synset_tars(tmp_path / "tars", images)
+    build_index(tmp_path / "tars", sorted(os.listdir(tmp_path / "tars")), tmp_path / "index.h5")
+    names = sorted(images["n01443537"])
+    from_folders = ImageFiles(tmp_path / "folders").opener([f"n01443537/{name}" for name in names])
+    from_tars = ImageFiles(tmp_path / "tars", tmp_path / "index.h5").opener([f"n01443537.tar/{name}" for name in names])
+    for position in range(len(names)):
+        with Image.open(from_folders(position)) as one, Image.open(from_tars(position)) as other:
+            assert one.tobytes() == other.tobytes()

@@ -38,9 +38,10 @@ import os
 import re
 import tarfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -150,12 +151,25 @@ class ScanUnit:
 
 @dataclass
 class FolderImages:
-    """The images of one folder as one scan found them (names unsorted)."""
+    """The images of one folder as scanned: names (UTF-8 bytes) sorted, with their data's
+    offsets and sizes; of repeated names the last member only, as extracting keeps."""
 
     member_dir: str
-    names: list[str] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
+    names: np.ndarray
+    offsets: np.ndarray
+    sizes: np.ndarray
+    duplicates: int = 0
+
+
+def folder_images(member_dir: str, names: Sequence[bytes], offsets: Sequence[int], sizes: Sequence[int]) -> FolderImages:
+    """Images in tar order as one folder's sorted arrays."""
+    encoded = np.array(names, dtype=bytes) if len(names) else np.zeros(0, dtype="S1")
+    offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
+    # a stable sort keeps tar order among equal names, so the last of each run is the last member
+    order = np.argsort(encoded, kind="stable")
+    encoded, offsets, sizes = encoded[order], offsets[order], sizes[order]
+    last = np.append(encoded[1:] != encoded[:-1], True) if encoded.size else np.zeros(0, dtype=bool)
+    return FolderImages(member_dir, encoded[last], offsets[last], sizes[last], int((~last).sum()))
 
 
 @dataclass
@@ -170,7 +184,7 @@ class UnitScan:
 def scan_unit(unit: ScanUnit, find_inner: bool) -> UnitScan:
     """Every image of one tar with its absolute offset; with ``find_inner``, ``.tar``
     members are returned as units of their own (read in place, never copied)."""
-    folders: dict[str, FolderImages] = {}
+    found: dict[str, tuple[str, list[bytes], list[int], list[int]]] = {}
     inner: list[ScanUnit] = []
     skipped = 0
     truncated = False
@@ -201,15 +215,16 @@ def scan_unit(unit: ScanUnit, find_inner: bool) -> UnitScan:
                 elif is_image_name(name):
                     directory, _, base = name.rpartition("/")
                     folder = join_path(unit.folder, directory)
-                    entry = folders.setdefault(folder, FolderImages(directory))
-                    entry.names.append(base)
-                    entry.offsets.append(unit.start + info.offset_data)
-                    entry.sizes.append(info.size)
+                    entry = found.setdefault(folder, (directory, [], [], []))
+                    entry[1].append(base.encode())
+                    entry[2].append(unit.start + info.offset_data)
+                    entry[3].append(info.size)
                 else:
                     skipped += 1
         except tarfile.ReadError:
             truncated = True
         truncated = truncated or last_end > available
+    folders = {folder: folder_images(*entry) for folder, entry in found.items()}
     return UnitScan(unit, folders, inner, truncated, skipped)
 
 
@@ -303,53 +318,42 @@ def build_index(root: str | os.PathLike, archives: Sequence[str], output: str | 
             truncated_archives.add(scan.unit.archive)
         for folder, images in scan.folders.items():
             if folder in found:
-                if found[folder][1].member_dir != images.member_dir:
+                number, kept = found[folder]
+                if kept.member_dir != images.member_dir:
                     raise ArchiveError(f"{scan.unit.path}: two tars hold the folder {folder}; give each folder once.")
-                kept = found[folder][1]
-                kept.names += images.names
-                kept.offsets += images.offsets
-                kept.sizes += images.sizes
+                # the scan read later holds the later members: it wins ties, as extracting would
+                found[folder] = (number, folder_images(
+                    kept.member_dir, [*kept.names, *images.names], np.concatenate([kept.offsets, images.offsets]),
+                    np.concatenate([kept.sizes, images.sizes])))
+                found[folder][1].duplicates += kept.duplicates + images.duplicates
             else:
                 found[folder] = (scan.unit.archive, images)
 
     for scan in _scan_all(_scan_archive, units, processes, progress("archives")):
         collect(scan)
         inner_units += scan.inner
-    inner_paths = [unit.folder for unit in inner_units]
-    if len(set(inner_paths)) != len(inner_paths):
-        twice = sorted({path for path in inner_paths if inner_paths.count(path) > 1})
+    twice = sorted(path for path, count in Counter(unit.folder for unit in inner_units).items() if count > 1)
+    if twice:
         raise ArchiveError(f"{root}: the inner tar {twice[0]} appears twice; an archive must name each inner tar once.")
     for scan in _scan_all(_scan_inner, inner_units, processes, progress("inner tars")):
         collect(scan)
 
     folder_paths = sorted(found)
-    names, offsets, sizes, starts, counts = [], [], [], [], []
-    duplicates = 0
-    start = 0
-    for folder in folder_paths:
-        images = found[folder][1]
-        encoded = np.array([name.encode() for name in images.names], dtype=bytes)
-        folder_offsets = np.asarray(images.offsets, dtype=np.int64)
-        folder_sizes = np.asarray(images.sizes, dtype=np.int64)
-        # the last member of a name wins, as when extracting; a stable sort keeps tar order
-        order = np.argsort(encoded, kind="stable")
-        encoded, folder_offsets, folder_sizes = encoded[order], folder_offsets[order], folder_sizes[order]
-        last = np.append(encoded[1:] != encoded[:-1], True) if encoded.size else np.zeros(0, dtype=bool)
-        duplicates += int((~last).sum())
-        names.append(encoded[last])
-        offsets.append(folder_offsets[last])
-        sizes.append(folder_sizes[last])
-        starts.append(start)
-        counts.append(int(last.sum()))
-        start += counts[-1]
+    folders = [found[folder][1] for folder in folder_paths]
+    counts = [len(images.names) for images in folders]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if counts else np.zeros(0, dtype=np.int64)
+    names = [images.names for images in folders]
+    offsets = [images.offsets for images in folders]
+    sizes = [images.sizes for images in folders]
+    duplicates = sum(images.duplicates for images in folders)
     member_names = np.concatenate(names) if names else np.zeros(0, dtype="S1")
     summary = IndexSummary(
-        archives=len(rows), folders=len(folder_paths), images=int(start),
+        archives=len(rows), folders=len(folder_paths), images=sum(counts),
         truncated=tuple(rows[number][0] for number in sorted(truncated_archives)),
         duplicates=duplicates, skipped=skipped, seconds=time.perf_counter() - started,
     )
     _write_index(output, root, rows, sorted(truncated_archives), folder_paths,
-                 [found[folder][0] for folder in folder_paths], [found[folder][1].member_dir for folder in folder_paths],
+                 [found[folder][0] for folder in folder_paths], [images.member_dir for images in folders],
                  starts, counts, member_names,
                  np.concatenate(offsets) if offsets else np.zeros(0, dtype=np.int64),
                  np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64), attributes or {})
@@ -638,3 +642,20 @@ class MemberReader:
         for descriptor in self._descriptors.values():
             os.close(descriptor)
         self._descriptors = {}
+
+
+class ImageFiles:
+    """Images by their path relative to an image root, whatever its layout: the files of a
+    folder tree, or tar members through the root's index. For the few images a figure or
+    a rater sheet shows; extraction reads through :class:`MemberReader` itself."""
+
+    def __init__(self, root: str | os.PathLike, index: str | os.PathLike | None = None):
+        self.root = Path(root)
+        self.index = ImageIndex(index) if index else None
+
+    def opener(self, paths: Sequence[str]) -> Callable[[int], Path | io.BytesIO]:
+        """``open(position)``: what ``PIL.Image.open`` takes for ``paths[position]``."""
+        if self.index is None:
+            return lambda position: self.root / paths[position]
+        reader = self.index.reader(paths)
+        return lambda position: io.BytesIO(reader.read(position))
