@@ -17,7 +17,7 @@ root                          layout       what the root is
 ``data.in1k_root``            ``folders``  ``<root>/train/<wnid>/``, ``<root>/val/<wnid>/``
                               ``tars``     ``<root>/ILSVRC2012_img_train.tar`` (one tar per class
                                            inside) and ``ILSVRC2012_img_val.tar`` (flat),
-                                           labelled by the devkit (:mod:`imagenet_cog.val_labels`)
+                                           labelled by the devkit (:mod:`imagenet_cog.core.val_labels`)
 ``data.in1k_blurred_root``    ``folders``  as IN-1K, or ``train_blurred/<wnid>/``,
                                            ``val_blurred/<wnid>/`` as the face-blurred release's
                                            ``.tar.gz`` files extract
@@ -25,7 +25,7 @@ root                          layout       what the root is
                                            ``.tar.gz`` after ``gunzip`` (``<dir>/<wnid>/*.jpg``)
 ============================  ===========  =====================================================
 
-Tar layouts are read through an index (:mod:`imagenet_cog.archives`) built once per root;
+Tar layouts are read through an index (:mod:`imagenet_cog.core.archives`) built once per root;
 an image's path then names the member, e.g. ``n01440764.tar/n01440764_10026.JPEG`` or
 ``ILSVRC2012_img_val.tar/ILSVRC2012_val_00000001.JPEG``. Folder layouts keep their paths
 (``n01440764/n01440764_10026.JPEG``).
@@ -39,8 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagenet_cog.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
-from imagenet_cog.val_labels import LabelError, find_labels, read_val_labels, val_stem
+from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
+from imagenet_cog.core.val_labels import LabelError, find_labels, read_val_labels, val_stem
 
 SOURCES = ("in21k", "in1k", "in1k_blurred")
 LAYOUTS = {"in21k": ("folders", "tars", "tar"), "in1k": ("folders", "tars"), "in1k_blurred": ("folders", "tars")}
@@ -409,35 +409,3 @@ def stale_index_message(root: ImageRoot, problems: Sequence[str]) -> str:
         f"the image index {root.index_path} no longer describes {root.describe()}: {'; '.join(problems)} since it "
         f"was built. Delete {root.index_path} and re-run: it is rebuilt, and finished splits and features are kept."
     )
-
-
-def index_images_command(argv: Sequence[str]) -> int:
-    import argparse
-    import sys
-
-    from imagenet_cog.archives import ArchiveError, build_index
-
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog index-images",
-                                     description="Index the images of a root's tars: name, offset and size of each.")
-    parser.add_argument("--source", required=True, choices=SOURCES)
-    parser.add_argument("--root", required=True)
-    parser.add_argument("--layout", required=True, help="the root's layout: tars or tar")
-    parser.add_argument("--processes", type=int, default=1, help="tars read at once")
-    parser.add_argument("--output", required=True)
-    args = parser.parse_args(argv)
-    try:
-        archives = index_archives(args.source, args.root, args.layout)
-        print(f"indexing {len(archives)} tar files of {root_setting(args.source)} = {args.root} (layout {args.layout}) "
-              f"on {args.processes} processes", file=sys.stderr, flush=True)
-        summary = build_index(args.root, archives, args.output, processes=args.processes,
-                              attributes={"source": args.source, "layout": args.layout},
-                              log=lambda message: print(message, file=sys.stderr, flush=True))
-    except (ImageRootError, ArchiveError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    for relative in summary.truncated:
-        print(f"warning: {relative} ends inside a member (an interrupted download?): its cut images will be flagged "
-              f"invalid when read; download it again", file=sys.stderr)
-    print(f"{args.output}: {summary.images} images in {summary.folders} folders of {summary.archives} tar files "
-          f"({summary.duplicates} repeated names, {summary.skipped} other members skipped) in {summary.seconds:.1f} s")
-    return 0

@@ -10,7 +10,7 @@ import sys
 import pytest
 from imagenet_world import synset_images, write_ilsvrc2012, write_synset_tars
 
-from imagenet_cog.io import read_lines, read_tsv, write_lines, write_tsv
+from imagenet_cog.core.io import read_lines, read_tsv, write_lines, write_tsv
 
 LEVEL = ["n01530575", "n01531178", "n01532829"]
 POOL = ["n02084071", "n02085620"]

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 from imagenet_world import devkit_files, devkit_order, write_devkit
 
-from imagenet_cog.val_labels import LabelError, find_labels, read_val_labels
+from imagenet_cog.core.val_labels import LabelError, find_labels, read_val_labels
 
 WNIDS = ["n01440764", "n01443537", "n02084071", "n02119789"]
 VAL = ["n02084071", "n01440764", "n02119789", "n02084071", "n01443537"]

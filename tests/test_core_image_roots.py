@@ -18,7 +18,7 @@ from imagenet_world import (
     write_tar,
 )
 
-from imagenet_cog.image_roots import (
+from imagenet_cog.core.image_roots import (
     ImageRoot,
     ImageRootError,
     check_index_current,

@@ -20,9 +20,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from imagenet_cog.archives import ArchiveError
-from imagenet_cog.concepts import ConceptError, read_image_counts
-from imagenet_cog.image_roots import (
+from imagenet_cog.core.archives import ArchiveError
+from imagenet_cog.core.image_roots import (
     RELEASES,
     ImageRoot,
     ImageRootError,
@@ -31,8 +30,9 @@ from imagenet_cog.image_roots import (
     root_setting,
     stale_index_message,
 )
-from imagenet_cog.io import read_tsv, write_lines, write_tsv
-from imagenet_cog.splits import SplitError, load_published_splits, read_concepts
+from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
+from imagenet_cog.levels.concepts import ConceptError, read_image_counts
+from imagenet_cog.splits.image_splits import SplitError, load_published_splits, read_concepts
 
 PREFLIGHT_HEADER = ("dataset", "wnid", "images", "val_images", "needed", "fall11_images", "status", "detail")
 NEEDED_HEADER = ("wnid", "name", "tar", "fall11_images", "datasets")

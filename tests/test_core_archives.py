@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from imagenet_world import synset_images, tar_bytes, write_outer_tar, write_synset_tars, write_tar
 
-from imagenet_cog.archives import (
+from imagenet_cog.core.archives import (
     ArchiveError,
     ImageIndex,
     IndexMismatchError,
@@ -201,7 +201,7 @@ def test_image_files_open_images_of_any_layout_by_path(tmp_path, images):
     from imagenet_world import write_folders
     from PIL import Image
 
-    from imagenet_cog.archives import ImageFiles
+    from imagenet_cog.core.archives import ImageFiles
 
     write_folders(tmp_path / "folders", images)
     write_synset_tars(tmp_path / "tars", images)

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from imagenet_cog.io import atomic_output
+from imagenet_cog.core.io import atomic_output
 
 INDEX_FORMAT = "imagenet-cog image index"
 INDEX_VERSION = 1
