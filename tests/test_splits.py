@@ -303,6 +303,9 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
         "models: {demo_cnn: null}\nresults: {baseline_model: demo_cnn_random}\n"
         # 3 test images per concept leave no learnability task
         "analyses: {learnability: {enabled: false}}\n"
+        # one training image per IN-1K class: the pre-flight check would (rightly) refuse
+        # config.yaml's class-balanced variant, which needs 12
+        "balanced: {enabled: false}\n"
         f"mode: imagenet\ndatasets: [in1k, l1]\n"
         f"data: {{in1k_root: {in1k}, in21k_root: {in21k}}}\n"
         f"splits: {{test_per_concept: 3, max_train_per_concept: 4}}\n"
@@ -341,3 +344,4 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
     assert sorted(row["path"] for row in rows if row["split"] == "test") == sorted(
         f"{wnid}/{wnid}_{k}.JPEG" for wnid in level for k in range(2)
     )
+
