@@ -659,3 +659,7 @@ class ImageFiles:
             return lambda position: self.root / paths[position]
         reader = self.index.reader(paths)
         return lambda position: io.BytesIO(reader.read(position))
+
+    def open(self, path: str) -> Path | io.BytesIO:
+        """What ``PIL.Image.open`` takes for one image."""
+        return self.opener([path])(0)
