@@ -227,6 +227,18 @@ def test_a_corrupt_index_stops_the_job_reading_it_and_keeps_the_rest(tars_run, w
     assert (workdir / LAYOUT.results_summary()).is_file()
 
 
+def test_config_imagenet_yaml_is_valid_and_plans_a_run(world, tmp_path):
+    workdir = copy_workflow(tmp_path / "workflow-copy")
+    shutil.copytree(Path(__file__).resolve().parents[1] / "config", workdir / "config")
+    (workdir / "here.yaml").write_text(yaml.safe_dump(
+        {"data": {"in21k_root": str(world["outer_tar"]), "in1k_root": str(world["ilsvrc2012"])}}))
+    plan = snakemake(workdir, "-n", "--cores", "8", "--configfile", "config/imagenet.yaml", "here.yaml")
+    for rule in ("index_images", "cut_levels", "preflight"):
+        assert f"rule {rule}:" in plan.stdout, rule
+    plan = snakemake(workdir, "needed_synsets", "-n", "--cores", "1", "--configfile", "config/imagenet.yaml", "here.yaml")
+    assert "rule needed_synsets:" in plan.stdout and "rule index_images:" not in plan.stdout
+
+
 def test_counting_a_winter21_copy_keeps_the_shipped_counts_unless_insisted(world, tmp_path):
     """The levels must not silently change on Winter 2021: count_images_from_root true keeps
     the shipped Fall 2011 counts there; insist counts folders, and a tar layout cannot be counted."""
