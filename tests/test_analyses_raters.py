@@ -279,3 +279,17 @@ def test_a_task_in_two_keys_is_an_error(tmp_path, capsys):
     answers = write_answers(tmp_path / "answers.csv", [("r1", "t1", "A")])
     assert score(tmp_path, answers, keys=[tmp_path / "key.tsv", tmp_path / "again.tsv"]) == 1
     assert "again.tsv: task t1 is also in" in capsys.readouterr().err
+
+
+def test_an_image_embeds_the_same_from_its_synset_tar_as_from_its_folder(tmp_path):
+    from imagenet_world import synset_images, write_folders, write_synset_tars
+
+    from imagenet_cog.core.archives import ImageFiles, build_index
+
+    images = synset_images(["n01000000"], 2, seed=2, size=40)
+    name = sorted(images["n01000000"])[1]
+    folders = write_folders(tmp_path / "folders", images)
+    tars = write_synset_tars(tmp_path / "tars", images)
+    build_index(tars, ["n01000000.tar"], tmp_path / "index.h5")
+    from_tar = raters.image_data_uri(f"n01000000.tar/{name}", 32, ImageFiles(tars, tmp_path / "index.h5"))
+    assert from_tar == raters.image_data_uri(folders / "n01000000" / name, 32)

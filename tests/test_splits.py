@@ -22,7 +22,7 @@ from imagenet_cog.splits.image_splits import (
     read_concepts,
     sample_concept,
 )
-from imagenet_cog.splits.summary import split_summary
+from imagenet_cog.splits.summary import missing_images, split_summary
 
 
 def make_concept(folder: Path, wnid: str, count: int, extension: str = "JPEG") -> list[str]:
@@ -303,6 +303,9 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
         "models: {demo_cnn: null}\nresults: {baseline_model: demo_cnn_random}\n"
         # 3 test images per concept leave no learnability task
         "analyses: {learnability: {enabled: false}}\n"
+        # one training image per IN-1K class: the pre-flight check would (rightly) refuse
+        # config.yaml's class-balanced variant, which needs 12
+        "balanced: {enabled: false}\n"
         f"mode: imagenet\ndatasets: [in1k, l1]\n"
         f"data: {{in1k_root: {in1k}, in21k_root: {in21k}}}\n"
         f"splits: {{test_per_concept: 3, max_train_per_concept: 4}}\n"
@@ -341,3 +344,18 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
     assert sorted(row["path"] for row in rows if row["split"] == "test") == sorted(
         f"{wnid}/{wnid}_{k}.JPEG" for wnid in level for k in range(2)
     )
+
+
+def test_missing_images_match_a_release_in_another_layout_and_extension():
+    """IN-1K from the ILSVRC2012 tars against the face-blurred release's folders of .jpg:
+    the same image in both is not missing; only the one the blurred copy lacks counts."""
+    reference = [
+        {"path": "ILSVRC2012_img_train.tar/n01440764.tar/n01440764_1.JPEG", "wnid": "n01440764", "split": "train"},
+        {"path": "ILSVRC2012_img_train.tar/n01440764.tar/n01440764_2.JPEG", "wnid": "n01440764", "split": "train"},
+        {"path": "ILSVRC2012_img_val.tar/ILSVRC2012_val_00000001.JPEG", "wnid": "n01440764", "split": "test"},
+    ]
+    blurred = [
+        {"path": "train_blurred/n01440764/n01440764_1.jpg", "wnid": "n01440764", "split": "train"},
+        {"path": "val_blurred/n01440764/ILSVRC2012_val_00000001.jpg", "wnid": "n01440764", "split": "test"},
+    ]
+    assert missing_images(reference, blurred) == {"train": 1, "test": 0}

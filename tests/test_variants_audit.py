@@ -122,20 +122,28 @@ def test_a_threshold_outside_the_open_unit_interval_is_a_clear_error(threshold):
         check_threshold(threshold)
 
 
-def test_contact_sheet_shows_the_most_confident_images_once_each(tmp_path):
+@pytest.mark.parametrize("layout", ["folders", "tars"])
+def test_contact_sheet_shows_the_most_confident_images_once_each(tmp_path, layout):
+    """From extracted folders, or from synset tars through their index (paths name members)."""
+    from imagenet_world import synset_images, write_folders, write_synset_tars
     from PIL import Image
 
+    from imagenet_cog.core.archives import ImageFiles, build_index
     from imagenet_cog.variants.audit import contact_sheet
 
-    for name in ("a.png", "b.png"):
-        (tmp_path / "in1k" / "n01000000").mkdir(parents=True, exist_ok=True)
-        Image.new("RGB", (16, 16), (200, 20, 20)).save(tmp_path / "in1k" / "n01000000" / name)
+    images = synset_images(["n01000000"], 2, seed=1, size=16)
+    first, second = sorted(images["n01000000"])
+    if layout == "folders":
+        root, index, folder = write_folders(tmp_path / "in1k", images), None, "n01000000"
+    else:
+        root, index, folder = write_synset_tars(tmp_path / "in1k", images), tmp_path / "index.h5", "n01000000.tar"
+        build_index(root, ["n01000000.tar"], index)
     rows = [
-        ["l3", "7", "in1k", "n01000000/a.png", "n01000000", "own", "n00000002", "other", 0.999],
-        ["l4", "7", "in1k", "n01000000/a.png", "n01000000", "own", "n00000003", "other 2", 0.998],
-        ["l3", "7", "in1k", "n01000000/b.png", "n01000000", "own", "n00000002", "other", 0.995],
+        ["l3", "7", "in1k", f"{folder}/{first}", "n01000000", "own", "n00000002", "other", 0.999],
+        ["l4", "7", "in1k", f"{folder}/{first}", "n01000000", "own", "n00000003", "other 2", 0.998],
+        ["l3", "7", "in1k", f"{folder}/{second}", "n01000000", "own", "n00000002", "other", 0.995],
     ]
-    contact_sheet(rows, {"in1k": str(tmp_path / "in1k")}, tmp_path / "sheet.png", count=2)
+    contact_sheet(rows, {"in1k": ImageFiles(root, index)}, tmp_path / "sheet.png", count=2)
     with Image.open(tmp_path / "sheet.png") as sheet:
         assert sheet.format == "PNG" and sheet.size[0] > 2 * sheet.size[1] * 0.8  # two panels side by side
 

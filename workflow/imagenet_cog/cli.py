@@ -29,6 +29,9 @@ COMMANDS: dict[str, str] = {
     "demo-blurred": "imagenet_cog.demo.blurred:demo_blurred_command",
     "demo-embeddings": "imagenet_cog.demo.word_vectors:demo_embeddings_command",
     # splits stage (splits.smk)
+    "index-images": "imagenet_cog.splits.image_index:index_images_command",
+    "preflight": "imagenet_cog.splits.preflight:preflight_command",
+    "needed-synsets": "imagenet_cog.splits.preflight:needed_synsets_command",
     "image-splits": "imagenet_cog.splits.image_splits:image_splits",
     "split-summary": "imagenet_cog.splits.summary:split_summary",
     # features stage (features.smk)

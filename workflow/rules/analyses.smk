@@ -195,6 +195,7 @@ rule rater_sheets:
         CONDA_ENVIRONMENT
     params:
         root=lambda wildcards: image_root(wildcards.dataset),
+        index=lambda wildcards, input: f"--image-index {input.index}" if "index" in input.keys() else "",
         features=lambda wildcards, input: f"--features {input.features}" if "features" in input.keys() else "",
         settings=rater_sheet_settings(),
         negatives=" ".join(config["analyses"]["raters"]["negatives"]),
@@ -202,7 +203,7 @@ rule rater_sheets:
     shell:
         python_command("rater-sheets")
         + " --dataset {wildcards.dataset} --split-table {input.split_table} --image-root {params.root:q}"
-        " --catalogue {input.catalogue} {params.features}"
+        " {params.index} --catalogue {input.catalogue} {params.features}"
         " --concepts {params.settings[concepts_per_dataset]}"
         " --tasks-per-concept {params.settings[tasks_per_concept]}"
         " --references {params.settings[references]} --negatives {params.negatives}"

@@ -9,6 +9,7 @@ include: "functions/features.smk"
 
 rule extract_features:
     input:
+        unpack(lambda wildcards: image_index_input(wildcards.dataset)),
         split_table=PATHS.image_splits("{dataset}"),
         images=lambda wildcards: image_root(wildcards.dataset),
         checkpoint=model_checkpoint_input,
@@ -43,6 +44,7 @@ rule extract_features:
         dtype=config["features"]["dtype"],
         device=config["features"]["device"],
         mixed_precision=str(config["features"]["mixed_precision"]).lower(),
+        reading=lambda wildcards, input: image_reading_options(wildcards.dataset, input, "--image-"),
     shell:
         python_command("extract") + " --split-table {input.split_table} --image-root {input.images:q}"
         " --dataset {wildcards.dataset} --split {wildcards.split}"
@@ -51,7 +53,7 @@ rule extract_features:
         " {params.factory} {params.weights_identity_option}"
         " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
         " --dtype {params.dtype} --device {params.device}"
-        " --mixed-precision {params.mixed_precision}" + decode_option() + " --output {output} > {log} 2>&1"
+        " --mixed-precision {params.mixed_precision} {params.reading}" + decode_option() + " --output {output} > {log} 2>&1"
 
 
 rule merge_features:

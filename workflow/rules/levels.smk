@@ -54,7 +54,7 @@ rule image_counts:
     conda:
         CONDA_ENVIRONMENT
     # Counting 21,841 folders waits on the file system, not the CPU.
-    threads: 8 if config["data"]["count_images_from_root"] else 1
+    threads: 8 if COUNT_IMAGES_FROM_ROOT else 1
     params:
         source=lambda wildcards, input: (
             f"--counts {shlex.quote(input.counts)}"

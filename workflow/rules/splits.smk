@@ -6,6 +6,79 @@
 include: "functions/splits.smk"
 
 
+# Real data in a tar layout: where each image's bytes lie in the root's tars, read once.
+rule index_images:
+    output:
+        PATHS.image_index("{source}"),
+    log:
+        "logs/splits/index-{source}.log",
+    benchmark:
+        "logs/benchmarks/splits/index-{source}.tsv"
+    wildcard_constraints:
+        source="in21k|in1k|in1k_blurred",
+    conda:
+        CONDA_ENVIRONMENT
+    threads: 4
+    resources:
+        mem_mb=8000,
+    params:
+        root=lambda wildcards: config["data"][f"{wildcards.source}_root"],
+        layout=lambda wildcards: root_layout(wildcards.source),
+    shell:
+        python_command("index-images") + " --source {wildcards.source} --root {params.root:q}"
+        " --layout {params.layout} --processes {threads} --output {output} > {log} 2>&1"
+
+
+# Real data: the whole run's concepts against the copy, before any split (nothing is
+# decoded, deleted or re-run; a failure names every missing or short concept at once).
+rule preflight:
+    input:
+        unpack(preflight_inputs),
+    output:
+        PATHS.preflight(),
+    log:
+        "logs/splits/preflight.log",
+    conda:
+        CONDA_ENVIRONMENT
+    threads: 4
+    params:
+        options=lambda wildcards, input: preflight_options(input),
+        release=config["data"]["in21k_release"],
+        settings=config["splits"],
+    shell:
+        python_command("preflight") + " {params.options} --release {params.release}"
+        " --test-per-concept {params.settings[test_per_concept]}"
+        " --max-train-per-concept {params.settings[max_train_per_concept]}"
+        " --fall11-counts {input.counts} --threads {threads} --output {output} > {log} 2>&1"
+
+
+# The IN-21K synsets the configured run needs, from the levels alone: to fetch or extract
+# just those (snakemake needed_synsets).
+rule needed_synsets:
+    input:
+        concepts=lambda wildcards: [concept_list(dataset) for dataset in run_image_datasets()],
+        catalogue=PATHS.concept_catalogue(),
+        counts=config["concepts"]["image_counts"],
+    output:
+        table=PATHS.needed_synsets(),
+        tars=PATHS.needed_synset_tars(),
+    log:
+        "logs/splits/needed_synsets.log",
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        datasets=lambda wildcards: " ".join(
+            f"--dataset {dataset}={concept_list(dataset)}"
+            for dataset in run_image_datasets()
+            if image_source(dataset) == "in21k"
+        ),
+        release=config["data"]["in21k_release"],
+    shell:
+        python_command("needed-synsets") + " {params.datasets} --catalogue {input.catalogue}"
+        " --fall11-counts {input.counts} --release {params.release} --table {output.table}"
+        " --list {output.tars} > {log} 2>&1"
+
+
 checkpoint image_splits:
     input:
         unpack(image_split_inputs),
@@ -27,12 +100,15 @@ checkpoint image_splits:
         root_setting=lambda wildcards: image_root_setting(wildcards.dataset),
         settings=lambda wildcards: split_settings(wildcards.dataset),
         published=lambda wildcards, input: (f"--published-splits {input.published}" if "published" in input.keys() else ""),
+        reading=lambda wildcards, input: image_reading_options(wildcards.dataset, input),
+        val_labels=lambda wildcards: val_labels_option(wildcards.dataset),
     shell:
         python_command("image-splits") + " --dataset {wildcards.dataset} --concepts {input.concepts} --root {params.root:q}"
         " --root-setting {params.root_setting:q} --seed {params.settings[seed]}"
         " --test-per-concept {params.settings[test_per_concept]}"
         " --max-train-per-concept {params.settings[max_train_per_concept]}"
-        " {params.published} --threads {threads} --output {output.table} > {log} 2>&1"
+        " {params.published} {params.reading} {params.val_labels} --threads {threads}"
+        " --output {output.table} > {log} 2>&1"
 
 
 rule split_summary:

@@ -193,7 +193,7 @@ rule label_audit:
     params:
         # <root>/audit/<model>/confident_predictions.tsv
         root=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.predictions))),
-        options=audit_options(),
+        options=lambda wildcards, input: audit_options(input),
         threshold=AUDIT_SETTINGS["threshold"],
         images=AUDIT_SETTINGS["contact_sheet_images"],
         device=config["probes"]["device"],

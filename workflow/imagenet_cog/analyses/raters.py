@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_cog.core.archives import ArchiveError, ImageFiles
 from imagenet_cog.core.io import (
     atomic_directory,
     read_lines,
@@ -250,12 +251,14 @@ def draw_tasks(
 
 
 # pages --------------------------------------------------------------------------------------
-def image_data_uri(path: Path, size: int) -> str:
-    """The image at ``path`` shrunk to fit ``size`` x ``size``, as a base64 JPEG data URI."""
+def image_data_uri(path: Path, size: int, images: ImageFiles | None = None) -> str:
+    """The image at ``path`` (relative to ``images``' root when given: a file, or a tar
+    member through the root's index) shrunk to fit ``size`` x ``size``, as a base64 JPEG
+    data URI."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
+        with Image.open(images.open(str(path)) if images else path) as image:
             image = image.convert("RGB")
             image.thumbnail((size, size))
             buffer = io.BytesIO()
@@ -374,14 +377,15 @@ def render_index(dataset: str, pages: Sequence[tuple[str, str, int, int]]) -> st
     )
 
 
-def write_sheets(tasks: Sequence[Task], glosses: Mapping[str, str], image_root: str | os.PathLike,
+def write_sheets(tasks: Sequence[Task], glosses: Mapping[str, str], images: ImageFiles,
                  image_size: int, sheets: str | os.PathLike, key: str | os.PathLike) -> int:
-    """The pages (and their index) into the folder ``sheets``, the answer key into ``key``."""
+    """The pages (and their index) into the folder ``sheets``, the answer key into ``key``;
+    ``images``: the dataset's image root, in any layout."""
     cache: dict[str, str] = {}
 
     def image(path: str) -> str:
         if path not in cache:
-            cache[path] = image_data_uri(Path(image_root) / path, image_size)
+            cache[path] = image_data_uri(path, image_size, images)
         return cache[path]
 
     pages: dict[tuple[str, str, int], list[Task]] = {}
@@ -406,6 +410,7 @@ def rater_sheets_command(argv: list[str]) -> int:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--split-table", required=True, help="path, wnid, label, split TSV")
     parser.add_argument("--image-root", required=True, help="folder the split table's paths are relative to")
+    parser.add_argument("--image-index", default=None, help="the root's image index (tar layouts)")
     parser.add_argument("--catalogue", required=True, help="wnid, name, gloss TSV")
     parser.add_argument("--features", help="test features of one model (needed for hard negatives)")
     parser.add_argument("--concepts", type=int, required=True, help="concepts to sample")
@@ -439,9 +444,9 @@ def rater_sheets_command(argv: list[str]) -> int:
             tasks_per_concept=args.tasks_per_concept, references=args.references,
             negative_kinds=args.negatives, variants=args.variants, seed=args.seed, hard_negatives=hard,
         )
-        pages = write_sheets(tasks, {wnid: catalogue[wnid][1] for wnid in concepts}, args.image_root,
-                             args.image_size, args.sheets, args.key)
-    except RaterError as error:
+        pages = write_sheets(tasks, {wnid: catalogue[wnid][1] for wnid in concepts},
+                             ImageFiles(args.image_root, args.image_index), args.image_size, args.sheets, args.key)
+    except (RaterError, ArchiveError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"{args.dataset}: {len(concepts)} concepts, {len(tasks)} tasks on {pages} pages in {args.sheets}; "

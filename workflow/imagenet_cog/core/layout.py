@@ -160,10 +160,28 @@ class Layout:
         """A few generated images of each demo dataset, one row per dataset (for the report)."""
         return f"{self.root}/demo/preview.png"
 
+    def image_index(self, source: str) -> str:
+        """The index of an image root's tars (in21k, in1k, in1k_blurred): each image's
+        folder, name, byte offset and size (``core/archives.py``)."""
+        return f"{self.root}/images/{source}.index.h5"
+
+    def preflight(self) -> str:
+        """dataset, wnid, images, val_images, needed, fall11_images, status, detail: every
+        concept of a real-data run checked against the copy before any split is drawn."""
+        return f"{self.root}/splits/preflight.tsv"
+
+    def needed_synsets(self) -> str:
+        """wnid, name, tar, fall11_images, datasets: the IN-21K synsets a run needs."""
+        return f"{self.root}/splits/needed_synsets.tsv"
+
+    def needed_synset_tars(self) -> str:
+        """The tars of the needed synsets, one ``<wnid>.tar`` a line (for rsync, tar, wget)."""
+        return f"{self.root}/splits/needed_synsets.txt"
+
     def image_splits(self, dataset: str) -> str:
         """path, wnid, label, split: every image of a dataset, relative to its image root;
         label = index of wnid among the dataset's sorted wnids; train rows first, then test
-        rows, each by path."""
+        rows, each by concept, then path."""
         return f"{self.root}/splits/{dataset}.tsv"
 
     def balanced_split(self, dataset: str) -> str:

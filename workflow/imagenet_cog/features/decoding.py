@@ -19,7 +19,6 @@ most), well within the shard's mixed-precision tolerance on the features.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 log = logging.getLogger("imagenet_cog.features.decoding")
 
@@ -151,9 +150,9 @@ class DeviceDecoder:
         return batch, errors
 
 
-def read_encoded(path: Path):
-    """A file's bytes as a 1-D uint8 tensor, and whether the device may decode it."""
+def read_encoded(data: bytes):
+    """An image's bytes (a file's, or a tar member's) as a 1-D uint8 tensor, and whether the
+    device may decode them."""
     import torch
 
-    data = path.read_bytes()
     return torch.frombuffer(bytearray(data), dtype=torch.uint8), device_decodable(data)

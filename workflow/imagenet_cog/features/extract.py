@@ -8,6 +8,13 @@ PIL (bicubic shortest-side resize, center crop: the paper's pixels), shipped as 
 device decodes, resizes and crops them (:mod:`imagenet_cog.features.decoding`), the host path
 remaining the fallback for files the device cannot decode.
 
+A root in one of the releases' tar layouts is read through its image index
+(:mod:`imagenet_cog.core.archives`): each worker opens each tar once and reads an image's
+bytes with one ``pread`` at the offset the index records, checking the member's tar header
+there. A member the archive cuts short is flagged invalid (named with archive and member in
+the log) like an undecodable file; an index that does not describe the archive stops the
+job with the fix, and no finished shard is touched.
+
 The backbone runs in channels_last memory format. On a GPU it also runs under float16
 autocast, but only after a tolerance check: the first batch is run both in float32 and
 under autocast, and when any image's feature vector differs by more than
@@ -20,6 +27,7 @@ error of about 5e-4.
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import sys
 import time
@@ -28,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_cog.core.archives import ArchiveError, ImageIndex, MemberReader
 from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
 from imagenet_cog.core.io import read_tsv
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, output_size, read_encoded
@@ -83,18 +92,39 @@ def check_images_present(rows: ShardRows, image_root: Path, split_table: str | P
         )
 
 
-class ImageRows:
-    """A map-style dataset of preprocessed uint8 images; undecodable ones are flagged."""
+def archive_reader(image_root: Path, image_index: Path, paths: list[str]) -> MemberReader:
+    """The reader of a shard's images in a tar layout, its index checked against the root."""
+    index = ImageIndex(image_index)
+    if Path(index.root).resolve() != Path(image_root).resolve():
+        raise ArchiveError(
+            f"image index {image_index} was built for '{index.root}', not for the image root '{image_root}'; delete "
+            f"it and re-run to index this root (finished features are kept)."
+        )
+    return index.reader(paths)
 
-    def __init__(self, root: Path, paths: list[str], preprocessing: Preprocessing):
+
+class ImageRows:
+    """A map-style dataset of preprocessed uint8 images; undecodable ones are flagged.
+
+    ``reader``: the images are tar members, read by offset (``paths`` in its order)."""
+
+    def __init__(self, root: Path, paths: list[str], preprocessing: Preprocessing, reader: MemberReader | None = None):
         self.root = root
         self.paths = paths
         self.preprocessing = preprocessing
+        self.reader = reader
+
+    def describe(self, position: int) -> str:
+        """Where an image was read from, for messages: its file, or its archive and member."""
+        return self.reader.describe(position) if self.reader else str(self.root / self.paths[position])
+
+    def encoded(self, position: int) -> bytes:
+        return self.reader.read(position) if self.reader else (self.root / self.paths[position]).read_bytes()
 
     def __len__(self) -> int:
         return len(self.paths)
 
-    def load(self, path: Path):
+    def load(self, path: Path | io.BytesIO):
         from PIL import Image
 
         resample = Image.Resampling.BICUBIC if self.preprocessing.interpolation == "bicubic" else Image.Resampling.BILINEAR
@@ -115,10 +145,11 @@ class ImageRows:
         image cannot be decoded."""
         import torch
 
-        path = self.root / self.paths[position]
         try:
-            pixels = self.load(path)
+            pixels = self.load(io.BytesIO(self.reader.read(position)) if self.reader else self.root / self.paths[position])
             error = ""
+        except ArchiveError:
+            raise  # the index does not describe the archive: no image of it can be trusted
         except Exception as failure:  # any decoder failure marks the row, never the job
             size = self.preprocessing.size
             pixels = np.zeros((size, size, 3), dtype=np.uint8)
@@ -132,7 +163,7 @@ class EncodedImageRows(ImageRows):
 
     def __getitem__(self, position: int):
         try:
-            data, decodable = read_encoded(self.root / self.paths[position])
+            data, decodable = read_encoded(self.encoded(position))
         except OSError:
             decodable = False
         if decodable:
@@ -213,14 +244,20 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
                   shard: int, shard_size: int, output: Path, batch_size: int = 256,
                   num_workers: int = 0, dtype: str = "float16", device: str = "auto",
                   mixed_precision: bool = True, expected_identity: str | None = None,
-                  threads: int | None = None, decode: str = "auto") -> dict:
-    """Extract one shard and write it; returns the shard's attributes."""
+                  threads: int | None = None, decode: str = "auto", image_layout: str = "folders",
+                  image_index: Path | None = None) -> dict:
+    """Extract one shard and write it; returns the shard's attributes. ``image_index``: the
+    root is in a tar layout (``image_layout``), read through that index."""
     import torch
     from torch.utils.data import DataLoader
 
     started = time.perf_counter()
     rows = shard_rows(split_table, split, shard, shard_size)
-    check_images_present(rows, image_root, split_table)
+    if image_index is None:
+        check_images_present(rows, image_root, split_table)
+        reader = None
+    else:
+        reader = archive_reader(image_root, image_index, rows.paths)
     identity = weights_identity(spec)
     if expected_identity is not None and identity != expected_identity:
         raise RuntimeError(
@@ -245,7 +282,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
              model.feature_dim, model.preprocessing.to_json(), target, decode)
     # CPUs without bfloat16 matrix units run autocast slower than float32: GPU only.
     extractor = FeatureExtractor(model, target, mixed_precision and target.type == "cuda")
-    image_rows = (EncodedImageRows if decode == "device" else ImageRows)(image_root, rows.paths, model.preprocessing)
+    image_rows = (EncodedImageRows if decode == "device" else ImageRows)(image_root, rows.paths, model.preprocessing, reader)
     decoder = DeviceDecoder(image_rows, target) if decode == "device" else None
     loader = DataLoader(
         image_rows, batch_size=batch_size, shuffle=False, num_workers=num_workers,
@@ -270,7 +307,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
                 valid[position] = False
                 output_batch[offset] = 0.0
                 log.warning("cannot decode %s (row %d of split '%s'): %s; recorded as invalid",
-                            image_root / rows.paths[position], rows.index[position], split, error)
+                            image_rows.describe(position), rows.index[position], split, error)
         features[positions] = output_batch.astype(storage)
         done += len(positions)
         if number % report_every == 0 or number == batches:
@@ -287,7 +324,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         "feature_dim": model.feature_dim, "features_dtype": dtype, "dataset": dataset,
         "split": split, "shard": shard, "shard_size": shard_size,
         "precision": extractor.precision, "mixed_precision_error": extractor.precision_error,
-        "device": str(target), "decode": decode,
+        "device": str(target), "decode": decode, "image_root": str(image_root), "image_layout": image_layout,
         "host_decoded": decoder.host_decoded if decoder else len(rows.paths), "code_version": code_version(), "torch_version": str(torch.__version__),
     }
     write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
@@ -325,17 +362,24 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
                         help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
+    parser.add_argument("--image-layout", default="folders", choices=("folders", "tars", "tar"))
+    parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     _configure_logging()
     spec = ModelSpec(args.model_name, args.arch, args.weights, args.factory or None)
-    extract_shard(
-        spec=spec, split_table=args.split_table, image_root=args.image_root,
-        dataset=args.dataset, split=args.split, shard=args.shard, shard_size=args.shard_size,
-        output=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
-        dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",
-        expected_identity=args.weights_identity, threads=args.threads, decode=args.decode,
-    )
+    try:
+        extract_shard(
+            spec=spec, split_table=args.split_table, image_root=args.image_root,
+            dataset=args.dataset, split=args.split, shard=args.shard, shard_size=args.shard_size,
+            output=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
+            dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",
+            expected_identity=args.weights_identity, threads=args.threads, decode=args.decode,
+            image_layout=args.image_layout, image_index=args.image_index,
+        )
+    except ArchiveError as error:
+        log.error("%s", error)
+        return 1
     return 0
 
 

@@ -6,12 +6,16 @@ of them (50 in the paper) are drawn at random for testing and the rest, capped a
 random generator derived from (seed, wnid) alone, so adding, removing or reordering other
 concepts never changes it. IN-1K keeps its official sets: ``<in1k_root>/train/<wnid>/`` for
 training and ``<in1k_root>/val/<wnid>/`` for testing. With the authors' split pickle, its
-file lists replace the draw.
+file lists replace the draw. A root in one of the releases' tar layouts (``--layout tars`` or
+``tar``) is listed from its image index (``core/image_roots.py``) instead of folders; its
+paths name the tar member (``n01440764.tar/n01440764_10026.JPEG``), and the same images are
+drawn as from the extracted folders (a concept's listing is sorted by file name in both).
 
 The output, one TSV per dataset, has the columns ``path wnid label split``: ``path`` is
 relative to the dataset's image root, ``label`` is the index of ``wnid`` among the
 dataset's wnids sorted, and rows are ordered by split (all ``train`` rows, then all
-``test`` rows) and by path within a split. The same inputs therefore give the same bytes,
+``test`` rows), then by concept and path within a split (for folder trees, whose paths begin
+with the concept, that is by path; IN-1K's flat validation tar is ordered as its folders). The same inputs therefore give the same bytes,
 and the rows of one split in file order are the order features are extracted in.
 """
 
@@ -20,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
-import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,12 +31,12 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from imagenet_cog.core.archives import WNID, ArchiveError, is_image_name
+from imagenet_cog.core.image_roots import ARCHIVE_LAYOUTS, ConceptImages, ImageRoot, ImageRootError
 from imagenet_cog.core.io import read_lines, write_tsv
 from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
 from imagenet_cog.core.sampling import derived_rng
 
-IMAGE_EXTENSIONS = frozenset({".jpeg", ".jpg", ".png"})
-WNID_PATTERN = re.compile(r"^n[0-9]{8}$")
 SPLIT_ORDER = ("train", "test")
 HEADER = ("path", "wnid", "label", "split")
 
@@ -48,7 +51,7 @@ def list_images(folder: str | os.PathLike) -> list[str]:
         return sorted(
             entry.name
             for entry in entries
-            if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS and entry.is_file()
+            if is_image_name(entry.name) and entry.is_file()
         )
 
 
@@ -78,7 +81,7 @@ def sample_concept(
 
 def _has_wnid_folders(path: Path) -> bool:
     with os.scandir(path) as entries:
-        return any(entry.is_dir() and WNID_PATTERN.match(entry.name) for entry in entries)
+        return any(entry.is_dir() and WNID.match(entry.name) for entry in entries)
 
 
 def check_in21k_root(root: str | os.PathLike, setting: str) -> None:
@@ -155,24 +158,57 @@ def level_rows(
     seed: int,
     setting: str = "data.in21k_root",
     threads: int = 4,
+    archive: ImageRoot | None = None,
 ) -> list[tuple[str, str, str]]:
-    """(path, wnid, split) of every sampled image of a level's concepts."""
-    check_in21k_root(root, setting)
+    """(path, wnid, split) of every sampled image of a level's concepts; ``archive``: the
+    root in a tar layout, listed from its index."""
+    if archive is None:
+        check_in21k_root(root, setting)
+        listings = [ConceptImages([f"{wnid}/{name}" for name in names], str(Path(root) / wnid))
+                    for wnid, names in zip(wnids, _listings(Path(root), [(wnid, wnid) for wnid in wnids], setting, threads))]
+    else:
+        listings = _archive_listings(archive, wnids)
     rows = []
-    listings = _listings(Path(root), [(wnid, wnid) for wnid in wnids], setting, threads)
-    for wnid, names in zip(wnids, listings):
-        train, test = sample_concept(
-            wnid, names, test_per_concept, max_train_per_concept, seed, Path(root) / wnid
-        )
-        rows += [(f"{wnid}/{name}", wnid, "train") for name in train]
-        rows += [(f"{wnid}/{name}", wnid, "test") for name in test]
+    for wnid, images in zip(wnids, listings):
+        train, test = sample_concept(wnid, images.paths, test_per_concept, max_train_per_concept, seed, images.where)
+        rows += [(path, wnid, "train") for path in train]
+        rows += [(path, wnid, "test") for path in test]
     return rows
 
 
+def _archive_listings(archive: ImageRoot, wnids: Sequence[str]) -> list[ConceptImages]:
+    found = archive.concept_images(wnids)
+    missing = [wnid for wnid in wnids if found[wnid] is None]
+    if missing:
+        raise SplitError(
+            f"{len(missing)} concepts are not in {archive.describe()} (e.g. {', '.join(missing[:5])}); add their "
+            f"synset tars and delete {archive.index_path} to index them again, or remove them from the dataset."
+        )
+    empty = [wnid for wnid in wnids if not found[wnid].paths]
+    if empty:
+        raise SplitError(f"concept {empty[0]}: {found[empty[0]].where} holds no .JPEG/.jpg/.png image; add its images.")
+    return [found[wnid] for wnid in wnids]
+
+
 def in1k_rows(
-    root: str | os.PathLike, wnids: Sequence[str], setting: str = "data.in1k_root", threads: int = 4
+    root: str | os.PathLike, wnids: Sequence[str], setting: str = "data.in1k_root", threads: int = 4,
+    archive: ImageRoot | None = None,
 ) -> list[tuple[str, str, str]]:
-    """(path, wnid, split) of the official IN-1K sets: train/ for training, val/ for testing."""
+    """(path, wnid, split) of the official IN-1K sets: train/ for training, val/ for testing
+    (``archive``: the release's training tar of class tars and its validation tar, the flat
+    one labelled by the devkit)."""
+    if archive is not None:
+        rows = []
+        for part, split in (("train", "train"), ("val", "test")):
+            found = archive.part_images(wnids, part, threads)
+            missing = [wnid for wnid in wnids if found[wnid] is None]
+            if missing:
+                raise SplitError(
+                    f"{len(missing)} classes have no {part} image in {archive.describe()} (e.g. "
+                    f"{', '.join(missing[:5])}); the root should hold the whole ILSVRC2012 release."
+                )
+            rows += [(path, wnid, split) for wnid in wnids for path in found[wnid].paths]
+        return rows
     check_in1k_root(root, setting)
     folders = [(f"{folder}/{wnid}", wnid) for folder in ("train", "val") for wnid in wnids]
     listings = _listings(Path(root), folders, setting, threads)
@@ -242,9 +278,13 @@ def published_rows(
     pickle_path: str | os.PathLike,
     setting: str = "data.in21k_root",
     threads: int = 4,
+    archive: ImageRoot | None = None,
 ) -> list[tuple[str, str, str]]:
-    """(path, wnid, split) from the authors' split pickle, each file checked to exist."""
-    check_in21k_root(root, setting)
+    """(path, wnid, split) from the authors' split pickle, each file checked to exist; in a
+    tar layout each file is named by its member (the authors' ``<wnid>/<file>`` is the file
+    of the concept's synset tar)."""
+    if archive is None:
+        check_in21k_root(root, setting)
     published = load_published_splits(pickle_path)
     missing = [wnid for wnid in wnids if wnid not in published]
     if missing:
@@ -258,6 +298,8 @@ def published_rows(
         for split in SPLIT_ORDER:
             paths = sorted({_relative_path(wnid, entry) for entry in published[wnid][split]})
             rows += [(path, wnid, split) for path in paths]
+    if archive is not None:
+        return _published_members(rows, archive, pickle_path)
     folders = sorted({os.path.dirname(path) for path, _, _ in rows})
     present = {
         f"{folder}/{name}"
@@ -274,13 +316,29 @@ def published_rows(
     return rows
 
 
+def _published_members(rows: list[tuple[str, str, str]], archive: ImageRoot, pickle_path) -> list[tuple[str, str, str]]:
+    """The published rows named by the members of the concepts' synset tars."""
+    found = archive.concept_images(sorted({wnid for _, wnid, _ in rows}))
+    members = {(wnid, path.rsplit("/", 1)[1]): path for wnid, images in found.items() if images for path in images.paths}
+    named = [(members.get((wnid, path.rsplit("/", 1)[1])), path, wnid, split) for path, wnid, split in rows]
+    absent = [path for member, path, _, _ in named if member is None]
+    if absent:
+        raise SplitError(
+            f"{len(absent)} images of the published splits '{pickle_path}' are not in {archive.describe()}, e.g. "
+            f"{', '.join(absent[:3])}; point the root at the ImageNet-21K release the splits were drawn from (Fall 2011, "
+            f"or Winter 2021, which keeps every CoG concept's images)."
+        )
+    return [(member, wnid, split) for member, _, wnid, split in named]
+
+
 def labelled_rows(rows: Iterable[tuple[str, str, str]], wnids: Sequence[str]) -> list[tuple[str, str, int, str]]:
-    """Rows with labels (index among the sorted wnids), train rows first, then by path."""
+    """Rows with labels (index among the sorted wnids), train rows first, then by concept and
+    path (folder paths begin with the concept; a flat validation tar's do not)."""
     label = {wnid: index for index, wnid in enumerate(sorted(wnids))}
     rank = {split: index for index, split in enumerate(SPLIT_ORDER)}
     return sorted(
         ((path, wnid, label[wnid], split) for path, wnid, split in rows),
-        key=lambda row: (rank[row[3]], row[0]),
+        key=lambda row: (rank[row[3]], row[1], row[0]),
     )
 
 
@@ -290,7 +348,7 @@ def read_concepts(path: str | os.PathLike) -> list[str]:
         wnids = read_lines(path)
     except FileNotFoundError:
         raise SplitError(f"concept list '{path}' does not exist; run the levels stage first.") from None
-    bad = [wnid for wnid in wnids if not WNID_PATTERN.match(wnid)]
+    bad = [wnid for wnid in wnids if not WNID.match(wnid)]
     if bad or not wnids:
         raise SplitError(
             f"concept list '{path}' should hold one wnid (n + 8 digits) a line; "
@@ -309,6 +367,11 @@ def image_splits(argv: Sequence[str]) -> int:
     parser.add_argument("--concepts", required=True, help="the dataset's wnids, one a line")
     parser.add_argument("--root", required=True, help="the dataset's image root")
     parser.add_argument("--root-setting", default=None, help="config key of --root, for messages")
+    parser.add_argument("--layout", default="folders", choices=("folders", *ARCHIVE_LAYOUTS),
+                        help="the root's layout; a tar layout is listed from --index")
+    parser.add_argument("--index", default=None, help="the root's image index (tar layouts)")
+    parser.add_argument("--val-labels", default=None,
+                        help="IN-1K validation labels file (default: the devkit in the root)")
     parser.add_argument("--test-per-concept", type=int, default=50)
     parser.add_argument("--max-train-per-concept", type=int, default=1300)
     parser.add_argument("--seed", type=int, default=0)
@@ -322,22 +385,26 @@ def image_splits(argv: Sequence[str]) -> int:
     setting = args.root_setting or ("data.in1k_root" if is_in1k else "data.in21k_root")
     try:
         wnids = read_concepts(args.concepts)
+        archive = None
+        if args.layout in ARCHIVE_LAYOUTS:
+            source = "in1k_blurred" if args.dataset == IN1K_BLURRED else "in1k" if is_in1k else "in21k"
+            archive = ImageRoot(source, args.root, args.layout, args.index, args.val_labels, setting)
         if is_in1k:
-            rows = in1k_rows(args.root, wnids, setting, args.threads)
+            rows = in1k_rows(args.root, wnids, setting, args.threads, archive)
             how = "official train/ and val/ sets"
         elif args.published_splits:
-            rows = published_rows(args.root, wnids, args.published_splits, setting, args.threads)
+            rows = published_rows(args.root, wnids, args.published_splits, setting, args.threads, archive)
             how = f"published splits {args.published_splits}"
         else:
             rows = level_rows(
                 args.root, wnids, args.test_per_concept, args.max_train_per_concept, args.seed,
-                setting, args.threads,
+                setting, args.threads, archive,
             )
             how = (
                 f"{args.test_per_concept} test images per concept drawn with seed {args.seed}, "
                 f"training images capped at {args.max_train_per_concept}"
             )
-    except SplitError as error:
+    except (SplitError, ImageRootError, ArchiveError) as error:
         print(f"error: {args.dataset}: {error}", file=sys.stderr)
         return 1
     table = labelled_rows(rows, wnids)

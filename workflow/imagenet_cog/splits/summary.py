@@ -28,12 +28,18 @@ def summarise(table: Sequence[Mapping[str, str]]) -> dict[str, int]:
     return summary
 
 
+def image_key(row: Mapping[str, str]) -> tuple[str, str, str]:
+    """An image as two releases of it agree: split, concept and file name without extension
+    (the blurred release's ``.jpg`` is ILSVRC2012's ``.JPEG``; folder and tar paths differ)."""
+    return row["split"], row["wnid"], row["path"].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
 def missing_images(reference: Sequence[Mapping[str, str]], table: Sequence[Mapping[str, str]]) -> dict[str, int]:
     """Per split: images of the reference (IN-1K) split table that ``table`` lacks."""
-    present = {(row["split"], row["path"]) for row in table}
+    present = {image_key(row) for row in table}
     missing = {"train": 0, "test": 0}
     for row in reference:
-        if (row["split"], row["path"]) not in present:
+        if image_key(row) not in present:
             missing[row["split"]] += 1
     return missing
 

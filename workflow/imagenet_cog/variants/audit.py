@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_cog.core.archives import ImageFiles
 from imagenet_cog.core.io import atomic_output, read_tsv, write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.probes.classifier import Classifier, ClassifierError, load_or_refit
@@ -100,8 +101,9 @@ def write_predictions(path: str | Path, predictions: list[list]) -> None:
     write_tsv(path, PREDICTION_COLUMNS, [[*row[:-1], repr(float(row[-1]))] for row in predictions])
 
 
-def contact_sheet(predictions: list[list], image_roots: dict[str, str], output: str | Path, count: int) -> None:
-    """The ``count`` most confident predictions (one per image): image, own and predicted label."""
+def contact_sheet(predictions: list[list], images: dict[str, ImageFiles], output: str | Path, count: int) -> None:
+    """The ``count`` most confident predictions (one per image): image, own and predicted
+    label; ``images``: each image dataset's root, in any layout."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -123,7 +125,7 @@ def contact_sheet(predictions: list[list], image_roots: dict[str, str], output: 
         axis.axis("off")
     for axis, row in zip(axes.flat, chosen):
         source, _, target, path, true_wnid, true_name, guess, guess_name, score = row
-        with Image.open(Path(image_roots[target]) / path) as image:
+        with Image.open(images[target].open(path)) as image:
             axis.imshow(image.convert("RGB"))
         axis.set_title(
             f"{target}: {true_name or true_wnid}\n{source} says: {guess_name or guess}\np = {score:.4f}", fontsize=8
@@ -144,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="a classifier dataset and the dataset whose test images it labels (repeatable)")
     parser.add_argument("--seeds", nargs="+", required=True)
     parser.add_argument("--image-root", action="append", default=[], metavar="DATASET=FOLDER")
+    parser.add_argument("--image-index", action="append", default=[], metavar="DATASET=INDEX",
+                        help="the image index of a dataset's root in a tar layout")
     parser.add_argument("--concepts", required=True, help="the concept catalogue (wnid, name, gloss)")
     parser.add_argument("--threshold", type=float, default=0.99)
     parser.add_argument("--contact-sheet-images", type=int, default=12)
@@ -163,7 +167,9 @@ def label_audit_command(argv: list[str]) -> int:
         log.error("%s", error)
         return 1
     names = {row["wnid"]: row["name"] for row in read_tsv(args.concepts)}
-    roots = dict(entry.split("=", 1) for entry in args.image_root)
+    indexes = dict(entry.split("=", 1) for entry in args.image_index)
+    roots = {dataset: ImageFiles(root, indexes.get(dataset))
+             for dataset, root in (entry.split("=", 1) for entry in args.image_root)}
     predictions, shares = audit(args.pair, args.seeds, args.model, Layout(args.results_root), names,
                                 args.threshold, args.device)
     write_predictions(args.predictions, predictions)

@@ -150,7 +150,7 @@ def rater_sheet_inputs(wildcards):
         inputs["features"] = PATHS.features(rater_model(), dataset, "test")
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
-    return inputs
+    return {**inputs, **image_index_input(dataset)}
 
 
 def rater_sheet_settings():

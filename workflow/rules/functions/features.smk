@@ -64,15 +64,6 @@ def model_preprocessing(model):
     return preprocessing.to_json() if preprocessing else "factory"
 
 
-def needs_pool(level_set):
-    """Whether a set's views read "pool": word2vec re-ranks Lin's level concepts only; in
-    demo mode every set may pick pool concepts, the only ones with images besides Lin's."""
-    return config["mode"] == "demo" or level_set != "word2vec"
-
-
-POOL_NEEDED = any(needs_pool(naming.level_set_of(dataset)) for dataset in LEVEL_SET_DATASETS)
-
-
 def view_sources(dataset):
     """The extracted datasets a view reads: Lin's levels (in demo mode those with demo
     images: the configured ones) and the pool where the set may need it."""

@@ -4,7 +4,9 @@
 
 import os
 import shlex
+import sys
 
+from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
 from imagenet_cog.levels.cut import LevelError
 from imagenet_cog.levels.level_sets import check_level_sets
 
@@ -20,17 +22,44 @@ def concept_list_inputs(wildcards):
         raise WorkflowError(f"config.yaml: {error}")
 
 
+def counts_images_from_root():
+    """Whether the image_counts rule counts the copy's synset folders (data.count_images_from_root)."""
+    counting = config["data"]["count_images_from_root"]
+    if counting is True and config["data"]["in21k_release"] == "winter21":
+        # Counting a Winter 2021 copy would silently change the eligible concepts and so the
+        # levels; the pre-flight check names what the copy lacks instead.
+        print(
+            "note: data.count_images_from_root is true, but data.in21k_release is winter21: the shipped Fall 2011 "
+            "counts are used, so the levels are the paper's (set it to insist to count your copy).",
+            file=sys.stderr,
+        )
+        return False
+    if not counting:
+        return False
+    if not config["data"]["in21k_root"]:
+        raise WorkflowError(
+            "config.yaml: data.count_images_from_root is set but data.in21k_root is not; "
+            "point it at ImageNet-21K or set count_images_from_root: false."
+        )
+    try:
+        layout = resolve_layout("in21k", config["data"]["in21k_root"], config["data"]["in21k_layout"])
+    except ImageRootError as error:
+        raise WorkflowError(f"config: {error}") from None
+    if layout != "folders":
+        raise WorkflowError(
+            f"config.yaml: data.count_images_from_root counts synset folders, but data.in21k_root is in the {layout} "
+            "layout; set count_images_from_root: false (the shipped counts) or point in21k_root at extracted folders."
+        )
+    return True
+
+
+COUNT_IMAGES_FROM_ROOT = counts_images_from_root()
+
+
 def image_count_inputs(wildcards):
     """The counts TSV, unless the images are counted under data.in21k_root (a param: Snakemake
     would stat millions of files)."""
-    if config["data"]["count_images_from_root"]:
-        if not config["data"]["in21k_root"]:
-            raise WorkflowError(
-                "config.yaml: data.count_images_from_root is true but data.in21k_root is not set; "
-                "point it at ImageNet-21K or set count_images_from_root: false."
-            )
-        return {}
-    return {"counts": config["concepts"]["image_counts"]}
+    return {} if COUNT_IMAGES_FROM_ROOT else {"counts": config["concepts"]["image_counts"]}
 
 
 def published_levels_input(wildcards):

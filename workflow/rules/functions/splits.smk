@@ -2,6 +2,10 @@
 # functions, config checks and the stage's targets (kept apart from the rules, as
 # snakemake --lint asks).
 
+import shlex
+
+from imagenet_cog.core.image_roots import ARCHIVE_LAYOUTS, ImageRootError, resolve_layout
+
 
 def demo_image_source(dataset):
     """The demo image folder of a dataset: in1k, pool (drawn for level sets) or in21k."""
@@ -23,6 +27,115 @@ def image_root(dataset):
             f"config.yaml: mode is 'imagenet' but data.{key} is not set; point it at your " f"ImageNet folder or set mode: demo."
         )
     return root
+
+
+def image_source(dataset):
+    """The image root a dataset's images come from: in21k, in1k or in1k_blurred."""
+    return {naming.IN1K: "in1k", naming.IN1K_BLURRED: "in1k_blurred"}.get(dataset, "in21k")
+
+
+@functools.cache
+def root_layout(source):
+    """The layout of an image root (folders, tars, tar): data.<source>_layout, or detected
+    from what the root holds; the demo's images are folders."""
+    if config["mode"] == "demo":
+        return "folders"
+    root = config["data"][f"{source}_root"]
+    if not root:
+        raise WorkflowError(
+            f"config.yaml: mode is 'imagenet' but data.{source}_root is not set; point it at your copy of "
+            f"ImageNet (docs/imagenet.md) or set mode: demo."
+        )
+    try:
+        return resolve_layout(source, root, config["data"][f"{source}_layout"])
+    except ImageRootError as error:
+        raise WorkflowError(f"config: {error}") from None
+
+
+def image_layout(dataset):
+    return root_layout(image_source(dataset))
+
+
+def image_index_input(dataset):
+    """The image index of a dataset's root in a tar layout (none for folders). Ancient: an
+    index rebuilt after an archive changed re-runs no finished split or shard."""
+    source = image_source(dataset)
+    if config["mode"] == "demo" or root_layout(source) not in ARCHIVE_LAYOUTS:
+        return {}
+    return {"index": ancient(PATHS.image_index(source))}
+
+
+def image_reading_options(dataset, input, prefix="--"):
+    """The layout of a dataset's root, and its index, for the split command (extraction's
+    options: prefix '--image-')."""
+    options = f"{prefix}layout {image_layout(dataset)}"
+    return options + (f" {prefix}index {input.index}" if "index" in input.keys() else "")
+
+
+def needs_pool(level_set):
+    """Whether a set's views read "pool": word2vec re-ranks Lin's level concepts only; in
+    demo mode every set may pick pool concepts, the only ones with images besides Lin's."""
+    return config["mode"] == "demo" or level_set != "word2vec"
+
+
+POOL_NEEDED = any(needs_pool(naming.level_set_of(dataset)) for dataset in LEVEL_SET_DATASETS)
+
+
+def run_image_datasets():
+    """Every dataset of the run whose images are read (the pool where a level set needs it)."""
+    return DATASETS + ([naming.POOL] if POOL_NEEDED else []) + BLURRED_DATASETS
+
+
+def preflight_datasets():
+    """The datasets the pre-flight check looks up: those of the run whose image root is set
+    (a dataset without one stops the run when planned, naming the key)."""
+    return [dataset for dataset in run_image_datasets() if config["data"][f"{image_source(dataset)}_root"]]
+
+
+def concept_list(dataset):
+    """A dataset's concept list (IN-1K-blurred has IN-1K's concepts)."""
+    return PATHS.level_concepts(naming.IN1K if dataset == naming.IN1K_BLURRED else dataset)
+
+
+def preflight_inputs(wildcards):
+    """The concept lists of every dataset of the run, the shipped Fall 2011 counts, the
+    index of each root in a tar layout and the authors' split pickle."""
+    inputs = {
+        "concepts": [concept_list(dataset) for dataset in preflight_datasets()],
+        "counts": config["concepts"]["image_counts"],
+    }
+    for dataset in preflight_datasets():
+        for key, path in image_index_input(dataset).items():
+            inputs[f"{key}_{image_source(dataset)}"] = path
+    if any(uses_published_splits(dataset) for dataset in DATASETS):
+        inputs["published"] = config["levels"]["published_splits"]
+    return inputs
+
+
+def preflight_options(input):
+    """The preflight command's options: datasets, roots, layouts, indexes and the split sizes."""
+    datasets = preflight_datasets()
+    sources = sorted({image_source(dataset) for dataset in datasets})
+    options = [f"--dataset {dataset}={concept_list(dataset)}" for dataset in datasets]
+    options += [f"--root {source}={shlex.quote(config['data'][f'{source}_root'])}" for source in sources]
+    options += [f"--layout {source}={root_layout(source)}" for source in sources]
+    options += [f"--index {source}={input[f'index_{source}']}" for source in sources if f"index_{source}" in input.keys()]
+    if config["data"]["in1k_val_labels"]:
+        options.append(f"--val-labels {shlex.quote(config['data']['in1k_val_labels'])}")
+    if config["balanced"]["enabled"]:
+        options.append(f"--balanced-train {config['balanced']['train_per_concept']} --balanced-datasets {' '.join(DATASETS)}")
+    if "published" in input.keys():
+        published = [dataset for dataset in DATASETS if uses_published_splits(dataset)]
+        options.append(f"--published-splits {input.published} --published-datasets {' '.join(published)}")
+    return " ".join(options)
+
+
+def val_labels_option(dataset):
+    """IN-1K's validation labels file, when set (the default: the devkit in the root)."""
+    labels = config["data"]["in1k_val_labels"]
+    if config["mode"] == "imagenet" and dataset == naming.IN1K and labels:
+        return f"--val-labels {shlex.quote(labels)}"
+    return ""
 
 
 def image_root_setting(dataset):
@@ -52,7 +165,12 @@ def image_split_inputs(wildcards):
             "concepts": PATHS.demo_concepts(concepts_of),
             "images": PATHS.demo_images(demo_image_source(dataset)),
         }
-    inputs = {"concepts": PATHS.level_concepts(concepts_of)}
+    # the pre-flight check of the whole run first; ancient: re-checking re-draws no split
+    inputs = {
+        "concepts": PATHS.level_concepts(concepts_of),
+        "preflight": ancient(PATHS.preflight()),
+        **image_index_input(dataset),
+    }
     if uses_published_splits(dataset):
         inputs["published"] = config["levels"]["published_splits"]
     return inputs

@@ -112,16 +112,18 @@ def audit_inputs(wildcards):
         "test": [PATHS.features(wildcards.model, target, "test") for target in targets],
         "concepts": PATHS.concept_catalogue(),
         "images": [image_root(target) for target in targets],
+        **{f"index_{target}": path for target in targets for path in image_index_input(target).values()},
     }
 
 
-def audit_options():
-    """The pairs, seeds and image roots of the audit command."""
+def audit_options(input):
+    """The pairs, seeds, image roots and image indexes (tar layouts) of the audit command."""
     targets = sorted({target for _, target in AUDIT_PAIRS})
     return " ".join(
         [f"--pair {source} {target}" for source, target in AUDIT_PAIRS]
         + ["--seeds " + " ".join(SEEDS)]
         + [f"--image-root {shlex.quote(f'{target}={image_root(target)}')}" for target in targets]
+        + [f"--image-index {target}={input[f'index_{target}']}" for target in targets if f"index_{target}" in input.keys()]
     )
 
 
