@@ -23,9 +23,9 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-from test_features import extract, make_world, tiny  # noqa: F401  (tiny is a fixture)
+from test_features import extract, tiny  # noqa: F401  (tiny is a fixture)
 
-from conftest import SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
+from conftest import SNAKEMAKE, copy_workflow, make_world, snakemake, snakemake_environment
 from imagenet_cog.core.io import write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import merge_shards, read_features, write_shard
