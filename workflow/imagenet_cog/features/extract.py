@@ -30,7 +30,7 @@ import numpy as np
 
 from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
 from imagenet_cog.core.io import read_tsv
-from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, output_size, read_encoded
+from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, merge_shards, write_shard
 from imagenet_cog.models.registry import ModelSpec, Preprocessing, build_model, weights_identity
 
@@ -101,7 +101,7 @@ class ImageRows:
         size = self.preprocessing.size
         with Image.open(path) as image:
             image = image.convert("RGB")
-            new_size = output_size(*image.size, size)
+            new_size = self.preprocessing.resized_size(*image.size)
             image = image.resize(new_size, resample)
             left, top = crop_offsets(*new_size, size)
             image = image.crop((left, top, left + size, top + size))

@@ -60,19 +60,45 @@ NO_STD = (1.0, 1.0, 1.0)
 
 DEFAULT_RANDOM_SEED = 0
 
+def output_size(width: int, height: int, size: int) -> tuple[int, int]:
+    """Shortest side to ``size``, the other rounded down, as torchvision's ``Resize(int)``."""
+    if width <= height:
+        return size, int(size * height / width)
+    return int(size * width / height), size
+
 
 @dataclass(frozen=True)
 class Preprocessing:
-    """Shortest side to ``size`` (``interpolation``), center crop ``size``, /255, normalise."""
+    """Shortest side to ``size`` (``interpolation``), center crop ``size``, /255, normalise.
+
+    timm models record which ``mode`` made it (``paper`` or ``model``); timm's own evaluation
+    transform resizes to ``resize`` first (``size`` / crop_pct), the shortest side or, for
+    the ``squash`` crop mode, both sides.
+    """
 
     size: int = 224
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
     interpolation: str = "bicubic"
+    mode: str | None = None
+    resize: int | None = None
+    crop_mode: str = "center"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"size": self.size, "mean": list(self.mean), "std": list(self.std),
-                "interpolation": self.interpolation}
+        # Keys beyond the paper's four only where set: the registry's JSON, a planning
+        # parameter of every finished extraction, stays as it was.
+        values = {"size": self.size, "mean": list(self.mean), "std": list(self.std),
+                  "interpolation": self.interpolation}
+        if self.mode is not None:
+            values["mode"] = self.mode
+        if self.resize is not None:
+            values.update(resize=self.resize, crop_mode=self.crop_mode)
+        return values
+
+    def resized_size(self, width: int, height: int) -> tuple[int, int]:
+        """The (width, height) an image is resized to before the center crop."""
+        side = self.resize or self.size
+        return (side, side) if self.crop_mode == "squash" else output_size(width, height, side)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
