@@ -170,6 +170,8 @@ def fresh_copy(tmp_path_factory) -> Path:
     ({"probes": {"shots": [1, "many"]}}, "shots"),
     ({"datasets": ["in1k", "l9x"]}, "datasets"),
     ({"models": {"mystery": {"arch": "resnet5O", "weights": "random"}}}, "resnet5O"),
+    ({"models": {"mystery": {"arch": "timm/vit_tiny_patch16_22", "weights": "random"}}}, "vit_tiny_patch16_224"),
+    ({"models": {"mystery": {"arch": "resnet50", "preprocessing": "model"}}}, "settings of timm models"),
 ])
 def test_bad_config_is_rejected_before_any_job(fresh_copy, settings, named):
     overlay = fresh_copy / "bad.yaml"

@@ -289,6 +289,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         "precision": extractor.precision, "mixed_precision_error": extractor.precision_error,
         "device": str(target), "decode": decode,
         "host_decoded": decoder.host_decoded if decoder else len(rows.paths), "code_version": code_version(), "torch_version": str(torch.__version__),
+        **model.provenance,
     }
     write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
     elapsed = time.perf_counter() - started
@@ -315,6 +316,9 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--arch", required=True)
     parser.add_argument("--weights", default="pretrained")
     parser.add_argument("--factory", default=None)
+    parser.add_argument("--preprocessing", choices=["paper", "model"], default=None,
+                        help="timm models: the paper's preprocessing or timm's own evaluation transform")
+    parser.add_argument("--input-size", type=int, default=None, help="timm models: S instead of the config's")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
     parser.add_argument("--batch-size", type=int, default=256)
@@ -328,7 +332,7 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     _configure_logging()
-    spec = ModelSpec(args.model_name, args.arch, args.weights, args.factory or None)
+    spec = ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size)
     extract_shard(
         spec=spec, split_table=args.split_table, image_root=args.image_root,
         dataset=args.dataset, split=args.split, shard=args.shard, shard_size=args.shard_size,
