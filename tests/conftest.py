@@ -1,4 +1,5 @@
-"""Shared fixtures: the repository as a Snakemake working copy, and one finished demo run.
+"""Shared fixtures: the repository as a Snakemake working copy, one finished demo run, and
+a small world of generated JPEGs with its split table (extraction tests).
 
 The end-to-end, staleness and fault tests all start from one complete run of the demo
 workflow in a temporary copy of the repository, made once per test session.
@@ -12,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "resources", "envs", "slurm"]
@@ -73,6 +76,24 @@ def other_kind_probes_per_dataset(config: dict) -> int:
     shots = probes.get("other_kinds_shots") or probes["shots"]
     seeds = probes.get("other_kinds_seeds") or probes["seeds"]
     return len(other_probe_kinds(config)) * len(shots) * len(seeds)
+
+
+def make_world(root: Path, concepts: int = 3, train: int = 5, test: int = 2, corrupt: tuple[str, ...] = ()) -> Path:
+    """Generated JPEGs under root/images and their split table root/splits.tsv."""
+    rng = np.random.default_rng(0)
+    lines = ["path\twnid\tlabel\tsplit"]
+    for label in range(concepts):
+        wnid = f"n{label:08d}"
+        (root / "images" / wnid).mkdir(parents=True, exist_ok=True)
+        for number in range(train + test):
+            relative = f"{wnid}/{wnid}_{number}.JPEG"
+            size = (40 + 3 * number, 36 + 5 * label)
+            Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(root / "images" / relative)
+            if relative in corrupt:
+                (root / "images" / relative).write_bytes(b"\xff\xd8\xff\xe0 truncated")
+            lines.append(f"{relative}\t{wnid}\t{label}\t{'train' if number < train else 'test'}")
+    (root / "splits.tsv").write_text("\n".join(lines) + "\n")
+    return root / "splits.tsv"
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,9 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-from test_features import extract, make_world, tiny  # noqa: F401  (tiny is a fixture)
+from test_features import extract, tiny  # noqa: F401  (tiny is a fixture)
 
-from conftest import SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
+from conftest import SNAKEMAKE, copy_workflow, make_world, snakemake, snakemake_environment
 from imagenet_cog.core.io import write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import merge_shards, read_features, write_shard
@@ -170,6 +170,8 @@ def fresh_copy(tmp_path_factory) -> Path:
     ({"probes": {"shots": [1, "many"]}}, "shots"),
     ({"datasets": ["in1k", "l9x"]}, "datasets"),
     ({"models": {"mystery": {"arch": "resnet5O", "weights": "random"}}}, "resnet5O"),
+    ({"models": {"mystery": {"arch": "timm/vit_tiny_patch16_22", "weights": "random"}}}, "vit_tiny_patch16_224"),
+    ({"models": {"mystery": {"arch": "resnet50", "preprocessing": "model"}}}, "settings of timm models"),
 ])
 def test_bad_config_is_rejected_before_any_job(fresh_copy, settings, named):
     overlay = fresh_copy / "bad.yaml"

@@ -15,6 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import make_world
 from imagenet_cog.features.extract import MIXED_PRECISION_TOLERANCE, FeatureExtractor, extract_shard
 from imagenet_cog.features.store import merge_shards, read_features, read_metadata
 from imagenet_cog.models.registry import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, ModelSpec, Preprocessing
@@ -27,24 +28,6 @@ def tiny(weights):
     network = nn.Sequential(nn.Conv2d(3, 6, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
     return network, {"size": 32}
 """
-
-
-def make_world(root: Path, concepts: int = 3, train: int = 5, test: int = 2, corrupt: tuple[str, ...] = ()) -> Path:
-    """Generated JPEGs under root/images and their split table root/splits.tsv."""
-    rng = np.random.default_rng(0)
-    lines = ["path\twnid\tlabel\tsplit"]
-    for label in range(concepts):
-        wnid = f"n{label:08d}"
-        (root / "images" / wnid).mkdir(parents=True, exist_ok=True)
-        for number in range(train + test):
-            relative = f"{wnid}/{wnid}_{number}.JPEG"
-            size = (40 + 3 * number, 36 + 5 * label)
-            Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(root / "images" / relative)
-            if relative in corrupt:
-                (root / "images" / relative).write_bytes(b"\xff\xd8\xff\xe0 truncated")
-            lines.append(f"{relative}\t{wnid}\t{label}\t{'train' if number < train else 'test'}")
-    (root / "splits.tsv").write_text("\n".join(lines) + "\n")
-    return root / "splits.tsv"
 
 
 @pytest.fixture

@@ -385,10 +385,14 @@ def test_a_lost_analysis_result_is_made_again_alone(finished_copy):
     ]
 
 
+# A timm model by name, with random weights, at the demo's 32 pixels (a ViT built for that size).
+TIMM_MODEL = {"arch": "timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k", "weights": "random:2", "input_size": 32,
+              "category": "architecture", "label": "ViT-Ti (timm, random)"}
+
+
 def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
-    added = "resnet50_b"
-    models = {added: {"arch": "resnet50", "weights": "random:2", "category": "baseline", "label": "ResNet50-b"}}
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": models}))
+    added = "vit_tiny"
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {added: TIMM_MODEL}}))
     per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
     assert {rule for rule, _ in per_model} == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
@@ -399,6 +403,54 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     for analysis in ANALYSES:
         assert per_rule[f"analyses_{analysis}"] == len(demo_config["datasets"])
     assert per_rule["analyses_agreement"] == len(demo_config["datasets"])
+
+
+def test_a_timm_model_by_name_runs_end_to_end_and_its_preprocessing_is_its_identity(finished_copy, demo_config):
+    """The timm route in a real run: IN-1K's features and probes of a timm model named in the
+    config, its features timm's pre-logits of the demo's images; finished, it plans nothing;
+    preprocessing: model re-extracts it."""
+    import h5py
+    import timm
+    import torch
+
+    from imagenet_cog.features.extract import ImageRows
+    from imagenet_cog.models.registry import ModelSpec, planned_preprocessing
+
+    added, layout = "vit_tiny", Layout()
+    settings = overlay(finished_copy, {"models": {added: TIMM_MODEL}})
+    seed = demo_config["probes"]["seeds"][0]
+    targets = [layout.features(added, "in1k", split) for split in ("train", "test")] + [
+        layout.probe_result(added, "in1k", "all", str(seed))]
+    snakemake(finished_copy, "--cores", "2", *targets, "--configfile", settings)
+    result = json.loads((finished_copy / targets[-1]).read_text())
+    assert 0 <= result["test_top1"] <= 100
+
+    shard = finished_copy / layout.feature_shard(added, "in1k", "test", "00000")
+    with h5py.File(shard) as handle:
+        attributes = {key: handle.attrs[key] for key in ("arch", "weights", "preprocessing", "feature_dim", "timm_model")}
+        features = torch.from_numpy(handle["features"][...].astype("float32"))
+        paths = list(handle["path"].asstr()[...])
+    assert attributes["arch"] == TIMM_MODEL["arch"] and attributes["weights"] == "random:2"
+    assert attributes["feature_dim"] == 192 and attributes["timm_model"] == "vit_tiny_patch16_224.augreg_in21k_ft_in1k"
+    assert json.loads(attributes["preprocessing"]) == {
+        "size": 32, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "interpolation": "bicubic", "mode": "paper"}
+    # timm's own network with the same seed, on the same preprocessed images
+    preprocessing = planned_preprocessing(ModelSpec(added, TIMM_MODEL["arch"], input_size=32))
+    rows = ImageRows(finished_copy / layout.demo_images("in1k"), paths, preprocessing)
+    pixels = torch.stack([rows[position][0] for position in range(len(rows))]).float()
+    batch = (pixels / 255 - 0.5) / 0.5
+    torch.manual_seed(2)
+    reference = timm.create_model("vit_tiny_patch16_224.augreg_in21k_ft_in1k", img_size=32).eval()
+    with torch.inference_mode():
+        expected = reference.forward_head(reference.forward_features(batch), pre_logits=True)
+    # the shards hold float16
+    torch.testing.assert_close(features, expected, rtol=2e-3, atol=2e-3)
+
+    assert planned_jobs(finished_copy, *targets, "--configfile", settings) == []
+    model_preprocessing = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "preprocessing": "model"}}})
+    jobs = planned_jobs(finished_copy, *targets, "--configfile", model_preprocessing)
+    assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(demo_config)}
+    assert {w["model"] for _, w in jobs} == {added}
 
 
 # level sets --------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ rule extract_features:
         weights=lambda wildcards: model_spec(wildcards.model).weights,
         weights_identity=lambda wildcards: model_weights_identity(wildcards.model),
         preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
-        factory=lambda wildcards: model_factory_option(wildcards.model),
+        factory=lambda wildcards: model_extract_options(wildcards.model),
         weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
         shard=lambda wildcards: int(wildcards.shard),
         shard_size=config["features"]["shard_size"],

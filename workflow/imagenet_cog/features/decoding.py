@@ -71,13 +71,6 @@ def device_decodable(data: bytes) -> bool:
     return False
 
 
-def output_size(width: int, height: int, size: int) -> tuple[int, int]:
-    """Shortest side to ``size``, the other rounded down, as torchvision's ``Resize(int)``."""
-    if width <= height:
-        return size, int(size * height / width)
-    return int(size * width / height), size
-
-
 def crop_offsets(width: int, height: int, size: int) -> tuple[int, int]:
     """Left and top of the center crop, with torchvision's rounding."""
     return int(round((width - size) / 2.0)), int(round((height - size) / 2.0))
@@ -91,7 +84,7 @@ def resize_and_crop(image, preprocessing):
 
     size = preprocessing.size
     height, width = image.shape[-2:]
-    new_width, new_height = output_size(width, height, size)
+    new_width, new_height = preprocessing.resized_size(width, height)
     resized = F.interpolate(image[None].float(), size=(new_height, new_width),
                             mode=preprocessing.interpolation, align_corners=False, antialias=True)
     resized = resized.round_().clamp_(0, 255).to(torch.uint8)[0]

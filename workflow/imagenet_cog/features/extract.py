@@ -39,7 +39,7 @@ import numpy as np
 from imagenet_cog.core.archives import ArchiveError, ImageIndex, MemberReader
 from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
 from imagenet_cog.core.io import read_tsv
-from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, output_size, read_encoded
+from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, merge_shards, write_shard
 from imagenet_cog.models.registry import ModelSpec, Preprocessing, build_model, weights_identity
 
@@ -131,7 +131,7 @@ class ImageRows:
         size = self.preprocessing.size
         with Image.open(path) as image:
             image = image.convert("RGB")
-            new_size = output_size(*image.size, size)
+            new_size = self.preprocessing.resized_size(*image.size)
             image = image.resize(new_size, resample)
             left, top = crop_offsets(*new_size, size)
             image = image.crop((left, top, left + size, top + size))
@@ -326,6 +326,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         "precision": extractor.precision, "mixed_precision_error": extractor.precision_error,
         "device": str(target), "decode": decode, "image_root": str(image_root), "image_layout": image_layout,
         "host_decoded": decoder.host_decoded if decoder else len(rows.paths), "code_version": code_version(), "torch_version": str(torch.__version__),
+        **model.provenance,
     }
     write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
     elapsed = time.perf_counter() - started
@@ -352,6 +353,9 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--arch", required=True)
     parser.add_argument("--weights", default="pretrained")
     parser.add_argument("--factory", default=None)
+    parser.add_argument("--preprocessing", choices=["paper", "model"], default=None,
+                        help="timm models: the paper's preprocessing or timm's own evaluation transform")
+    parser.add_argument("--input-size", type=int, default=None, help="timm models: S instead of the config's")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
     parser.add_argument("--batch-size", type=int, default=256)
@@ -367,7 +371,7 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     _configure_logging()
-    spec = ModelSpec(args.model_name, args.arch, args.weights, args.factory or None)
+    spec = ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size)
     try:
         extract_shard(
             spec=spec, split_table=args.split_table, image_root=args.image_root,

@@ -156,7 +156,7 @@ def match_layout(payload: Any, layout: CheckpointLayout, expected: set[str]) -> 
     return mapped
 
 
-def _unwrap_state_dict(payload: Any, checkpoint: str) -> dict[str, Any]:
+def unwrap_state_dict(payload: Any, checkpoint: str) -> dict[str, Any]:
     import torch
 
     while isinstance(payload, dict):
@@ -212,18 +212,27 @@ def map_checkpoint_keys(state: dict[str, Any], expected: set[str]) -> tuple[dict
     return mapped, best, unexpected
 
 
-def load_checkpoint(network, checkpoint: str) -> str:
-    """Load a checkpoint file into ``network`` (already cut); returns a line for the log."""
+def read_checkpoint(checkpoint: str) -> tuple[Any, str]:
+    """A checkpoint file's content and how it was read: safetensors, or torch with tensors
+    only, else with full unpickling."""
     import torch
 
+    if str(checkpoint).endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return load_file(checkpoint), "safetensors"
     try:
-        payload = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        loaded_as = "tensors only"
+        return torch.load(checkpoint, map_location="cpu", weights_only=True), "tensors only"
     except Exception:
         # Some published checkpoints pickle their training options (e.g. InfoMin's argparse
         # Namespace); those need full unpickling, which runs code from the file.
-        payload = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        loaded_as = "full unpickling (the file holds Python objects besides tensors)"
+        return (torch.load(checkpoint, map_location="cpu", weights_only=False),
+                "full unpickling (the file holds Python objects besides tensors)")
+
+
+def load_checkpoint(network, checkpoint: str) -> str:
+    """Load a checkpoint file into ``network`` (already cut); returns a line for the log."""
+    payload, loaded_as = read_checkpoint(checkpoint)
     own = network.state_dict()
     expected = set(own)
     if isinstance(payload, dict):
@@ -233,7 +242,7 @@ def load_checkpoint(network, checkpoint: str) -> str:
                 network.load_state_dict(mapped, strict=False)
                 return (f"checkpoint {checkpoint}: format {layout.name}; loaded {len(mapped)} "
                         f"tensors, 0 backbone keys missing or unexpected; read with {loaded_as}")
-    state = _unwrap_state_dict(payload, checkpoint)
+    state = unwrap_state_dict(payload, checkpoint)
     mapped, prefix, unexpected = map_checkpoint_keys(state, expected)
     missing = sorted(k for k in expected - set(mapped) if not _ignorable(k))
     wrong_shape = sorted(k for k, v in mapped.items() if tuple(v.shape) != tuple(own[k].shape))

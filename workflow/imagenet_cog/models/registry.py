@@ -59,20 +59,54 @@ NO_MEAN = (0.0, 0.0, 0.0)
 NO_STD = (1.0, 1.0, 1.0)
 
 DEFAULT_RANDOM_SEED = 0
+# Archs built by timm by name (imagenet_cog.models.timm_models), e.g. timm/vit_small_patch14_dinov2.lvd142m.
+TIMM_PREFIX = "timm/"
+
+
+def is_timm_arch(arch: str) -> bool:
+    """Whether ``arch`` names a timm network rather than a registry entry."""
+    return arch.startswith(TIMM_PREFIX)
+
+
+def output_size(width: int, height: int, size: int) -> tuple[int, int]:
+    """Shortest side to ``size``, the other rounded down, as torchvision's ``Resize(int)``."""
+    if width <= height:
+        return size, int(size * height / width)
+    return int(size * width / height), size
 
 
 @dataclass(frozen=True)
 class Preprocessing:
-    """Shortest side to ``size`` (``interpolation``), center crop ``size``, /255, normalise."""
+    """Shortest side to ``size`` (``interpolation``), center crop ``size``, /255, normalise.
+
+    timm models record which ``mode`` made it (``paper`` or ``model``); timm's own evaluation
+    transform resizes to ``resize`` first (``size`` / crop_pct), the shortest side or, for
+    the ``squash`` crop mode, both sides.
+    """
 
     size: int = 224
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
     interpolation: str = "bicubic"
+    mode: str | None = None
+    resize: int | None = None
+    crop_mode: str = "center"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"size": self.size, "mean": list(self.mean), "std": list(self.std),
-                "interpolation": self.interpolation}
+        # Keys beyond the paper's four only where set: the registry's JSON, a planning
+        # parameter of every finished extraction, stays as it was.
+        values = {"size": self.size, "mean": list(self.mean), "std": list(self.std),
+                  "interpolation": self.interpolation}
+        if self.mode is not None:
+            values["mode"] = self.mode
+        if self.resize is not None:
+            values.update(resize=self.resize, crop_mode=self.crop_mode)
+        return values
+
+    def resized_size(self, width: int, height: int) -> tuple[int, int]:
+        """The (width, height) an image is resized to before the center crop."""
+        side = self.resize or self.size
+        return (side, side) if self.crop_mode == "squash" else output_size(width, height, side)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -179,6 +213,9 @@ class ModelSpec:
     arch: str
     weights: str = "pretrained"
     factory: str | None = None
+    # timm/ archs only (imagenet_cog.models.timm_models): "paper" (the default) or "model", and S
+    preprocessing: str | None = None
+    input_size: int | None = None
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any],
@@ -192,7 +229,8 @@ class ModelSpec:
         if (checkpoints_dir and not (is_random_weights(weights) or weights == "pretrained")
                 and not Path(weights).is_absolute()):
             weights = str(Path(checkpoints_dir) / weights)
-        spec = cls(name, entry["arch"], weights, entry.get("factory"))
+        spec = cls(name, entry["arch"], weights, entry.get("factory"), entry.get("preprocessing"),
+                   entry.get("input_size"))
         try:
             spec.check(checkpoint_made_later=weights in made_by_workflow)
         except FileNotFoundError as missing:
@@ -205,8 +243,24 @@ class ModelSpec:
             raise
         return spec
 
+    def timm_model(self, check_weights: bool = True):
+        """The ``timm/`` arch resolved against timm's registry (unknown names fail with the
+        closest names timm knows)."""
+        from imagenet_cog.models.timm_models import resolve
+
+        return resolve(self.arch, input_size=self.input_size, mode=self.preprocessing,
+                       pretrained=check_weights and self.weights == "pretrained",
+                       owner=f"config.yaml: model '{self.name}'")
+
     def check(self, checkpoint_made_later: bool = False) -> None:
-        if self.arch == "custom":
+        if is_timm_arch(self.arch):
+            self.timm_model()
+        elif self.preprocessing is not None or self.input_size is not None:
+            raise ValueError(
+                f"config.yaml: model '{self.name}': preprocessing and input_size are settings of "
+                f"timm models (arch: timm/<name>); arch '{self.arch}' is preprocessed as the paper did."
+            )
+        elif self.arch == "custom":
             if not self.factory or ":" not in self.factory:
                 raise ValueError(
                     f"config.yaml: model '{self.name}' has arch 'custom' but no factory; set "
@@ -278,12 +332,14 @@ def weights_identity(spec: ModelSpec) -> str:
     elif spec.weights == "pretrained":
         if spec.arch == "custom":
             identity = "pretrained"
+        elif is_timm_arch(spec.arch):
+            identity = f"timm:{spec.timm_model().full_name}"
         else:
             architecture = REGISTRY[spec.arch]
             identity = f"{architecture.library}:{architecture.pretrained}"
     else:
         identity = f"sha256:{file_sha256(spec.weights)}"
-    if spec.arch != "custom" and REGISTRY[spec.arch].library == "project":
+    if spec.arch in REGISTRY and REGISTRY[spec.arch].library == "project":
         # The network's code is the project's own: editing it re-extracts that model.
         module_name = REGISTRY[spec.arch].builder.split(":", 1)[0]
         origin = importlib.util.find_spec(module_name).origin
@@ -300,9 +356,28 @@ def weights_identity(spec: ModelSpec) -> str:
     return identity
 
 
-def registry_preprocessing(spec: ModelSpec) -> Preprocessing | None:
-    """The registry's preprocessing; None for custom models (their factory decides)."""
-    return None if spec.arch == "custom" else REGISTRY[spec.arch].preprocessing
+def planned_preprocessing(spec: ModelSpec) -> Preprocessing | None:
+    """The registry's or timm's preprocessing; None for custom models (their factory decides)."""
+    if is_timm_arch(spec.arch):
+        return Preprocessing(**spec.timm_model(check_weights=False).preprocessing())
+    return REGISTRY[spec.arch].preprocessing if spec.arch in REGISTRY else None
+
+
+def planned_feature_dim(spec: ModelSpec) -> int | None:
+    """The feature size known before extraction: the registry's, or a timm model's measured
+    on the meta device; None for custom models."""
+    if is_timm_arch(spec.arch):
+        return spec.timm_model(check_weights=False).feature_dim()
+    return REGISTRY[spec.arch].feature_dim if spec.arch in REGISTRY else None
+
+
+def extract_options(spec: ModelSpec) -> list[str]:
+    """The extract command's options besides arch and weights: a custom model's factory, a
+    timm model's preprocessing and input size."""
+    if is_timm_arch(spec.arch):
+        model = spec.timm_model(check_weights=False)
+        return ["--preprocessing", model.mode] + (["--input-size", str(model.input_size)] if model.input_size else [])
+    return ["--factory", spec.factory] if spec.factory else []
 
 
 # Building networks -----------------------------------------------------------------
@@ -390,6 +465,8 @@ class LoadedModel:
     feature_dim: int
     weights_identity: str
     notes: list[str] = field(default_factory=list)
+    # attributes the shards record besides the common ones (a timm model's release and version)
+    provenance: dict[str, str] = field(default_factory=dict)
 
     @property
     def random_weights(self) -> bool:
@@ -404,10 +481,18 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
     identity = identity or weights_identity(spec)
     seed = random_seed(spec.weights)
     notes: list[str] = []
+    provenance: dict[str, str] = {}
     # Seed also for checkpoints: layers the checkpoint leaves alone are then reproducible.
     torch.manual_seed(DEFAULT_RANDOM_SEED if seed is None else seed)
     if spec.arch == "custom":
         network, preprocessing = _call_factory(spec)
+    elif is_timm_arch(spec.arch):
+        from imagenet_cog.models.timm_models import build as build_timm
+
+        timm_model = spec.timm_model()
+        weights = None if seed is not None else spec.weights
+        network, notes = build_timm(timm_model, weights, f"model '{spec.name}'")
+        preprocessing, provenance = Preprocessing(**timm_model.preprocessing()), timm_model.provenance()
     else:
         architecture = REGISTRY[spec.arch]
         network = BUILDERS[architecture.library](architecture, pretrained=spec.weights == "pretrained")
@@ -426,12 +511,12 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
             f"return one feature vector per image ([batch, dim])."
         )
     feature_dim = int(output.shape[1])
-    if spec.arch != "custom" and feature_dim != REGISTRY[spec.arch].feature_dim:
+    if spec.arch in REGISTRY and feature_dim != REGISTRY[spec.arch].feature_dim:
         raise AssertionError(
             f"registry entry '{spec.arch}' gives {feature_dim}-d features, expected "
             f"{REGISTRY[spec.arch].feature_dim}"
         )
-    return LoadedModel(spec, network, preprocessing, feature_dim, identity, notes)
+    return LoadedModel(spec, network, preprocessing, feature_dim, identity, notes, provenance)
 
 
 def describe_registry() -> list[dict[str, Any]]:
@@ -445,17 +530,18 @@ def describe_registry() -> list[dict[str, Any]]:
 
 def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Paper Table 3 for config ``models:`` entries: name (Table 1's, else the label or key),
-    category, arch, input size S and feature dim (the registry's; a custom model's factory
-    decides both, shown as '?')."""
+    category, arch, input size S and feature dim (the registry's or timm's; a custom model's
+    factory decides both, shown as '?')."""
     rows = []
     for key, entry in models.items():
-        architecture = REGISTRY.get(entry["arch"])
+        spec = ModelSpec(key, entry["arch"], preprocessing=entry.get("preprocessing"), input_size=entry.get("input_size"))
+        preprocessing, feature_dim = planned_preprocessing(spec), planned_feature_dim(spec)
         rows.append({
             "name": entry.get("label") or entry.get("paper_name") or key,
             "category": entry.get("category") or "other",
             "arch": entry["arch"],
-            "input_size": architecture.preprocessing.size if architecture else "?",
-            "feature_dim": architecture.feature_dim if architecture else "?",
+            "input_size": preprocessing.size if preprocessing else "?",
+            "feature_dim": feature_dim or "?",
         })
     return rows
 

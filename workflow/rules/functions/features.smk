@@ -51,16 +51,22 @@ def decode_option():
     return "" if decode == "auto" else f" --decode {decode}"
 
 
-def model_factory_option(model):
-    factory = model_spec(model).factory
-    return f"--factory {shlex.quote(factory)}" if factory else ""
+@functools.cache
+def model_extract_options(model):
+    """A custom model's factory, a timm model's preprocessing and input size. The rule's
+    parameter is still called factory: its name is in the shell command, whose text Snakemake
+    compares, so renaming it would re-extract every finished model."""
+    from imagenet_cog.models.registry import extract_options
+
+    return shlex.join(extract_options(model_spec(model)))
 
 
+@functools.cache
 def model_preprocessing(model):
-    """The registry's preprocessing as JSON; a custom model's factory is covered by its identity."""
-    from imagenet_cog.models.registry import registry_preprocessing
+    """The registry's or timm's preprocessing as JSON; a custom model's factory is covered by its identity."""
+    from imagenet_cog.models.registry import planned_preprocessing
 
-    preprocessing = registry_preprocessing(model_spec(model))
+    preprocessing = planned_preprocessing(model_spec(model))
     return preprocessing.to_json() if preprocessing else "factory"
 
 

@@ -2,6 +2,8 @@
 # functions, config checks and the stage's targets (kept apart from the rules, as
 # snakemake --lint asks).
 
+import functools
+
 from snakemake.exceptions import IncompleteCheckpointException
 
 
@@ -133,17 +135,17 @@ def probes_targets():
 # job sizes -------------------------------------------------------------------------------
 
 # Feature files present their shards as HDF5 virtual datasets, so their own size says
-# nothing; the job sizes below assume float32 features of the registry's width per image of
-# the dataset's split lists (a custom factory's width is unknown until it runs: ResNet-50's
-# 2048 is assumed; raise it with --set-resources if yours is wider).
+# nothing; the job sizes below assume float32 features of the registry's (or timm's) width per
+# image of the dataset's split lists (a custom factory's width is unknown until it runs:
+# ResNet-50's 2048 is assumed; raise it with --set-resources if yours is wider).
 ASSUMED_CUSTOM_FEATURE_DIM = 2048
 
 
+@functools.cache
 def model_feature_dim(model):
-    from imagenet_cog.models.registry import REGISTRY
+    from imagenet_cog.models.registry import planned_feature_dim
 
-    arch = model_spec(model).arch
-    return REGISTRY[arch].feature_dim if arch in REGISTRY else ASSUMED_CUSTOM_FEATURE_DIM
+    return planned_feature_dim(model_spec(model)) or ASSUMED_CUSTOM_FEATURE_DIM
 
 
 def probe_feature_mb(wildcards):
