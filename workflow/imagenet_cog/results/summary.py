@@ -98,7 +98,7 @@ def load_probe_results(
                         "test_top1": float(result["test_top1"]),
                         "test_top5": float(result["test_top5"]),
                         "random_weights": bool(result["random_weights"]),
-                        # a job that ran several seeds (probes.seeds_together) timed them all
+                        # a job that ran several seeds (probes.group shots or dataset) timed them all (per N)
                         "probe_s": float(timings.get("total_s", math.nan)) / len(result.get("seeds_together") or [seed]),
                     })
     columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
