@@ -5,17 +5,21 @@ L2-normalised, as the analyses stage clusters them) are clustered twice with the
 (the number of concepts), the same number of Lloyd iterations and random initialisation:
 
 * baseline: ``sklearn.cluster.KMeans(init="random", n_init=1, max_iter=iterations, tol=0)``;
-* ours: :func:`imagenet_cog.analyses.clustering.fit_kmeans` (faiss, on the GPU with
-  ``--device cuda`` where faiss-gpu is installed).
+* ours: :func:`imagenet_cog.analyses.clustering.fit_kmeans` with the backend the analysis
+  picks for ``--device`` (faiss on the CPU; on a GPU faiss-gpu where installed, else the same
+  algorithm in torch, ``imagenet_cog.analyses.torch_kmeans``).
 
 It prints the seconds of each, their ratio, and the paper's purity (000 Eq. 3) of the
-held-out test features assigned to each one's centroids. Then it checks the blocked exact
+held-out test features assigned to each one's centroids. ``--compare-rows n`` first runs
+faiss on the CPU and the torch k-means (on ``--device``) from the same initial centroids on
+the first n training rows and prints both times, the largest relative difference of their
+objectives and centroids and the share of rows assigned alike. Then it checks the blocked exact
 uniformity against the direct O(n^2) formula on a small set (equal to 1e-5) and times it at
 ``--uniformity-rows`` x ``--dim`` on ``--device``.
 
     python benchmarks/kmeans_benchmark.py --rows 20000 --dim 512 --concepts 200        # CPU
     python benchmarks/kmeans_benchmark.py --rows 1100000 --dim 2048 --concepts 1000 \\
-        --uniformity-rows 50000 --device cuda --skip-sklearn                              # a level on a GPU
+        --uniformity-rows 50000 --device cuda --skip-sklearn --compare-rows 100000        # a level on a GPU
 """
 
 from __future__ import annotations
@@ -27,13 +31,15 @@ import numpy as np
 
 from imagenet_cog.analyses.clustering import (
     confusion_matrix,
-    faiss_uses_gpu,
     fit_kmeans,
+    kmeans_backend,
     nearest_centroid,
     paper_purity,
 )
 from imagenet_cog.analyses.common import l2_normalised
 from imagenet_cog.analyses.geometry import uniformity_loss
+from imagenet_cog.analyses.torch_kmeans import fit_torch_kmeans
+from imagenet_cog.core.device import resolve_device
 
 
 def clustered_features(rows: int, concepts: int, dim: int, noise: float, seed: int):
@@ -53,6 +59,34 @@ def purity_of(labels: np.ndarray, clusters: np.ndarray, k: int) -> float:
     return paper_purity(confusion_matrix(labels, clusters, k))
 
 
+def compare_with_faiss(train: np.ndarray, k: int, iterations: int, device) -> None:
+    """faiss on the CPU and the torch k-means on ``device`` from the same k initial rows."""
+    import faiss
+    import torch
+
+    start = train[np.random.default_rng(1).choice(train.shape[0], k, replace=False)]
+    reference = faiss.Kmeans(train.shape[1], k, niter=iterations, seed=1, max_points_per_centroid=train.shape[0],
+                             min_points_per_centroid=1)
+    started = time.perf_counter()
+    reference.train(train, init_centroids=start.copy())
+    faiss_seconds = time.perf_counter() - started
+    fit_torch_kmeans(train[:k], k, 0, 1, device=str(device))  # warm-up: the device and its kernels
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    ours = fit_torch_kmeans(train, k, 1, iterations, device=str(device), initial_centroids=start)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    torch_seconds = time.perf_counter() - started
+    objective = np.abs(np.array(ours.objective) - reference.obj).max() / reference.obj[-1]
+    centroids = np.abs(ours.centroids.cpu().numpy() - reference.centroids).max() / np.abs(reference.centroids).max()
+    alike = float((ours.search(train)[1] == reference.index.search(train, 1)[1][:, 0]).mean())
+    print(f"same start, {train.shape[0]} x {train.shape[1]}, k = {k}, {iterations} iterations: faiss-cpu "
+          f"{faiss_seconds:.2f} s, torch on {device.type} {torch_seconds:.2f} s ({faiss_seconds / torch_seconds:.1f}x); "
+          f"largest objective difference {objective:.1e} of the last objective, centroids {centroids:.1e} of the "
+          f"largest coordinate, {100 * alike:.3f}% of rows assigned alike, {ours.splits} empty clusters split", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=20000, help="training features")
@@ -65,7 +99,10 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=1024)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--skip-sklearn", action="store_true", help="only faiss (the baseline takes hours at full size)")
+    parser.add_argument("--skip-sklearn", action="store_true", help="only ours (the baseline takes hours at full size)")
+    parser.add_argument("--compare-rows", type=int, default=0,
+                        help="faiss-cpu against the torch k-means from the same start on this many training rows")
+    parser.add_argument("--compare-iterations", type=int, default=10)
     args = parser.parse_args()
 
     import faiss
@@ -78,15 +115,18 @@ def main() -> None:
     features, labels = clustered_features(args.rows + test_rows, args.concepts, args.dim, args.noise, seed=0)
     train, test, test_labels = features[: args.rows], features[args.rows :], labels[args.rows :]
     del features
-    gpu = faiss_uses_gpu(args.device)
+    backend = kmeans_backend(args.device)
     print(f"train {args.rows} x {args.dim}, test {test_rows}, k = {args.concepts}, {args.iterations} iterations, "
-          f"{args.threads} threads, faiss on {'GPU' if gpu else 'CPU'}")
+          f"{args.threads} threads, k-means backend {backend}")
+    if args.compare_rows:
+        compare_with_faiss(train[: args.compare_rows], args.concepts, args.compare_iterations, resolve_device(args.device, "--device"))
 
     started = time.perf_counter()
-    kmeans = fit_kmeans(train, args.concepts, seed=0, iterations=args.iterations, gpu=gpu)
-    faiss_seconds = time.perf_counter() - started
-    faiss_purity = purity_of(test_labels, nearest_centroid(kmeans, test)[1], args.concepts)
-    print(f"faiss   : {faiss_seconds:8.2f} s  purity {faiss_purity:.4f}")
+    kmeans = fit_kmeans(train, args.concepts, seed=0, iterations=args.iterations, backend=backend)
+    ours_seconds = time.perf_counter() - started
+    ours_purity = purity_of(test_labels, nearest_centroid(kmeans, test)[1], args.concepts)
+    print(f"ours ({backend}): {ours_seconds:8.2f} s ({ours_seconds / args.iterations:.3f} s per iteration)  "
+          f"purity {ours_purity:.4f}")
 
     if not args.skip_sklearn:
         from sklearn.cluster import KMeans
@@ -97,7 +137,7 @@ def main() -> None:
         sklearn_seconds = time.perf_counter() - started
         sklearn_purity = purity_of(test_labels, baseline.predict(test), args.concepts)
         print(f"sklearn : {sklearn_seconds:8.2f} s  purity {sklearn_purity:.4f}")
-        print(f"speed-up of faiss over scikit-learn: {sklearn_seconds / faiss_seconds:.1f}x")
+        print(f"speed-up of ours over scikit-learn: {sklearn_seconds / ours_seconds:.1f}x")
 
     small, _ = clustered_features(400, 20, 64, args.noise, seed=2)
     small64 = small.astype(np.float64)

@@ -1,32 +1,36 @@
-"""What the whole protocol costs: measured rates times counted work, per stage.
+"""What the whole protocol costs: measured rates times counted work, per stage, as a run pays it.
 
-Measures this machine's rates at small size, with the workflow's own code:
+Measures this machine's rates (and a GPU's with ``--device cuda``) with the workflow's own
+code, each in steady state (warm-up runs untimed):
 
 * extraction: images/s of ``extract_shard`` per model on generated JPEGs (shorter side
-  300-500 px), from two shard sizes so that the fixed cost of a shard (building the model,
-  writing the file) is separated from the per-image cost;
-* probes: training FLOP/s of ``train_probes`` at the protocol's shape (1000 classes, the
-  model's feature width, batch 1024, 4 n d C FLOPs per epoch), and the time of one SGD step
-  and one epoch where the products are negligible (what few-shot probes pay);
-* loading: bytes/s of reading a float16 feature file (HDF5 blocks, page cache warm), and
-  bytes/s of preparing the rows a job uses (widening to float32, ``normalised_on_device``,
-  the study-name hash). Every probe job reads its whole training file, since a few-shot
-  job's validation rows (a random fifth of every class) touch every 1024-row HDF5 chunk,
-  but prepares only the rows it uses;
-* job start: seconds to start a Python process and import what a probe job imports.
+  300-500 px) from two shard sizes, which separates the fixed cost of a shard (writing it,
+  building the model) from the per-image cost; building the model, and loading a ResNet-50
+  checkpoint file (``torch.load`` and ``load_state_dict``) on their own;
+* probes: the time of one trial-step (one candidate's SGD step) at the protocol's shape
+  (1000 classes, the model's width) at two batch sizes, which separates the step's fixed
+  part (the passes over the weights) from its per-row part (the products, the logits), at
+  the config's stacking (``trials_per_batch`` candidates x the seeds a job trains together)
+  and step (``probes.fused``); the time of an epoch where the products are negligible; the
+  scoring rate (validation after each trial, test once: float32 products, TF32 on a GPU);
+* loading: bytes/s of reading a float16 feature file and of preparing its rows;
+* per job: starting Python with a probe job's imports, starting CUDA in a fresh process,
+  and compiling the fused step in a fresh process (the on-disk cache warm, as after a job's
+  first run).
 
-Counts the work of the protocol for a config (the paper's by default; ``--config`` reads
-the probes and features keys of a workflow config, schema defaults for the rest): images
-per model, shards, probe jobs, training FLOPs, SGD steps and epochs, rows read (with
-``probes.seeds_together`` one job per dataset and N, whose steps carry every seed). Prints the
-projected wall time per stage for this machine, and for a device whose rates it measures
-(``--device cuda``) or reads (``--rates rates.json``, as written by ``--write-rates``),
-beside the authors' published V100 times. Everything runs serially on one device: a
-cluster divides the wall time by its parallel jobs.
+Counts the work of the protocol for a config (the paper's by default; ``--config`` reads the
+probes and features keys, schema defaults fill the rest): images, shards and extraction jobs
+(``features.group``), probe jobs (``probes.group``: a job per seed, per N, or one resident
+job per dataset), trial-steps by batch size, epochs, scoring FLOPs with each concept's
+validation rows (``int(val_fraction * n_c)`` per concept, from the shipped Fall 2011 counts
+for the levels), bytes read and prepared. Prints the projected wall time per stage for this
+machine and the device, serially and with extraction and probes overlapped (an extraction
+job and a probe job at a time on one GPU, e.g. ``--resources gpu=2``: the probes of a
+dataset run while the next one is extracted), beside the authors' V100 times.
 
-    python benchmarks/protocol_cost.py                       # ~1-2 minutes on 2 cores
+    python benchmarks/protocol_cost.py --threads 2                       # ~3 minutes on 2 cores
     python benchmarks/protocol_cost.py --device cuda --write-rates h100.json
-    python benchmarks/protocol_cost.py --rates h100.json     # project with saved rates
+    python benchmarks/protocol_cost.py --rates h100.json                 # project with saved rates
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +61,9 @@ LEVELS, CONCEPTS_PER_LEVEL, TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT, MIN_IMAGES 
 # Authors' README (protocol-facts.md): V100 with 8 CPU cores.
 AUTHORS_EXTRACTION_MIN_PER_DATASET = 60
 AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED = 75
+RATE_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s",
+             "probe_step_fixed_s", "probe_step_per_row_s", "probe_epoch_s", "scoring_flops_per_s",
+             "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s", "compile_s")
 
 
 @dataclass(frozen=True)
@@ -64,28 +72,35 @@ class Dataset:
     train: int
     test: int
     classes: int
+    validation: int  # rows held out for validation: int(val_fraction * n_c) summed over concepts
 
 
-def level_train_images() -> int:
-    """Training images of a level, estimated from the Fall 2011 counts: 1000 concepts times
-    the mean of min(n - 50, 1300) over concepts with >= 782 images (the exact figure, from a
-    real run's results/splits/summary.tsv, goes in with --split-summary)."""
+def level_train_counts() -> list[int]:
+    """Training images of each eligible concept (>= 782 images): min(n - 50, 1300)."""
     counts = [int(line.split("\t")[1]) for line in IMAGE_COUNTS.read_text().splitlines()[1:]]
-    kept = [min(count - TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT) for count in counts if count >= MIN_IMAGES]
-    return round(CONCEPTS_PER_LEVEL * sum(kept) / len(kept))
+    return [min(count - TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT) for count in counts if count >= MIN_IMAGES]
 
 
-def paper_datasets(split_summary: Path | None) -> list[Dataset]:
+def paper_datasets(split_summary: Path | None, val_fraction: float) -> list[Dataset]:
+    """IN-1K and five levels; a level's 1000 concepts are estimated by the mean over the
+    eligible concepts (the exact totals of a real run come from --split-summary, the
+    validation rows then from the mean concept of each dataset)."""
     if split_summary:
         lines = [line.split("\t") for line in split_summary.read_text().splitlines()]
         header, rows = lines[0], lines[1:]
         column = {name: header.index(name) for name in ("dataset", "concepts", "train_images", "test_images")}
-        return [Dataset(row[column["dataset"]], int(row[column["train_images"]]),
-                        int(row[column["test_images"]]), int(row[column["concepts"]])) for row in rows]
-    per_level = level_train_images()
-    return [Dataset("in1k", IN1K_TRAIN, IN1K_TEST, 1000)] + [
-        Dataset(f"l{level}", per_level, CONCEPTS_PER_LEVEL * TEST_PER_CONCEPT, CONCEPTS_PER_LEVEL)
-        for level in range(1, LEVELS + 1)]
+        datasets = []
+        for row in rows:
+            train, classes = int(row[column["train_images"]]), int(row[column["concepts"]])
+            datasets.append(Dataset(row[column["dataset"]], train, int(row[column["test_images"]]), classes,
+                                    classes * int(val_fraction * train / classes)))
+        return datasets
+    per_concept = level_train_counts()
+    level_train = round(CONCEPTS_PER_LEVEL * np.mean(per_concept))
+    level_validation = round(CONCEPTS_PER_LEVEL * np.mean([int(val_fraction * n) for n in per_concept]))
+    in1k = Dataset("in1k", IN1K_TRAIN, IN1K_TEST, 1000, 1000 * int(val_fraction * IN1K_TRAIN / 1000))
+    return [in1k] + [Dataset(f"l{level}", level_train, CONCEPTS_PER_LEVEL * TEST_PER_CONCEPT, CONCEPTS_PER_LEVEL,
+                             level_validation) for level in range(1, LEVELS + 1)]
 
 
 def protocol_settings(config: Path | None) -> dict:
@@ -100,60 +115,78 @@ def protocol_settings(config: Path | None) -> dict:
     return settings
 
 
+def stacking(probes: dict) -> tuple[int, int]:
+    """(candidates, runs) of a search pass: trials_per_batch candidates of each seed a job trains
+    together (every seed of the job unless probes.group is seed)."""
+    return probes["trials_per_batch"], 1 if probes.get("group", "seed") == "seed" else len(probes["seeds"])
+
+
 # counting ----------------------------------------------------------------------------------
 
 
 @dataclass
-class Work:
+class DatasetWork:
     images: int = 0
     shards: int = 0
+    extraction_jobs: int = 0
     probe_jobs: int = 0
     train_flops: float = 0.0
-    eval_flops: float = 0.0
-    steps: int = 0
-    epochs: int = 0
+    scoring_flops: float = 0.0
+    trial_steps: Counter = field(default_factory=Counter)  # batch size -> one candidate's SGD steps
+    pass_epochs: int = 0  # epochs of a pass (its fixed costs are paid once for the candidates it stacks)
     file_bytes: float = 0.0
     prepared_bytes: float = 0.0
-    few_shot_prepared_bytes: float = 0.0
 
 
-def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) -> Work:
-    """The work of one model through the whole protocol."""
-    work = Work()
+def batches(rows: int, batch: int) -> Counter:
+    """Mini-batch sizes of one epoch over ``rows`` rows."""
+    sizes = Counter({batch: rows // batch})
+    if rows % batch:
+        sizes[rows % batch] += 1
+    return sizes
+
+
+def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) -> dict[str, DatasetWork]:
+    """The work of one model through the whole protocol, per dataset."""
     trials, epochs, batch = probes["trials"], probes["epochs"], probes["batch_size"]
     bytes_per_value = 2 if features["dtype"] == "float16" else 4
     seeds = len(probes["seeds"])
-    # probes.seeds_together: one job per dataset and N runs every seed, each SGD step and epoch
-    # carrying all seeds' probes (batched products), so their fixed costs are paid once; so are
-    # those of the trials_per_batch candidates of a search pass
-    runs_per_job = seeds if probes.get("seeds_together") else 1
-    passes = math.ceil(trials / probes["trials_per_batch"])
+    group = probes.get("group", "seed")
+    candidates, runs = stacking(probes)
+    passes = math.ceil(trials / candidates)
+    work = {}
     for data in datasets:
-        work.images += data.train + data.test
-        work.shards += math.ceil(data.train / features["shard_size"]) + math.ceil(data.test / features["shard_size"])
-        validation = data.classes * int(probes["val_fraction"] * data.train / data.classes)
+        counted = work[data.name] = DatasetWork()
+        counted.images = data.train + data.test
+        shards = [math.ceil(data.train / features["shard_size"]), math.ceil(data.test / features["shard_size"])]
+        counted.shards = sum(shards)
+        counted.extraction_jobs = 2 if features.get("group", "shard") == "split" else counted.shards
+        dataset_rows = 0
         for shots in probes["shots"]:
             if shots == "all":
-                search, final = data.train - validation, data.train
-                rows = data.train
+                search, final, rows = data.train - data.validation, data.train, data.train
             else:
                 search = final = int(shots) * data.classes
-                # A few-shot job reads its validation rows, its two N-shot samples (search and
-                # final fit, which may overlap) and the test set; the seeds of one job hold the
-                # union of their validation splits (each row in a seed's with chance val_fraction).
-                held_out = 1.0 - (1.0 - probes["val_fraction"]) ** runs_per_job
-                rows = min(data.train, int(held_out * data.train) + runs_per_job * (search + final))
-            work.train_flops += seeds * 4.0 * dim * data.classes * epochs * (trials * search + final)
-            work.eval_flops += seeds * 2.0 * dim * data.classes * (trials * validation + data.test)
-            work.steps += seeds // runs_per_job * epochs * (passes * math.ceil(search / batch) + math.ceil(final / batch))
-            work.epochs += seeds // runs_per_job * epochs * (passes + 1)
-            for _ in range(seeds // runs_per_job):
-                work.probe_jobs += 1
-                prepared = (rows + data.test) * dim * bytes_per_value
-                work.prepared_bytes += prepared
-                work.file_bytes += (data.train + data.test) * dim * bytes_per_value
-                if shots != "all":
-                    work.few_shot_prepared_bytes += prepared
+                # a few-shot job reads its validation rows and two N-shot samples of each seed
+                # (each row in a seed's validation split with chance val_fraction)
+                held_out = 1.0 - (1.0 - probes["val_fraction"]) ** runs
+                rows = min(data.train, int(held_out * data.train) + runs * (search + final))
+            counted.train_flops += seeds * 4.0 * dim * data.classes * epochs * (trials * search + final)
+            counted.scoring_flops += seeds * 2.0 * dim * data.classes * (trials * data.validation + data.test)
+            for size, count in batches(search, batch).items():
+                counted.trial_steps[size] += seeds * trials * epochs * count
+            for size, count in batches(final, batch).items():
+                counted.trial_steps[size] += seeds * epochs * count
+            counted.pass_epochs += seeds // runs * epochs * (passes + 1)
+            dataset_rows = max(dataset_rows, rows)
+            if group != "dataset":
+                jobs = seeds // runs
+                counted.probe_jobs += jobs
+                counted.file_bytes += jobs * (data.train + data.test) * dim * bytes_per_value
+                counted.prepared_bytes += jobs * (rows + data.test) * dim * bytes_per_value
+        if group == "dataset":  # one resident job reads and prepares every row once
+            counted.probe_jobs = 1
+            counted.file_bytes = counted.prepared_bytes = (data.train + data.test) * dim * bytes_per_value
     return work
 
 
@@ -191,39 +224,78 @@ def measure_extraction(arch: str, device: str, decode: str, sizes: tuple[int, in
     return rate, max(0.0, small - sizes[0] / rate)
 
 
-def measure_probe(device: torch.device, dim: int, classes: int, rows: int, epochs: int, batch: int,
-                  precision: str, candidates: int = 1, runs: int = 1) -> dict:
-    """Training FLOP/s at the protocol's shape; step and epoch times where FLOPs are nil. Each
-    step carries ``candidates`` probes (trials_per_batch) of each of ``runs`` runs (the seeds
-    of a job with probes.seeds_together), as the workflow's passes do."""
+def measure_model_load(arch: str, device: str) -> tuple[float, float]:
+    """(seconds to build the model with random weights, seconds to load its checkpoint file)."""
+    from imagenet_cog.models.registry import ModelSpec, build_model
+
+    spec = ModelSpec(arch, arch, "random")
+    build_model(spec)  # warm: imports, allocator
+    started = time.perf_counter()
+    model = build_model(spec)
+    built = time.perf_counter() - started
+    network = model.network.to(device)
+    with tempfile.TemporaryDirectory(prefix="protocol-cost-") as folder:
+        path = Path(folder) / "checkpoint.pt"
+        torch.save(network.state_dict(), path)
+        started = time.perf_counter()
+        network.load_state_dict(torch.load(path, map_location=device))
+        synchronise(torch.device(device))
+        loaded = time.perf_counter() - started
+    return built, loaded
+
+
+def measure_probe(device: torch.device, dim: int, classes: int, batch: int, precision: str, fused: bool,
+                  candidates: int, runs: int, steps: int) -> dict:
+    """One trial-step's fixed and per-row seconds at the protocol's shape, from steady-state
+    epochs of ``steps`` full batches at two batch sizes (each epoch's own costs taken out),
+    every step carrying ``candidates`` candidates of ``runs`` runs; and an epoch's seconds."""
     from imagenet_cog.probes.linear import SGDSchedule, l2_normalise, operand_dtype, train_probe_runs
 
-    def timed(n: int, d: int, c: int, e: int) -> float:
+    def timed(n: int, d: int, c: int, b: int, epochs: int) -> float:
         generator = torch.Generator(device=device).manual_seed(0)
         features = l2_normalise(torch.randn(n, d, generator=generator, device=device), operand_dtype(precision))
         labels = torch.randint(0, c, (n,), generator=generator, device=device)
 
         def train(schedule: SGDSchedule) -> None:
             train_probe_runs(features, labels, c, None, [[1.0] * candidates] * runs, [[1e-6] * candidates] * runs,
-                             schedule, list(range(runs)), precision)
+                             schedule, list(range(runs)), precision, fused=fused)
 
-        train(SGDSchedule(1, batch, 0.9))
+        train(SGDSchedule(1, b, 0.9))  # warm-up: kernels, compiling, allocator
         synchronise(device)
         started = time.perf_counter()
-        train(SGDSchedule(e, batch, 0.9))
+        train(SGDSchedule(epochs, b, 0.9))
         synchronise(device)
         return time.perf_counter() - started
 
-    # Tiny products: one step per epoch, then eight, for 200 epochs.
-    one = timed(batch, 16, 8, 200) / 200
-    eight = timed(8 * batch, 16, 8, 200) / 200
-    step = max(0.0, (eight - one) / 7)
-    epoch = max(0.0, one - step)
-    big = timed(rows, dim, classes, epochs)
-    # The products' share of the large run: what the step and epoch overheads leave.
-    products = max(0.5 * big, big - epochs * (math.ceil(rows / batch) * step + epoch))
-    return {"probe_flops_per_s": 4.0 * rows * dim * classes * epochs * candidates * runs / products,
-            "probe_step_s": step, "probe_epoch_s": epoch}
+    # an epoch's own cost: one tiny step per epoch, then eight
+    one = timed(batch, 16, 8, batch, 100) / 100
+    eight = timed(8 * batch, 16, 8, batch, 100) / 100
+    epoch = max(0.0, one - (eight - one) / 7)
+    small = max(8, batch // 8)
+    per_step = {}
+    for size in (batch, small):
+        epochs = 2
+        per_step[size] = (timed(steps * size, dim, classes, size, epochs) / epochs - epoch) / steps / (candidates * runs)
+    per_row = max(0.0, (per_step[batch] - per_step[small]) / (batch - small))
+    return {"probe_step_fixed_s": max(0.0, per_step[batch] - per_row * batch), "probe_step_per_row_s": per_row,
+            "probe_epoch_s": epoch}
+
+
+def measure_scoring(device: torch.device, dim: int, classes: int, rows: int) -> float:
+    """FLOP/s of scoring (LinearProbes.topk_accuracy: float32 products, TF32 on a GPU)."""
+    from imagenet_cog.probes.linear import LinearProbes, l2_normalise
+
+    generator = torch.Generator(device=device).manual_seed(0)
+    features = l2_normalise(torch.randn(rows, dim, generator=generator, device=device))
+    labels = torch.randint(0, classes, (rows,), generator=generator, device=device)
+    probes = LinearProbes(torch.randn(1, classes, dim, generator=generator, device=device),
+                          torch.zeros(1, classes, device=device), [False])
+    probes.topk_accuracy(features, labels)
+    synchronise(device)
+    started = time.perf_counter()
+    probes.topk_accuracy(features, labels)
+    synchronise(device)
+    return 2.0 * rows * dim * classes / (time.perf_counter() - started)
 
 
 def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> tuple[float, float]:
@@ -255,71 +327,121 @@ def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> t
     return size / raw, size / max(prepared, 1e-9)
 
 
-def measure_job_start() -> float:
-    """Seconds to start Python and import what a probe job imports (best of three)."""
-    imports = "import torch, h5py, numpy, imagenet_cog.probes.search, imagenet_cog.features.store, imagenet_cog.probes.linear"
-    try:
-        import optuna  # noqa: F401
-        imports += ", optuna"
-    except ImportError:
-        pass
+def fresh_process_seconds(code: str, repeats: int = 3) -> float:
+    """Best wall time of ``python -c code`` (Python's start and the code's imports included)."""
     best = math.inf
-    for _ in range(3):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY / "workflow"), *sys.path])}
+    for _ in range(repeats):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", imports], check=True, env=os.environ.copy())
+        subprocess.run([sys.executable, "-c", code], check=True, env=environment, capture_output=True)
         best = min(best, time.perf_counter() - started)
     return best
 
 
-def measure_rates(device_name: str, models: list[str], decode: str, quick: bool, stacking: tuple[int, int] = (1, 1)) -> dict:
-    """``stacking``: (candidates, runs) per SGD step, as the config trains them."""
+def measure_job_costs(device: torch.device, precision: str, fused: bool, repeats: int = 3) -> dict:
+    """Seconds a job pays before its work: Python and a probe job's imports; CUDA's start in a
+    fresh process; compiling the fused step (on-disk cache warm)."""
+    imports = "import torch, h5py, numpy, optuna, imagenet_cog.probes.search, imagenet_cog.features.store, imagenet_cog.probes.linear"
+    start = fresh_process_seconds(imports, repeats)
+    cuda = 0.0
+    if device.type == "cuda":
+        cuda = max(0.0, fresh_process_seconds(f"{imports}; torch.zeros(1, device='cuda'); torch.cuda.synchronize()",
+                                              repeats) - start)
+    compiled = 0.0
+    if fused:
+        train = (f"{imports}; from imagenet_cog.probes.linear import train_probe_runs, SGDSchedule; "
+                 f"x = torch.randn(64, 32, device='{device.type}'); y = torch.arange(64, device='{device.type}') % 4; "
+                 f"train_probe_runs(x{'.bfloat16()' if precision == 'bfloat16' else ''}, y, 4, None, [[1.0]], [[0.0]], "
+                 f"SGDSchedule(1, 16, 0.9), [0], '{precision}', fused={{}})")
+        fresh_process_seconds(train.format(True), repeats=1)  # fills the on-disk cache
+        compiled = max(0.0, fresh_process_seconds(train.format(True), repeats=2)
+                       - fresh_process_seconds(train.format(False), repeats=2))
+    return {"job_start_s": start, "cuda_start_s": cuda, "compile_s": compiled}
+
+
+def measure_rates(device_name: str, models: list[str], decode: str, quick: bool, probes: dict) -> dict:
     from imagenet_cog.models.registry import REGISTRY
+    from imagenet_cog.probes.fused_step import resolve_fused
     from imagenet_cog.probes.linear import resolve_precision
 
     device = torch.device(device_name)
     gpu = device.type == "cuda"
-    precision = resolve_precision("auto", device)
+    precision = resolve_precision(probes.get("precision", "auto"), device)
+    fused = resolve_fused(probes.get("fused", "auto"), device)
+    candidates, runs = stacking(probes)
     name = torch.cuda.get_device_name(device) if gpu else f"CPU ({torch.get_num_threads()} threads)"
-    rates: dict = {"device": name, "precision": precision, "decode": decode,
-                   "extraction_images_per_s": {}, "extraction_shard_fixed_s": {}}
+    rates: dict = {"device": name, "precision": precision, "fused": fused, "decode": decode,
+                   "probe_stacking": [candidates, runs], "extraction_images_per_s": {}, "extraction_shard_fixed_s": {},
+                   "model_build_s": {}, "checkpoint_load_s": {}}
     workers = min(8, max(1, (os.cpu_count() or 2) - 1)) if gpu else 1
     sizes = (256, 1024) if gpu else ((4, 12) if quick else (8, 24))
     for arch in models:
         rate, fixed = measure_extraction(arch, device_name, decode, sizes, 256 if gpu else 8, workers)
+        built, loaded = measure_model_load(arch, device_name)
         rates["extraction_images_per_s"][arch] = rate
-        rates["extraction_shard_fixed_s"][arch] = fixed
-        print(f"  extraction {arch}: {rate:.1f} images/s, {fixed:.1f} s fixed per shard", flush=True)
-    dim = REGISTRY[models[0]].feature_dim
-    rows, epochs = (1_000_000, 10) if gpu else ((2048, 2) if quick else (8192, 2))
-    rates.update(measure_probe(device, dim, 1000, rows, epochs, 1024, precision, *stacking))
-    rates["probe_stacking"] = list(stacking)
-    print(f"  probe ({stacking[0]} candidates x {stacking[1]} runs per step): "
-          f"{rates['probe_flops_per_s'] / 1e12:.2f} TFLOP/s ({precision}), "
-          f"{rates['probe_step_s'] * 1e6:.0f} us per step, {rates['probe_epoch_s'] * 1e6:.0f} us per epoch", flush=True)
+        rates["extraction_shard_fixed_s"][arch] = max(0.0, fixed - built)
+        rates["model_build_s"][arch], rates["checkpoint_load_s"][arch] = built, loaded
+        print(f"  extraction {arch}: {rate:.1f} images/s, {max(0.0, fixed - built):.2f} s per shard, model built in "
+              f"{built:.2f} s, checkpoint loaded in {loaded:.2f} s", flush=True)
+    dim, classes = (64, 100) if quick else (REGISTRY[models[0]].feature_dim, 1000)
+    steps = 8 if gpu else (2 if quick else 3)
+    rates.update(measure_probe(device, dim, classes, probes["batch_size"], precision, fused, candidates, runs, steps))
+    print(f"  probe step ({candidates} candidates x {runs} runs, {'fused' if fused else 'reference'}, {precision}, "
+          f"{classes} classes x {dim} dims): {rates['probe_step_fixed_s'] * 1e6:.1f} us + "
+          f"{rates['probe_step_per_row_s'] * 1e9:.1f} ns per row per trial-step "
+          f"({(rates['probe_step_fixed_s'] + probes['batch_size'] * rates['probe_step_per_row_s']) * 1e6:.1f} us at batch "
+          f"{probes['batch_size']}), {rates['probe_epoch_s'] * 1e6:.0f} us per epoch", flush=True)
+    rates["scoring_flops_per_s"] = measure_scoring(device, dim, classes, 65536 if gpu else 4096)
+    print(f"  scoring: {rates['scoring_flops_per_s'] / 1e12:.2f} TFLOP/s (float32{', TF32' if gpu else ''})", flush=True)
     rates["read_bytes_per_s"], rates["prepare_bytes_per_s"] = measure_load(
-        device, dim, 131_072 if gpu else (16_384 if quick else 65_536), precision)
+        device, dim, 131_072 if gpu else (8_192 if quick else 65_536), precision)
     print(f"  load: read {rates['read_bytes_per_s'] / 1e9:.2f} GB/s of float16 file, prepare "
           f"{rates['prepare_bytes_per_s'] / 1e9:.2f} GB/s of its rows", flush=True)
-    rates["job_start_s"] = measure_job_start()
-    print(f"  job start: {rates['job_start_s']:.1f} s", flush=True)
+    rates.update(measure_job_costs(device, precision, fused, 1 if quick else 3))
+    print(f"  per job: start {rates['job_start_s']:.1f} s, CUDA start {rates['cuda_start_s']:.1f} s, compile "
+          f"{rates['compile_s']:.1f} s", flush=True)
     return rates
 
 
 # projecting --------------------------------------------------------------------------------
 
 
-def project(work: Work, rates: dict, arch: str) -> dict[str, float]:
-    """Seconds per stage on one device, serially."""
-    probe_compute = (work.train_flops + work.eval_flops) / rates["probe_flops_per_s"] \
-        + work.steps * rates["probe_step_s"] + work.epochs * rates["probe_epoch_s"]
-    return {
-        "extraction": work.images / rates["extraction_images_per_s"][arch]
-                      + work.shards * rates["extraction_shard_fixed_s"][arch],
-        "probe compute": probe_compute,
-        "probe loading": work.file_bytes / rates["read_bytes_per_s"]
-                         + work.prepared_bytes / rates["prepare_bytes_per_s"],
-        "probe job starts": work.probe_jobs * rates["job_start_s"],
-    }
+STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring", "probe loading", "probe job starts")
+
+
+def project(work: dict[str, DatasetWork], rates: dict, arch: str) -> dict[str, dict[str, float]]:
+    """Seconds per stage and dataset on one device."""
+    missing = [key for key in RATE_KEYS if key not in rates]
+    if missing:
+        raise SystemExit(f"the rates lack {', '.join(missing)} (written by an older protocol_cost.py): measure them again")
+    per_dataset = {}
+    for name, counted in work.items():
+        probe_job = rates["job_start_s"] + rates["cuda_start_s"] + rates["compile_s"]
+        extraction_job = rates["job_start_s"] + rates["cuda_start_s"] + rates["model_build_s"][arch] \
+            + rates["checkpoint_load_s"][arch]
+        per_dataset[name] = {
+            "extraction": counted.images / rates["extraction_images_per_s"][arch]
+                          + counted.shards * rates["extraction_shard_fixed_s"][arch],
+            "extraction job starts": counted.extraction_jobs * extraction_job,
+            "probe steps": sum(count * (rates["probe_step_fixed_s"] + size * rates["probe_step_per_row_s"])
+                               for size, count in counted.trial_steps.items())
+                           + counted.pass_epochs * rates["probe_epoch_s"],
+            "probe scoring": counted.scoring_flops / rates["scoring_flops_per_s"],
+            "probe loading": counted.file_bytes / rates["read_bytes_per_s"]
+                             + counted.prepared_bytes / rates["prepare_bytes_per_s"],
+            "probe job starts": counted.probe_jobs * probe_job,
+        }
+    return per_dataset
+
+
+def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
+    """Wall time with extraction and probes side by side, datasets in order: the probes of a
+    dataset start once it is extracted and the probes before it are done (a two-stage flow
+    shop; assumes neither slows the other: extraction is bound by decoding on the host,
+    probes by the GPU's memory)."""
+    extraction = [sum(v for k, v in times.items() if k.startswith("extraction")) for times in per_dataset.values()]
+    probes = [sum(v for k, v in times.items() if k.startswith("probe")) for times in per_dataset.values()]
+    return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
 
 
 def hours(seconds: float) -> str:
@@ -336,51 +458,58 @@ def main() -> None:
     parser.add_argument("--write-rates", type=Path, help="write the device's (or else this machine's) measured rates")
     parser.add_argument("--decode", choices=["auto", "host", "device"], default="auto")
     parser.add_argument("--threads", type=int, help="torch threads on the host (default: all)")
-    parser.add_argument("--quick", action="store_true", help="smallest measurements (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="smallest measurements (a smoke test: rates not to quote)")
+    parser.add_argument("--skip-host", action="store_true", help="measure only --device")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     from imagenet_cog.models.registry import REGISTRY
 
     settings = protocol_settings(args.config)
-    datasets = paper_datasets(args.split_summary)
     probes = settings["probes"]
+    datasets = paper_datasets(args.split_summary, probes["val_fraction"])
     print(f"protocol: {len(datasets)} datasets ({', '.join(f'{d.name} {d.train}+{d.test}' for d in datasets)}), "
           f"shots {probes['shots']}, {len(probes['seeds'])} seeds, {probes['trials']} trials x "
-          f"{probes['epochs']} epochs, batch {probes['batch_size']}, features {settings['features']['dtype']}")
-    stacking = (probes["trials_per_batch"], len(probes["seeds"]) if probes.get("seeds_together") else 1)
-    print(f"measuring this machine ({torch.get_num_threads()} torch threads):", flush=True)
-    host = measure_rates("cpu", args.models, "host", args.quick, stacking)
-    device = None
+          f"{probes['epochs']} epochs, batch {probes['batch_size']}, features {settings['features']['dtype']}, "
+          f"probes.group {probes.get('group', 'seed')}, features.group {settings['features'].get('group', 'shard')}")
+    columns = []
+    if not args.skip_host:
+        print(f"measuring this machine ({torch.get_num_threads()} torch threads):", flush=True)
+        columns.append(measure_rates("cpu", args.models, "host", args.quick, probes))
     if args.device:
         print(f"measuring {args.device}:", flush=True)
-        device = measure_rates(args.device, args.models, args.decode, args.quick, stacking)
+        columns.append(measure_rates(args.device, args.models, args.decode, args.quick, probes))
     elif args.rates:
         device = json.loads(args.rates.read_text())
-        if tuple(device.get("probe_stacking", (1, 1))) != stacking:
+        if tuple(device.get("probe_stacking", (1, 1))) != stacking(probes):
             print(f"note: {args.rates} has probe rates for {device.get('probe_stacking', [1, 1])} (candidates, runs) "
-                  f"per step; this config trains {list(stacking)}: measure them again for it", flush=True)
-    if args.write_rates:
-        args.write_rates.write_text(json.dumps(device or host, indent=1) + "\n")
+                  f"per step; this config trains {list(stacking(probes))}: measure them again for it", flush=True)
+        columns.append(device)
+    if args.write_rates and columns:
+        args.write_rates.write_text(json.dumps(columns[-1], indent=1) + "\n")
 
     for arch in args.models:
         work = count_work(datasets, REGISTRY[arch].feature_dim, probes, settings["features"])
-        print(f"\n{arch}: {work.images / 1e6:.2f}M images in {work.shards} shards; {work.probe_jobs} probe jobs, "
-              f"{work.train_flops / 1e15:.1f} PFLOP training + {work.eval_flops / 1e15:.2f} PFLOP scoring, "
-              f"{work.steps / 1e6:.2f}M SGD steps; probe jobs read {work.file_bytes / 1e12:.2f} TB of files "
-              f"and prepare {work.prepared_bytes / 1e12:.2f} TB of rows ({work.few_shot_prepared_bytes / 1e12:.2f} "
-              f"TB in few-shot jobs)")
-        columns = [("this machine: " + host["device"], project(work, host, arch))]
-        if device:
-            columns.append((device["device"], project(work, device, arch)))
+        total = {key: sum(getattr(counted, key) for counted in work.values())
+                 for key in ("images", "shards", "extraction_jobs", "probe_jobs", "train_flops", "scoring_flops",
+                             "file_bytes", "prepared_bytes")}
+        trial_steps = sum(sum(counted.trial_steps.values()) for counted in work.values())
+        print(f"\n{arch}: {total['images'] / 1e6:.2f}M images in {total['shards']} shards, {total['extraction_jobs']} "
+              f"extraction jobs; {total['probe_jobs']} probe jobs, {total['train_flops'] / 1e15:.1f} PFLOP training + "
+              f"{total['scoring_flops'] / 1e15:.2f} PFLOP scoring, {trial_steps / 1e6:.1f}M trial-steps; probe jobs "
+              f"read {total['file_bytes'] / 1e12:.2f} TB of files and prepare {total['prepared_bytes'] / 1e12:.2f} TB")
+        projected = [(rates["device"], project(work, rates, arch)) for rates in columns]
         authors = {"extraction": AUTHORS_EXTRACTION_MIN_PER_DATASET * 60 * len(datasets),
-                   "probe compute": AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED * 60 * len(datasets) * len(probes["seeds"])}
-        print(f"{'stage':<18}" + "".join(f"{name[:34]:>36}" for name, _ in columns) + f"{'authors, V100 (N = all only)':>32}")
-        for stage in columns[0][1]:
+                   "probe steps": AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED * 60 * len(datasets) * len(probes["seeds"])}
+        print(f"{'stage':<24}" + "".join(f"{name[:34]:>36}" for name, _ in projected) + f"{'authors, V100 (N = all)':>28}")
+        for stage in STAGES:
             reference = hours(authors[stage]) if stage in authors else ""
-            print(f"{stage:<18}" + "".join(f"{hours(times[stage]):>36}" for _, times in columns) + f"{reference:>32}")
-        print(f"{'total':<18}" + "".join(f"{hours(sum(times.values())):>36}" for _, times in columns)
-              + f"{hours(sum(authors.values())):>32}")
+            print(f"{stage:<24}" + "".join(f"{hours(sum(t[stage] for t in times.values())):>36}" for _, times in projected)
+                  + f"{reference:>28}")
+        print(f"{'total, serial':<24}" + "".join(
+            f"{hours(sum(sum(t.values()) for t in times.values())):>36}" for _, times in projected)
+            + f"{hours(sum(authors.values())):>28}")
+        print(f"{'total, overlapped':<24}" + "".join(f"{hours(overlapped(times)):>36}" for _, times in projected))
 
 
 if __name__ == "__main__":

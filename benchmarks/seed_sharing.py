@@ -1,4 +1,4 @@
-"""Seeds of one dataset and N in one job (``probes.seeds_together``) against one job per seed.
+"""Seeds of one dataset and N in one job (``probes.group: shots``) against one job per seed.
 
 For each N, the script runs the whole tuned protocol for every seed twice on the same
 generated features: once seed after seed (``imagenet_cog.probes.search.probe_dataset``, what one job
@@ -11,8 +11,9 @@ search it would be alone, so these are zero unless a batched product changed a l
 that a trial's score depends on.
 
 With ``--jobs`` it also times what the workflow runs: the features written as float16 HDF5
-files, then ``python -m imagenet_cog probe`` once per seed (``probes.seeds_together:
-false``) against once with every seed (``true``), process start and file reads included.
+files, then ``python -m imagenet_cog probe`` once per seed (``probes.group: seed``) against
+once with every seed (``shots``), process start and file reads included
+(``resident_probes.py`` times the resident job, ``probes.group: dataset``, too).
 
     .venv/bin/python benchmarks/seed_sharing.py                          # about 1 minute on 2 cores
     .venv/bin/python benchmarks/seed_sharing.py --device cuda --classes 1000 --dim 2048 --per-class 300 \\

@@ -338,3 +338,29 @@ def test_an_aggregate_csv_without_its_columns_names_the_file_and_the_fix(tmp_pat
     for reader in (read_summary, read_seed_results):
         with pytest.raises(ValueError, match=r"seed_results.csv: not a .*lacks .*shots.*aggregate-probes"):
             reader(path)
+
+
+def test_a_protocol_deviation_is_named_in_the_per_seed_results_and_marked_in_the_tables(results_root, tmp_path):
+    """probes.two_stage is no paper protocol: every run records it, and so must each table cell
+    its runs make (a mark and a note); a summary from before the column still reads."""
+    layout = Layout(str(results_root))
+    for seed in SEEDS:
+        path = Path(layout.probe_result("dino", "in1k", "all", seed))
+        result = json.loads(path.read_text())
+        deviation = {"name": "two_stage", "short_epochs": 3, "finalists": 2}
+        path.write_text(json.dumps({**result, "protocol_deviations": [deviation]}))
+    summary_path, _ = run_pipeline(results_root, tmp_path)
+    seeds = pd.read_csv(tmp_path / "seeds.csv", dtype={"seed": str}, keep_default_na=False)
+    marked = seeds[seeds["protocol_deviations"] == "two_stage"]
+    assert sorted(zip(marked["model"], marked["dataset"], marked["shots"].astype(str))) == [("dino", "in1k", "all")] * 3
+    assert cell(read_summary(summary_path), "dino", "in1k", "all")["protocol_deviations"] == "two_stage"
+    assert cell(read_summary(summary_path), "resnet50", "in1k", "all")["protocol_deviations"] == ""
+    levels = pd.read_csv(layout.table("top1_levels", "csv")).set_index("Model")
+    assert levels.loc["dino", "IN-1K"] == "76.0 ± 0.8 [73.5, 78.5]‡"
+    assert levels.loc["ResNet50", "IN-1K"] == "72.0 ± 1.6 [67.0, 77.0]"
+    assert "‡ a protocol deviation (two_stage)" in open(layout.table("top1_levels", "md")).read()
+    assert r"[73.5, 78.5]$^\ddagger$" in open(layout.table("top1_levels", "tex")).read()
+    # a summary written before the column existed reads as the paper's protocol
+    old = pd.read_csv(summary_path).drop(columns="protocol_deviations")
+    old.to_csv(summary_path, index=False)
+    assert set(read_summary(summary_path)["protocol_deviations"]) == {""}

@@ -76,28 +76,34 @@ def level_set_probe_count(config: dict, models: int | None = None) -> int:
     return (models or len(config["models"])) * len(level_set_datasets(config)) * len(settings["shots"]) * len(seeds)
 
 
+LIN_PROBE_RULES = {"seed": "probe", "shots": "probe_seeds", "dataset": "probe_resident"}
+
+
 def lin_probe_rule(config: dict) -> str:
-    """The rule of IN-1K's and the levels' linear probes: one job per seed, or with
-    probes.seeds_together one job per (model, dataset, N) running every seed."""
-    return "probe_seeds" if config["probes"].get("seeds_together") else "probe"
+    """The rule of IN-1K's and the levels' linear probes (probes.group): one job per seed, one
+    per (model, dataset, N) running every seed, or one resident job per (model, dataset)."""
+    return LIN_PROBE_RULES[config["probes"].get("group", "seed")]
 
 
 def lin_probe_count(config: dict, models: int | None = None) -> int:
     """Jobs of IN-1K's and the levels' linear probes (rule ``lin_probe_rule``)."""
-    seeds = 1 if config["probes"].get("seeds_together") else len(config["probes"]["seeds"])
-    return (models or len(config["models"])) * len(config["datasets"]) * len(config["probes"]["shots"]) * seeds
+    probes = config["probes"]
+    group = probes.get("group", "seed")
+    per_dataset = {"seed": len(probes["shots"]) * len(probes["seeds"]), "shots": len(probes["shots"]), "dataset": 1}[group]
+    return (models or len(config["models"])) * len(config["datasets"]) * per_dataset
 
 
 def probe_jobs(jobs) -> dict[str, int]:
-    """Planned jobs of the two linear probe rules."""
+    """Planned jobs of the linear probe rules."""
     per_rule = Counter(rule for rule, _ in jobs)
-    return {rule: per_rule[rule] for rule in ("probe", "probe_seeds")}
+    return {rule: per_rule[rule] for rule in LIN_PROBE_RULES.values()}
 
 
 def expected_probe_jobs(config: dict, other_datasets: int, lin: int) -> dict[str, int]:
     """``other_datasets`` jobs of rule probe (level sets, variants) and ``lin`` of IN-1K and
     the levels, under whichever rule runs those."""
-    expected = {"probe": other_datasets, "probe_seeds": 0}
+    expected = dict.fromkeys(LIN_PROBE_RULES.values(), 0)
+    expected["probe"] = other_datasets
     expected[lin_probe_rule(config)] += lin
     return expected
 
@@ -189,7 +195,7 @@ def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_c
     grid = len(demo_config["models"]) * len(demo_config["datasets"])
     only_linear = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {
         "kinds": ["linear"], "other_kinds_shots": None, "other_kinds_seeds": None}}))
-    assert not {"probe", "probe_seeds", "probe_kind"} & rules_of(only_linear)
+    assert not {*LIN_PROBE_RULES.values(), "probe_kind"} & rules_of(only_linear)
     noact_range = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
         **demo_config["probes"]["mlp"], "noact_lr_range": [0.02, 5.0]}}}))
     assert rules_of(noact_range) - COLLECTORS == {"probe_kind"}
@@ -217,13 +223,13 @@ def test_an_added_kind_seed_runs_only_its_probes(finished_copy, demo_config):
 
 
 def test_one_job_per_seed_or_per_dataset_gives_the_same_results(finished_copy, demo_config):
-    """probes.seeds_together (the demo's setting) switched: one job per seed, or one per
-    (model, dataset, N) of IN-1K and the levels running every seed; level sets and variants
-    keep their one-seed jobs. A seed's result is the one its own job gives, searched afresh in
-    passes shared with the other seeds."""
+    """probes.group (the demo's: dataset, one resident job per model and dataset running every
+    N and seed of IN-1K and the levels) switched to one job per seed; level sets and variants
+    keep their one-seed jobs. A run's result is the one its own job gives, searched afresh
+    alone where the resident job searched it in passes shared with the other seeds."""
     probes = demo_config["probes"]
-    assert probes["seeds_together"], "the demo runs its seeds together"
-    switched = {"probes": {"seeds_together": False}}
+    assert probes["group"] == "dataset", "the demo runs resident probe jobs"
+    switched = {"probes": {"group": "seed"}}
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, switched))
     assert rules_of(jobs) - COLLECTORS == {"probe"}, "its command differs, so Snakemake refits"
     models, datasets = len(demo_config["models"]), demo_config["datasets"]
@@ -237,9 +243,10 @@ def test_one_job_per_seed_or_per_dataset_gives_the_same_results(finished_copy, d
     for run in runs:  # no journal: the searches run again, now one job per seed
         (finished_copy / layout.probe_study(*run)).unlink()
     snakemake(finished_copy, "--cores", "2", *targets, "--configfile", overlay(finished_copy, switched))
-    for run, target in zip(runs, targets):
+    for target in targets:
         alone = json.loads((finished_copy / target).read_text())
-        assert shared[target]["seeds_together"] == probes["seeds"] and alone["seeds_together"] == [int(run[-1])]
+        assert shared[target]["seeds_together"] == probes["seeds"] and alone["seeds_together"] == [alone["seed"]]
+        assert shared[target]["resident_job"]["shots"] == probes["shots"] and "resident_job" not in alone
         assert alone["study"]["resumed_trials"] == 0
         assert alone["study"]["name"] == shared[target]["study"]["name"]
         assert [trial["val_top1"] for trial in alone["trials"]] == [trial["val_top1"] for trial in shared[target]["trials"]]
@@ -247,15 +254,15 @@ def test_one_job_per_seed_or_per_dataset_gives_the_same_results(finished_copy, d
 
 
 def test_an_added_seed_runs_only_the_probes_that_take_it(finished_copy, demo_config):
-    """With seeds together, the jobs of IN-1K and the levels take every seed: they run again
-    (searches done resume from their journals); level sets and variants name their own."""
+    """Grouped, the jobs of IN-1K and the levels take every seed: they run again (searches
+    done resume from their journals); level sets and variants name their own."""
     seeds = [*demo_config["probes"]["seeds"], 99]
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"seeds": seeds}}))
     assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)}
     if lin_probe_rule(demo_config) == "probe":
         assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe"} == {"99"}
-    shots = len(demo_config["probes"]["shots"])
-    assert probe_jobs(jobs) == expected_probe_jobs(demo_config, 0, len(demo_config["models"]) * len(demo_config["datasets"]) * shots)
+    assert probe_jobs(jobs) == expected_probe_jobs(demo_config, 0, lin_probe_count(demo_config) // len(demo_config["probes"]["seeds"])
+                                                   if demo_config["probes"]["group"] == "seed" else lin_probe_count(demo_config))
 
 
 def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
@@ -263,6 +270,11 @@ def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
     assert 2 not in demo_config["probes"]["shots"]
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"shots": shots}}))
     assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)}
+    if demo_config["probes"]["group"] == "dataset":
+        # the resident job of each model and dataset takes every N: it runs again, the
+        # searches already done resuming from their journals
+        assert probe_jobs(jobs) == expected_probe_jobs(demo_config, 0, lin_probe_count(demo_config))
+        return
     assert {wildcards["shots"] for rule, wildcards in jobs if rule == lin_probe_rule(demo_config)} == {"2"}
     assert probe_jobs(jobs) == expected_probe_jobs(
         demo_config, 0, lin_probe_count({**demo_config, "probes": {**demo_config["probes"], "shots": [2]}})
@@ -317,7 +329,7 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     # so do the balanced variant's view of that dataset and its probes
     assert [w for rule, w in jobs if rule == "balanced_view"] == [{"model": model, "dataset": dataset}]
     balanced = balanced_probe_count(demo_config, 1) // len(demo_config["datasets"])
-    probes = [w for rule, w in jobs if rule in ("probe", "probe_seeds")]
+    probes = [w for rule, w in jobs if rule in LIN_PROBE_RULES.values()]
     assert {(w["model"], w["dataset"]) for w in probes} == {(model, dataset), (model, f"balanced-{dataset}")} | {
         (model, d) for d in level_set_datasets(demo_config)
     }

@@ -36,7 +36,7 @@ rule extract_features:
         weights=lambda wildcards: model_spec(wildcards.model).weights,
         weights_identity=lambda wildcards: model_weights_identity(wildcards.model),
         preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
-        factory=lambda wildcards: model_extract_options(wildcards.model),
+        factory=extract_command_options,
         weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
         shard=lambda wildcards: int(wildcards.shard),
         shard_size=config["features"]["shard_size"],
@@ -44,7 +44,6 @@ rule extract_features:
         dtype=config["features"]["dtype"],
         device=config["features"]["device"],
         mixed_precision=str(config["features"]["mixed_precision"]).lower(),
-        reading=lambda wildcards, input: image_reading_options(wildcards.dataset, input, "--image-"),
     shell:
         python_command("extract") + " --split-table {input.split_table} --image-root {input.images:q}"
         " --dataset {wildcards.dataset} --split {wildcards.split}"
@@ -53,7 +52,7 @@ rule extract_features:
         " {params.factory} {params.weights_identity_option}"
         " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
         " --dtype {params.dtype} --device {params.device}"
-        " --mixed-precision {params.mixed_precision} {params.reading}" + decode_option() + " --output {output} > {log} 2>&1"
+        " --mixed-precision {params.mixed_precision}" + decode_option() + " --output {output} > {log} 2>&1"
 
 
 rule merge_features:
@@ -72,6 +71,60 @@ rule merge_features:
         runtime=10,
     shell:
         python_command("merge-shards") + " --output {output} {input} > {log} 2>&1"
+
+
+# features.group: split: every shard of one (model, dataset, split) in one job
+# (extract_split.py of the features package): the same shard files, then the merged file, its
+# only output. The shards are not outputs, so a failed job keeps those it finished and a new
+# run extracts only the rest.
+if config["features"]["group"] == "split":
+
+    ruleorder: extract_split > merge_features
+
+    rule extract_split:
+        input:
+            unpack(lambda wildcards: image_index_input(wildcards.dataset)),
+            split_table=PATHS.image_splits("{dataset}"),
+            images=lambda wildcards: image_root(wildcards.dataset),
+            checkpoint=model_checkpoint_input,
+        output:
+            PATHS.features("{model}", "{dataset}", "{split}"),
+        log:
+            "logs/features/{model}/{dataset}/{split}.log",
+        benchmark:
+            "logs/benchmarks/features/{model}/{dataset}/{split}.tsv"
+        wildcard_constraints:
+            dataset=naming.EXTRACTED_DATASET,
+        conda:
+            CONDA_ENVIRONMENT
+        threads: config["features"]["num_workers"] + 1
+        resources:
+            gpu=0 if config["features"]["device"] == "cpu" else 1,
+            mem_mb=lambda wildcards, threads: 4000 + threads * 600,
+            runtime=split_extraction_minutes,
+        params:
+            arch=lambda wildcards: model_spec(wildcards.model).arch,
+            weights=lambda wildcards: model_spec(wildcards.model).weights,
+            weights_identity=lambda wildcards: model_weights_identity(wildcards.model),
+            preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
+            factory=extract_command_options,
+            weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
+            shard_template=lambda wildcards: PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, "{shard}"),
+            shard_size=config["features"]["shard_size"],
+            batch_size=config["features"]["batch_size"],
+            dtype=config["features"]["dtype"],
+            device=config["features"]["device"],
+            mixed_precision=str(config["features"]["mixed_precision"]).lower(),
+            decode=decode_option(),
+        shell:
+            python_command("extract-split") + " --split-table {input.split_table} --image-root {input.images:q}"
+            " --dataset {wildcards.dataset} --split {wildcards.split}"
+            " --shard-size {params.shard_size} --shard-template {params.shard_template:q}"
+            " --model-name {wildcards.model} --arch {params.arch} --weights {params.weights:q}"
+            " {params.factory} {params.weights_identity_option}"
+            " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
+            " --dtype {params.dtype} --device {params.device}"
+            " --mixed-precision {params.mixed_precision}{params.decode} --output {output} > {log} 2>&1"
 
 
 rule level_set_view:

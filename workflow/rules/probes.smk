@@ -38,7 +38,7 @@ rule probe:
         probe_command()
 
 
-if config["probes"]["seeds_together"]:
+if PROBE_GROUP == "shots":
 
     # All seeds of one (model, dataset, N) of IN-1K and the levels in one job: the features
     # are read once, the seeds' searches train their candidates in shared passes and so do
@@ -75,6 +75,47 @@ if config["probes"]["seeds_together"]:
             wd_range=LINEAR_WD_RANGE,
         shell:
             probe_command("{params.seeds}")
+
+
+if PROBE_GROUP == "dataset":
+
+    # The resident job: every N and seed of one (model, dataset) of IN-1K and the levels in one
+    # job, on the features read and prepared on the device once (imagenet_cog/probes/search.py,
+    # probe_grid), N after N, each N's seeds in shared passes, each N's results written when
+    # done. Each run keeps its own study, journal and result; a killed job run again resumes
+    # every study from its journal and refits only the final probes.
+    ruleorder: probe_resident > probe
+
+    rule probe_resident:
+        input:
+            train=PATHS.features("{model}", "{dataset}", "train"),
+            test=PATHS.features("{model}", "{dataset}", "test"),
+        output:
+            [PATHS.probe_result("{model}", "{dataset}", shots, seed) for shots in SHOTS for seed in SEEDS],
+        log:
+            "logs/probes/{model}/{dataset}/resident.log",
+        benchmark:
+            "logs/benchmarks/probes/{model}/{dataset}/resident.tsv"
+        wildcard_constraints:
+            dataset="|".join(DATASETS),
+        conda:
+            CONDA_ENVIRONMENT
+        threads: PROBE_THREADS
+        resources:
+            gpu=PROBE_GPUS,
+            mem_mb=probe_mem_mb,
+            runtime=lambda wildcards: len(SHOTS) * len(SEEDS) * probe_runtime_minutes(wildcards),
+        params:
+            study=lambda wildcards: " ".join(
+                PATHS.probe_study(wildcards.model, wildcards.dataset, shots, seed) for shots in SHOTS for seed in SEEDS
+            ),
+            seeds=" ".join(SEEDS),
+            shots=" ".join(SHOTS),
+            probes=SHARED_PROBE_SETTINGS,
+            lr_range=LINEAR_LR_RANGE,
+            wd_range=LINEAR_WD_RANGE,
+        shell:
+            probe_command("{params.seeds}", shots="{params.shots}")
 
 
 # The other probe kinds (000 supp. C.2, C.3): the same search, final fit and result JSON, with

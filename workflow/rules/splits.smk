@@ -99,16 +99,13 @@ checkpoint image_splits:
         root=lambda wildcards: image_root(wildcards.dataset),
         root_setting=lambda wildcards: image_root_setting(wildcards.dataset),
         settings=lambda wildcards: split_settings(wildcards.dataset),
-        published=lambda wildcards, input: (f"--published-splits {input.published}" if "published" in input.keys() else ""),
-        reading=lambda wildcards, input: image_reading_options(wildcards.dataset, input),
-        val_labels=lambda wildcards: val_labels_option(wildcards.dataset),
+        published=lambda wildcards, input: split_source_options(wildcards.dataset, input),
     shell:
         python_command("image-splits") + " --dataset {wildcards.dataset} --concepts {input.concepts} --root {params.root:q}"
         " --root-setting {params.root_setting:q} --seed {params.settings[seed]}"
         " --test-per-concept {params.settings[test_per_concept]}"
         " --max-train-per-concept {params.settings[max_train_per_concept]}"
-        " {params.published} {params.reading} {params.val_labels} --threads {threads}"
-        " --output {output.table} > {log} 2>&1"
+        " {params.published} --threads {threads} --output {output.table} > {log} 2>&1"
 
 
 rule split_summary:

@@ -1,7 +1,8 @@
 """k-means clustering of the features (paper 000 Sec. 3.4, 4.3.1, supp. D.1).
 
-Centroids are learnt with faiss on the training features of a dataset, k = its number of
-concepts, once per seed; the run with the lowest inertia (sum of squared distances of the
+Centroids are learnt with faiss (on a GPU without faiss-gpu, with the same algorithm in
+torch: :mod:`.torch_kmeans`; the result's ``backend`` says which) on the training features
+of a dataset, k = its number of concepts, once per seed; the run with the lowest inertia (sum of squared distances of the
 training features to their nearest centroid) is kept, and the test features are assigned to
 its centroids. Features are L2-normalised first (``l2_normalise``), as for the probes and
 the alignment/uniformity analysis: models' feature norms differ by orders of magnitude and
@@ -118,16 +119,27 @@ def clustering_metrics(labels: np.ndarray, clusters: np.ndarray, num_clusters: i
 
 
 # k-means -----------------------------------------------------------------------------------
-def faiss_uses_gpu(device: str) -> bool:
-    import faiss
+KMEANS_BACKENDS = ("faiss-gpu", "torch-cuda", "faiss-cpu")
 
-    gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
-    if device == "cuda" and gpus == 0:
+
+def kmeans_backend(device: str) -> str:
+    """faiss on the GPU where faiss sees one; else torch on the GPU where torch sees one
+    (faiss-gpu not installed: :mod:`.torch_kmeans`, the same algorithm); else faiss on the CPU."""
+    import faiss
+    import torch
+
+    if device == "cpu":
+        return "faiss-cpu"
+    if (faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0) > 0:
+        return "faiss-gpu"
+    if torch.cuda.is_available():
+        return "torch-cuda"
+    if device == "cuda":
         raise AnalysisInputError(
-            "analyses.device is 'cuda' but faiss sees no GPU (faiss-cpu is installed?); install "
-            "faiss-gpu or set analyses.device to auto or cpu."
+            "analyses.device is 'cuda' but neither faiss nor torch sees a GPU; run the job on a GPU "
+            "node or set analyses.device to auto or cpu."
         )
-    return device != "cpu" and gpus > 0
+    return "faiss-cpu"
 
 
 def per_concept_subsample(labels: np.ndarray, per_concept: int, seed: int) -> np.ndarray:
@@ -140,12 +152,17 @@ def per_concept_subsample(labels: np.ndarray, per_concept: int, seed: int) -> np
     return np.sort(np.concatenate(chosen))
 
 
-def fit_kmeans(features: np.ndarray, k: int, seed: int, iterations: int, gpu: bool):
-    """faiss k-means on every given row (no faiss-side subsampling); returns the Kmeans."""
+def fit_kmeans(features: np.ndarray, k: int, seed: int, iterations: int, backend: str):
+    """k-means on every given row (no faiss-side subsampling) with ``backend``
+    (:data:`KMEANS_BACKENDS`); returns faiss's Kmeans or a TorchKMeans."""
+    if backend == "torch-cuda":
+        from .torch_kmeans import fit_torch_kmeans
+
+        return fit_torch_kmeans(features, k, seed, iterations, device="cuda")
     import faiss
 
     kmeans = faiss.Kmeans(
-        features.shape[1], k, niter=iterations, seed=seed, gpu=gpu, verbose=False,
+        features.shape[1], k, niter=iterations, seed=seed, gpu=backend == "faiss-gpu", verbose=False,
         max_points_per_centroid=max(1, -(-features.shape[0] // k)), min_points_per_centroid=1,
     )
     kmeans.train(np.ascontiguousarray(features, dtype=np.float32))
@@ -154,6 +171,10 @@ def fit_kmeans(features: np.ndarray, k: int, seed: int, iterations: int, gpu: bo
 
 def nearest_centroid(kmeans, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(squared distance, index) of each row's nearest centroid."""
+    from .torch_kmeans import TorchKMeans
+
+    if isinstance(kmeans, TorchKMeans):
+        return kmeans.search(features)
     distances, indices = kmeans.index.search(np.ascontiguousarray(features, dtype=np.float32), 1)
     return distances[:, 0].astype(np.float64), indices[:, 0].astype(np.int64)
 
@@ -177,11 +198,11 @@ def cluster_dataset(
         raise AnalysisInputError("analyses.kmeans.seeds is empty; give at least one seed.")
     if settings.l2_normalise:
         train_features, test_features = l2_normalised(train_features), l2_normalised(test_features)
-    gpu = faiss_uses_gpu(settings.device)
+    backend = kmeans_backend(settings.device)
     runs, assignments = [], {}
     for seed in settings.seeds:
         started = time.perf_counter()
-        kmeans = fit_kmeans(train_features[fit_rows], k, seed, settings.iterations, gpu)
+        kmeans = fit_kmeans(train_features[fit_rows], k, seed, settings.iterations, backend)
         inertia = float(nearest_centroid(kmeans, train_features[fit_rows])[0].sum())
         _, clusters = nearest_centroid(kmeans, test_features)
         runs.append({"seed": int(seed), "inertia": inertia, "fit_s": round(time.perf_counter() - started, 3),
@@ -200,7 +221,8 @@ def cluster_dataset(
         "runs": runs,
         "n_fit": int(fit_rows.size),
         "n_test": int(test_labels.size),
-        "faiss_gpu": gpu,
+        "faiss_gpu": backend == "faiss-gpu",
+        "backend": backend,
         "settings": {**asdict(settings), "seeds": list(settings.seeds)},
     }
     return result, assignments[best["seed"]]

@@ -19,6 +19,8 @@ RANDOM_WEIGHTS_MARK = "†"
 RANDOM_WEIGHTS_NOTE = "† randomly initialised weights: a sanity baseline, not a pretrained model."
 # a difference a test finds (imagenet_cog.results.statistics)
 SIGNIFICANT_MARK = "*"
+# a cell whose probes left the paper's protocol (probes.two_stage; imagenet_cog.probes.search)
+DEVIATION_MARK = "‡"
 
 
 def markdown_table(table: pd.DataFrame, caption: str, notes: Sequence[str]) -> str:
@@ -40,6 +42,7 @@ def latex_escape(text: str) -> str:
         text.replace(RANDOM_WEIGHTS_MARK, r"$^\dagger$")
         .replace("±", r"$\pm$")
         .replace(SIGNIFICANT_MARK, r"$^{*}$")
+        .replace(DEVIATION_MARK, r"$^\ddagger$")
         .replace(MISSING, "--")
     )
 

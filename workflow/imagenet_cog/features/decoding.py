@@ -5,7 +5,8 @@ with PIL in the DataLoader workers. On a GPU that work, not the network, bounds 
 throughput, so the device path ships the files' bytes instead and decodes a whole batch
 with torchvision's ``decode_jpeg`` on the device (nvJPEG on CUDA; libjpeg on a CPU, which
 is how the tests run the same code), then resizes (antialiased, PIL's bicubic or bilinear
-kernel), rounds to uint8 and center-crops there with the host path's sizes and rounding.
+kernel), rounds to uint8 and center-crops there with the host path's sizes and rounding,
+the whole batch in a few batched matrix products (:mod:`imagenet_cog.features.batched_resize`).
 
 Only plain 8-bit baseline or progressive JPEGs with one or three components whose file ends
 with the end-of-image marker go to the device; everything else (CMYK or YCCK, 12-bit,
@@ -33,9 +34,10 @@ MARKERS_WITHOUT_LENGTH = (0x01, *range(0xD0, 0xD8))
 
 def choose_decode(requested: str, device) -> str:
     """``auto`` means the host path: on an H100 node with 14 loader workers it extracted
-    676 images/s against the device path's 443 (benchmarks/README.md), as the device path
-    resizes each image of a batch with its own kernels. ``device`` is for nodes with few
-    CPU cores per GPU, where the workers' decoding is the limit."""
+    676 images/s against the device path's 443 (benchmarks/README.md), measured when the
+    device path still resized each image with its own kernels; the batched resize is yet to
+    be measured there (benchmarks/gpu_suite.sh). ``device`` is for nodes with few CPU cores
+    per GPU, where the workers' decoding is the limit."""
     if requested not in DECODE_CHOICES:
         raise ValueError(f"features.decode must be one of {', '.join(DECODE_CHOICES)}, not {requested!r}")
     if requested == "auto":
@@ -76,19 +78,26 @@ def crop_offsets(width: int, height: int, size: int) -> tuple[int, int]:
     return int(round((width - size) / 2.0)), int(round((height - size) / 2.0))
 
 
+def crop_geometry(width: int, height: int, preprocessing) -> tuple[int, int, int, int]:
+    """(width, height) after the preprocessing's resize, and the (left, top) of its crop."""
+    new_width, new_height = preprocessing.resized_size(width, height)
+    return new_width, new_height, *crop_offsets(new_width, new_height, preprocessing.size)
+
+
 def resize_and_crop(image, preprocessing):
     """A decoded uint8 [3, H, W] image on any device -> uint8 [3, size, size] on that device,
-    resized like PIL (antialiased kernel, rounded to uint8) then center-cropped."""
+    resized like PIL (antialiased kernel, rounded to uint8) then center-cropped: one image at a
+    time, the reference :func:`imagenet_cog.features.batched_resize.resize_and_crop_batch` (which the
+    device path runs) is tested and benchmarked against."""
     import torch
     import torch.nn.functional as F
 
     size = preprocessing.size
     height, width = image.shape[-2:]
-    new_width, new_height = preprocessing.resized_size(width, height)
+    new_width, new_height, left, top = crop_geometry(width, height, preprocessing)
     resized = F.interpolate(image[None].float(), size=(new_height, new_width),
                             mode=preprocessing.interpolation, align_corners=False, antialias=True)
     resized = resized.round_().clamp_(0, 255).to(torch.uint8)[0]
-    left, top = crop_offsets(new_width, new_height, size)
     return resized[:, top:top + size, left:left + size]
 
 
@@ -122,24 +131,32 @@ class DeviceDecoder:
         """``items[i]`` is an encoded file (1-D uint8, when ``is_encoded[i]``) or host pixels."""
         import torch
 
+        from imagenet_cog.features.batched_resize import resize_and_crop_batch
+
         size = self.rows.preprocessing.size
         batch = torch.empty((len(items), 3, size, size), dtype=torch.uint8, device=self.device)
         errors = list(errors)
         encoded = [number for number, (_, is_encoded) in enumerate(items) if is_encoded]
         decoded = self._decode([items[number][0] for number in encoded]) if encoded else []
-        from_device = dict(zip(encoded, decoded))
-        for number, (tensor, _) in enumerate(items):
-            image = from_device.get(number, tensor)
-            if image is None:
+        from_device = {number: image for number, image in zip(encoded, decoded) if image is not None}
+        if from_device:
+            # every image the device decoded, resized and cropped in a few batched products
+            images = list(from_device.values())
+            batch[torch.tensor(list(from_device), device=self.device)] = resize_and_crop_batch(
+                images, [crop_geometry(image.shape[-1], image.shape[-2], self.rows.preprocessing) for image in images], size,
+                self.rows.preprocessing.interpolation)
+        on_host = []
+        for number, (tensor, is_encoded) in enumerate(items):
+            if number in from_device:
+                continue
+            if is_encoded:
                 # The header looked fine but the device decoder refused the file.
-                self.host_decoded += 1
-                pixels, _, errors[number] = self.rows.host_item(positions[number])
-                batch[number] = pixels.to(self.device, non_blocking=True)
-            elif number in from_device:
-                batch[number] = resize_and_crop(image, self.rows.preprocessing)
-            else:
-                self.host_decoded += 1
-                batch[number] = image.to(self.device, non_blocking=True)
+                tensor, _, errors[number] = self.rows.host_item(positions[number])
+            on_host.append((number, tensor))
+        if on_host:
+            self.host_decoded += len(on_host)
+            batch[torch.tensor([number for number, _ in on_host], device=self.device)] = torch.stack(
+                [pixels for _, pixels in on_host]).to(self.device, non_blocking=True)
         return batch, errors
 
 

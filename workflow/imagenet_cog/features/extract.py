@@ -41,7 +41,7 @@ from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
 from imagenet_cog.core.io import read_tsv
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, merge_shards, write_shard
-from imagenet_cog.models.registry import ModelSpec, Preprocessing, build_model, weights_identity
+from imagenet_cog.models.registry import LoadedModel, ModelSpec, Preprocessing, build_model, weights_identity
 
 MIXED_PRECISION_TOLERANCE = 1e-2
 SPLIT_COLUMNS = ("path", "wnid", "label", "split")
@@ -58,14 +58,22 @@ class ShardRows:
     index: list[int]
 
 
-def shard_rows(split_table: str | Path, split: str, shard: int, shard_size: int) -> ShardRows:
+def split_rows(split_table: str | Path, split: str) -> list[dict]:
+    """The rows of one split of a split table, in the table's order."""
     rows = read_tsv(split_table)
     if rows and not set(SPLIT_COLUMNS) <= set(rows[0]):
         raise ValueError(
             f"{split_table}: expected the columns {', '.join(SPLIT_COLUMNS)}; it has "
             f"{', '.join(rows[0])}. Delete it and re-run the splits stage."
         )
-    selected = [row for row in rows if row["split"] == split]
+    return [row for row in rows if row["split"] == split]
+
+
+def shard_rows(split_table: str | Path, split: str, shard: int, shard_size: int,
+               selected: list[dict] | None = None) -> ShardRows:
+    """Shard ``shard``'s rows of the split (``selected``: its rows, when already read)."""
+    if selected is None:
+        selected = split_rows(split_table, split)
     start = shard * shard_size
     if start >= len(selected) and not (shard == 0 and not selected):
         raise ValueError(
@@ -245,20 +253,27 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
                   num_workers: int = 0, dtype: str = "float16", device: str = "auto",
                   mixed_precision: bool = True, expected_identity: str | None = None,
                   threads: int | None = None, decode: str = "auto", image_layout: str = "folders",
-                  image_index: Path | None = None) -> dict:
-    """Extract one shard and write it; returns the shard's attributes. ``image_index``: the
-    root is in a tar layout (``image_layout``), read through that index."""
+                  image_index: Path | None = None, rows: ShardRows | None = None,
+                  model: LoadedModel | None = None) -> dict:
+    """Extract one shard and write it; returns the shard's attributes.
+
+    ``image_index``: the root is in a tar layout (``image_layout``), read through that index.
+    ``rows`` (the shard's rows, else read from the split table) and ``model`` (built from
+    ``spec``, else built here) let one process extract many shards (``extract_split``).
+    """
     import torch
     from torch.utils.data import DataLoader
 
     started = time.perf_counter()
-    rows = shard_rows(split_table, split, shard, shard_size)
+    # what was asked for, recorded so that a kept shard is known to match a job's settings
+    settings = extraction_settings(batch_size, dtype, device, mixed_precision, decode)
+    rows = rows or shard_rows(split_table, split, shard, shard_size)
     if image_index is None:
         check_images_present(rows, image_root, split_table)
         reader = None
     else:
         reader = archive_reader(image_root, image_index, rows.paths)
-    identity = weights_identity(spec)
+    identity = model.weights_identity if model is not None else weights_identity(spec)
     if expected_identity is not None and identity != expected_identity:
         raise RuntimeError(
             f"model '{spec.name}': weights changed since the workflow was planned "
@@ -273,9 +288,10 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         # Deterministic convolution algorithms: re-extracting a shard gives the same bytes.
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    model = build_model(spec, identity)
-    for note in model.notes:
-        log.info(note)
+    if model is None:
+        model = build_model(spec, identity)
+        for note in model.notes:
+            log.info(note)
     decode = choose_decode(decode, target)
     log.info("model %s (%s, weights %s%s): %d-d features, preprocessing %s, device %s, decoding on the %s",
              spec.name, spec.arch, identity, " RANDOM" if model.random_weights else "",
@@ -327,12 +343,21 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         "device": str(target), "decode": decode, "image_root": str(image_root), "image_layout": image_layout,
         "host_decoded": decoder.host_decoded if decoder else len(rows.paths), "code_version": code_version(), "torch_version": str(torch.__version__),
         **model.provenance,
+        "extraction_settings": settings,
     }
     write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
     elapsed = time.perf_counter() - started
     log.info("wrote %s: %d images (%d invalid, %d decoded on the host) in %.1f s", output,
              len(rows.paths), int((~valid).sum()), attributes["host_decoded"], elapsed)
     return attributes
+
+
+def extraction_settings(batch_size: int, dtype: str, device: str, mixed_precision: bool, decode: str) -> str:
+    """The settings a shard was asked for, as the JSON its ``extraction_settings`` holds."""
+    import json
+
+    return json.dumps({"batch_size": batch_size, "dtype": dtype, "device": device,
+                       "mixed_precision": mixed_precision, "decode": decode}, sort_keys=True)
 
 
 def _configure_logging() -> None:

@@ -162,6 +162,7 @@ def train_probes(
     precision: str = "float32",
     cuda_graph: bool | None = None,
     sample_major: bool | None = None,
+    fused: bool = False,
 ) -> LinearProbes:
     """Train one probe per (lr, weight decay) pair on normalised ``features`` [n, D].
 
@@ -172,9 +173,12 @@ def train_probes(
     the arithmetic, and so the result, is the same as launching every kernel.
     ``sample_major`` (default: on a GPU) keeps logits as [batch, T * C] rather than
     [T * C, batch]: the same probe, summed in another order.
+    ``fused``: the step after the products compiled into two kernels
+    (:mod:`imagenet_cog.probes.fused_step`), the same arithmetic to float tolerance.
     """
     return train_probe_runs(
-        features, labels, num_classes, None, [lrs], [weight_decays], schedule, [seed], precision, cuda_graph, sample_major
+        features, labels, num_classes, None, [lrs], [weight_decays], schedule, [seed], precision, cuda_graph, sample_major,
+        fused,
     )[0]
 
 
@@ -190,6 +194,7 @@ def train_probe_runs(
     precision: str = "float32",
     cuda_graph: bool | None = None,
     sample_major: bool | None = None,
+    fused: bool = False,
 ) -> list[LinearProbes]:
     """Train R independent runs in one pass; run r is exactly ``train_probes`` on the rows
     ``rows[r]`` of ``features`` with ``lrs[r]``, ``weight_decays[r]`` and ``seeds[r]``.
@@ -200,7 +205,24 @@ def train_probe_runs(
     products changes (batched products for R > 1), and with it the last bits. Every run
     trains the same number of candidates. The seeds of a few-shot dataset, or the final fits
     of its seeds, then share each mini-batch step: R products of one shape in one kernel.
+
+    ``fused``: the fused step (:mod:`imagenet_cog.probes.fused_step`) where torch.compile builds it,
+    else (and after it once failed to build in this process) the reference step.
     """
+    from imagenet_cog.probes.fused_step import FusedStepUnavailable, fused_available
+
+    arguments = (features, labels, num_classes, rows, lrs, weight_decays, schedule, seeds, precision, cuda_graph, sample_major)
+    if fused and fused_available():
+        try:
+            return _train_probe_runs(*arguments, fused=True)
+        except FusedStepUnavailable:
+            pass  # logged and recorded by fused_step; the reference step starts afresh
+    return _train_probe_runs(*arguments, fused=False)
+
+
+def _train_probe_runs(
+    features, labels, num_classes, rows, lrs, weight_decays, schedule, seeds, precision, cuda_graph, sample_major, fused
+) -> list[LinearProbes]:
     runs = len(seeds)
     if not runs or len(lrs) != runs or len(weight_decays) != runs:
         raise ValueError("train_probe_runs needs one list of learning rates and weight decays per seed")
@@ -336,8 +358,38 @@ def train_probe_runs(
             accumulate(flat_weight_velocity, gradient.transpose(1, 2), batch, 1.0 / size)
         return gradient.sum(dim=1)
 
+    if fused:
+        from imagenet_cog.probes.fused_step import fused_logit_gradient, fused_parameter_update
+
+        # the products' operands: the weights' bfloat16 copy, which each update refreshes
+        operand_weight = low_weight if mixed else flat_weight
+        product_buffer = low_logits if mixed else logits
+        gradient_buffer = low_gradient if mixed else torch.empty_like(logits)
+        weight_product = low_product if mixed else torch.empty_like(flat_weight)
+        bias_gradient = torch.empty(runs, stacked, device=device)
+        # 1 / batch size of a full and of the last batch, as tensors the compiled update reads
+        scales = torch.tensor([1.0 / batch_size, 1.0 / (count % batch_size or batch_size)], device=device)
+
+    def fused_step(batch: torch.Tensor, targets: torch.Tensor, size: int) -> None:
+        """The step of train_epoch with everything after each product in one compiled kernel."""
+        shape = (runs, size, stacked) if sample_major else (runs, stacked, size)
+        product = product_buffer[: runs * stacked * size].view(shape)
+        gradient = gradient_buffer[: runs * stacked * size].view(shape)
+        if sample_major:
+            multiply(batch, operand_weight.transpose(1, 2), product)
+        else:
+            multiply(operand_weight, batch.transpose(1, 2), product)
+        fused_logit_gradient(product, flat_bias, targets, gradient, bias_gradient, trials, num_classes, sample_major)
+        multiply(gradient.transpose(1, 2) if sample_major else gradient, batch, weight_product)
+        fused_parameter_update(
+            weight, weight_velocity, bias, bias_velocity, weight_product, bias_gradient, decay, step,
+            scales[0 if size == batch_size else 1], momentum, low_weight if mixed else None,
+        )
+
     def train_epoch() -> None:
         """One pass over ``positions`` with the rate in ``step``: device work only, no host sync."""
+        if fused and mixed:
+            low_weight.copy_(flat_weight)  # after a roll-back, too
         for start in range(0, count, batch_size):
             index = positions[:, start : start + batch_size].reshape(-1)
             size = index.shape[0] // runs
@@ -347,6 +399,9 @@ def train_probe_runs(
                 batch.copy_(gathered[: runs * size])
             batch = batch.view(runs, size, dim)
             targets = labels.index_select(0, index).view(runs, size)
+            if fused:
+                fused_step(batch, targets, size)
+                continue
             # velocity = momentum * velocity + (mean gradient + weight_decay * parameter)
             weight_velocity.mul_(momentum).addcmul_(weight, decay.view(runs, trials, 1, 1))
             if sample_major:

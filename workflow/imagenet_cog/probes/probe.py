@@ -3,7 +3,7 @@
 It reads the training labels, then only the training rows its seeds use (a few-shot run
 needs about a fifth of the file) and the test features; projects both onto the first d
 principal components for the ``pca-<d>`` kind (:mod:`imagenet_cog.probes.pca`); runs the
-search and final fit of every seed (:mod:`imagenet_cog.probes.search`, which documents the
+search and final fit of every seed and N (:mod:`imagenet_cog.probes.search`, which documents the
 result JSON); writes each seed's result atomically; and, for the linear probe at N = all,
 keeps the final classifier beside it (:mod:`imagenet_cog.probes.classifier`).
 """
@@ -17,20 +17,26 @@ import sys
 import numpy as np
 
 from imagenet_cog.core.device import DEVICE_CHOICES
-from imagenet_cog.probes.search import PROBE_KINDS, ProbeDataError, SearchSettings, probe_seeds, rows_used
+from imagenet_cog.probes.search import PROBE_KINDS, ProbeDataError, SearchSettings, probe_grid, rows_used
 
 log = logging.getLogger("imagenet_cog.probes.probe")
 
 
 def _parser() -> argparse.ArgumentParser:
+    from imagenet_cog.probes.fused_step import FUSED_CHOICES
+
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe", description=__doc__.split("\n")[0])
     parser.add_argument("--train", required=True, help="training features (HDF5)")
     parser.add_argument("--test", required=True, help="test features (HDF5)")
-    parser.add_argument("--output", required=True, nargs="+", help="result JSON, one per seed")
-    parser.add_argument("--study", required=True, nargs="+", help="Optuna journal file (kept across runs), one per seed")
+    parser.add_argument("--output", required=True, nargs="+",
+                        help="result JSON, one per seed (with several --shots one per N and seed: every seed of the "
+                             "first N, then of the next)")
+    parser.add_argument("--study", required=True, nargs="+",
+                        help="Optuna journal file (kept across runs), one per seed (or N and seed, as --output)")
     parser.add_argument("--model", required=True)
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--shots", required=True, help="samples per class, or 'all'")
+    parser.add_argument("--shots", required=True, nargs="+",
+                        help="samples per class, or 'all'; several: one job runs every N on the features read once")
     parser.add_argument("--seed", type=int, required=True, nargs="+",
                         help="the run's seed; several seeds of one dataset and N share their passes")
     defaults = SearchSettings()
@@ -51,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden-layers", type=int, default=defaults.hidden_layers, help="MLP kinds: hidden layers")
     parser.add_argument("--pca-dim", type=int, default=0, help="pca kind: principal components kept (d)")
     parser.add_argument("--pca-components", help="pca kind: the components file (pca-components)")
+    parser.add_argument("--fused", choices=FUSED_CHOICES, default=defaults.fused,
+                        help="the fused probe step (imagenet_cog/probes/fused_step.py); auto: on a GPU")
+    parser.add_argument("--two-stage", type=int, nargs=2, metavar=("SHORT_EPOCHS", "FINALISTS"),
+                        help="a protocol deviation: every trial trained SHORT_EPOCHS epochs, then the FINALISTS "
+                             "best again at full length, the best of those chosen (probes.two_stage)")
     return parser
 
 
@@ -58,16 +69,24 @@ def main(argv: list[str]) -> int:
     """``probe``: search, fit and score one probe per seed; writes each result JSON atomically."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    if not len(args.seed) == len(args.output) == len(args.study) or len(set(args.seed)) != len(args.seed):
-        raise SystemExit("--seed, --output and --study take one value per seed, and the seeds must differ")
-    if args.shots != "all" and not (args.shots.isdigit() and int(args.shots) > 0):
-        raise SystemExit(f"--shots must be a positive integer or 'all', not {args.shots!r}")
+    runs = len(args.seed) * len(args.shots)
+    if not runs == len(args.output) == len(args.study) or len(set(args.seed)) != len(args.seed):
+        raise SystemExit("--seed, --output and --study take one value per seed (with several --shots, --output and "
+                         "--study one per N and seed), and the seeds must differ")
+    for shots in args.shots:
+        if shots != "all" and not (shots.isdigit() and int(shots) > 0):
+            raise SystemExit(f"--shots must be a positive integer or 'all', not {shots!r}")
+    if len(set(args.shots)) != len(args.shots):
+        raise SystemExit(f"--shots must differ, not {' '.join(args.shots)}")
     import torch
 
-    from imagenet_cog.core.io import write_json
     from imagenet_cog.features.store import read_features, read_labels
 
     torch.set_num_threads(max(1, args.threads))
+    if args.two_stage and not (0 < args.two_stage[0] < args.epochs and 0 < args.two_stage[1] <= args.trials):
+        log.error("probes.two_stage needs 0 < short_epochs < epochs (%d) and 0 < finalists <= trials (%d), not %s; "
+                  "fix config.yaml.", args.epochs, args.trials, args.two_stage)
+        return 1
     for name, (low, high) in (("lr_range", args.lr_range), ("wd_range", args.wd_range)):
         if not 0 < low < high:
             log.error("probes.%s must be [low, high] with 0 < low < high, not [%s, %s]; fix config.yaml.", name, low, high)
@@ -76,7 +95,7 @@ def main(argv: list[str]) -> int:
     # A few-shot run reads only the rows it uses (its validation split and N-shot samples).
     train_labels = read_labels(args.train)
     try:
-        used = [rows_used(train_labels, args.shots, seed, args.val_fraction, where) for seed in args.seed]
+        used = [rows_used(train_labels, shots, seed, args.val_fraction, where) for shots in args.shots for seed in args.seed]
     except ProbeDataError as error:
         log.error("%s", error)
         return 1
@@ -112,39 +131,52 @@ def main(argv: list[str]) -> int:
         hidden_width=args.hidden_width,
         hidden_layers=args.hidden_layers,
         pca_dim=args.pca_dim if args.kind == "pca" else 0,
+        fused=args.fused,
+        two_stage=tuple(args.two_stage) if args.two_stage else None,
+    )
+    seeds = len(args.seed)
+    grid = probe_grid(
+        train_features, train_labels, test_features, test.labels,
+        shots=args.shots, seeds=args.seed, settings=settings,
+        journals=[args.study[i * seeds:(i + 1) * seeds] for i in range(len(args.shots))],
+        device=args.device, where=where, test_path=args.test, train_rows=train_rows,
+        return_classifier=args.kind == "linear",
     )
     try:
-        results = probe_seeds(
-            train_features, train_labels, test_features, test.labels,
-            shots=args.shots, seeds=args.seed, settings=settings, journals=args.study,
-            device=args.device, where=where, test_path=args.test, train_rows=train_rows,
-            return_classifier=args.shots == "all" and args.kind == "linear",
-        )
+        # each N's results are written as soon as its seeds are done
+        for position, results in enumerate(grid):
+            for output, result in zip(args.output[position * seeds:(position + 1) * seeds], results):
+                write_result(output, result, args, settings, bool(train.metadata.get("random_weights", False)))
     except ProbeDataError as error:
         log.error("%s", error)
         return 1
-    for output, result in zip(args.output, results):
-        classifier = result.pop("classifier", None)
-        result = {
-            "model": args.model,
-            "dataset": args.dataset,
-            "probe": settings.probe_name,
-            "random_weights": bool(train.metadata.get("random_weights", False)),
-            **result,
-        }
-        write_json(output, result)
-        if classifier is not None:
-            # Written after the result JSON and not a rule output, so adding it reran no probe;
-            # the label-noise audit refits a missing one (see imagenet_cog/probes/classifier.py).
-            from imagenet_cog.probes.classifier import ClassifierError, keep_classifier
-
-            try:
-                keep_classifier(output, result, *classifier, args.train)
-            except ClassifierError as error:
-                log.warning("classifier not kept (the audit refits it): %s", error)
-        log.info(
-            "%s %s shots=%s seed=%d: val_top1=%.2f test_top1=%.2f test_top5=%.2f in %.1f s",
-            args.model, args.dataset, args.shots, result["seed"], result["val_top1"], result["test_top1"],
-            result["test_top5"], result["timings"]["total_s"],
-        )
     return 0
+
+
+def write_result(output: str, result: dict, args, settings: SearchSettings, random_weights: bool) -> None:
+    """One run's result JSON (atomically) and, for N = all, its classifier beside it."""
+    from imagenet_cog.core.io import write_json
+
+    classifier = result.pop("classifier", None)
+    result = {
+        "model": args.model,
+        "dataset": args.dataset,
+        "probe": settings.probe_name,
+        "random_weights": random_weights,
+        **result,
+    }
+    write_json(output, result)
+    if classifier is not None:
+        # Written after the result JSON and not a rule output, so adding it reran no probe;
+        # the label-noise audit refits a missing one (see imagenet_cog/probes/classifier.py).
+        from imagenet_cog.probes.classifier import ClassifierError, keep_classifier
+
+        try:
+            keep_classifier(output, result, *classifier, args.train)
+        except ClassifierError as error:
+            log.warning("classifier not kept (the audit refits it): %s", error)
+    log.info(
+        "%s %s shots=%s seed=%d: val_top1=%.2f test_top1=%.2f test_top5=%.2f in %.1f s",
+        args.model, args.dataset, result["shots"], result["seed"], result["val_top1"], result["test_top1"],
+        result["test_top5"], result["timings"]["total_s"],
+    )

@@ -16,10 +16,14 @@ reads its files and writes its results). For one (model, dataset, shots, seed):
    scripts do) and scored once on the test set (top-1 and top-5, percent).
 
 Several seeds of one dataset and N can run in one job (``--seed`` with several values,
-``probes.seeds_together``): the features are read once, each round of the search trains the
+``probes.group: shots``): the features are read once, each round of the search trains the
 next candidates of every seed's study in one pass, and the final fits share one pass. Each
 seed keeps its own selections, study, journal, random draws and result, so its result is
 the one its own job gives (the batched products may change the last bits of a weight).
+Every N of a dataset can run in one job too (``--shots`` with several values, the resident
+job of ``probes.group: dataset``): the features are read and prepared on the device once
+and the N run one after another, each N's seeds together, each N's results written as soon
+as they are done.
 
 The study lives in an Optuna journal file next to the result. It is not a rule output,
 so it survives a failed or killed job, and a re-run resumes it: trials left running by a
@@ -37,8 +41,14 @@ Result JSON (``Layout.probe_result``), one object:
     settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
               trials_per_batch, precision (as configured); MLP kinds also kind,
               hidden_width, hidden_layers; pca also kind, pca_dim}, study {journal, name, resumed_trials}
-    timings {search_s, final_s, total_s} (of the whole job when seeds shared it),
+    timings {search_s, final_s, total_s} (of the whole job when seeds shared it; of this N's
+              part of it in a resident job),
     seeds_together (the seeds of the job, this one included; absent in older results),
+    resident_job {shots, seeds, load_s} (a job that ran several N: all it ran, and the seconds
+                 of reading and preparing the features they shared; absent otherwise),
+    probe_step (fused, unfused, or why the fused step was unavailable; absent in older results),
+    protocol_deviations [{name, ...}] and finalists (the trials of the second stage): only in
+                 results of an opt-in deviation from the paper's protocol (probes.two_stage)
     versions {imagenet_cog, torch, optuna, numpy},
     device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
 """
@@ -81,11 +91,19 @@ class SearchSettings:
     hidden_layers: int = 2
     # the pca kind: principal components the features were projected onto
     pca_dim: int = 0
+    # the fused step (imagenet_cog.probes.fused_step: auto, on, off): the same probes to float
+    # tolerance, so not a defining setting (its studies are shared with the reference step's)
+    fused: str = "auto"
+    # a protocol deviation, opt-in (probes.two_stage): (short epochs, finalists), see TWO_STAGE
+    two_stage: tuple[int, int] | None = None
 
     def defining(self) -> dict:
         """The settings that shape the probe; the linear probe's are those it had before
         other kinds existed, so its study names and result JSONs stay as they were."""
         fields = asdict(self)
+        fields.pop("fused")
+        if self.two_stage is None:  # the paper's protocol: study names as before deviations existed
+            fields.pop("two_stage")
         unused = {
             "linear": ("kind", "hidden_width", "hidden_layers", "pca_dim"),
             "pca": ("hidden_width", "hidden_layers"),
@@ -98,6 +116,13 @@ class SearchSettings:
     def probe_name(self) -> str:
         """The kind as result paths and the summary name it: linear, mlp, mlp_noact, pca-<d>."""
         return f"pca-{self.pca_dim}" if self.kind == "pca" else self.kind
+
+    @property
+    def deviations(self) -> list[dict]:
+        """The protocol deviations these settings make, as results name them (none: the paper's)."""
+        if self.two_stage is None:
+            return []
+        return [{"name": "two_stage", "short_epochs": self.two_stage[0], "finalists": self.two_stage[1]}]
 
     @property
     def normalised_inputs(self) -> bool:
@@ -268,20 +293,23 @@ def train_runs(features, labels, rows: list, num_classes: int, lrs: list, weight
     MLP kinds, the runs train one after another."""
     import torch
 
+    from imagenet_cog.probes.fused_step import resolve_fused
     from imagenet_cog.probes.linear import SGDSchedule, train_probe_runs
 
     schedule = SGDSchedule(settings.epochs, settings.batch_size, settings.momentum)
     sizes = {features.shape[0] if part is None else part.numel() for part in rows}
+    fused = {"fused": resolve_fused(settings.fused, features.device)} if shares_passes(settings) else {}
     if shares_passes(settings) and len(sizes) == 1 and len({len(rates) for rates in lrs}) == 1:
         stacked = None if all(part is None for part in rows) else torch.stack([
             torch.arange(features.shape[0], device=features.device) if part is None else part for part in rows
         ])
-        return train_probe_runs(features, labels, num_classes, stacked, lrs, weight_decays, schedule, seeds, precision)
+        return train_probe_runs(features, labels, num_classes, stacked, lrs, weight_decays, schedule, seeds, precision,
+                                **fused)
     trainer = probe_trainer(settings)
     return [
         trainer(
             *(features, labels) if part is None else (features.index_select(0, part), labels.index_select(0, part)),
-            num_classes, lrs=rates, weight_decays=decays, schedule=schedule, seed=seed, precision=precision,
+            num_classes, lrs=rates, weight_decays=decays, schedule=schedule, seed=seed, precision=precision, **fused,
         )
         for part, rates, decays, seed in zip(rows, lrs, weight_decays, seeds)
     ]
@@ -460,13 +488,44 @@ def probe_seeds(
     seed's study, journal (``journals[r]``), selections and result are those of its own run;
     the products are only grouped differently (the last bits of a weight may differ).
     """
+    return next(probe_grid(
+        train_features, train_labels, test_features, test_labels, shots=[shots], seeds=seeds, settings=settings,
+        journals=[journals], device=device, where=where, test_path=test_path, train_rows=train_rows,
+        return_classifier=return_classifier,
+    ))
+
+
+def probe_grid(
+    train_features: np.ndarray,
+    train_labels: np.ndarray,
+    test_features: np.ndarray,
+    test_labels: np.ndarray,
+    *,
+    shots: list[str],
+    seeds: list[int],
+    settings: SearchSettings,
+    journals: list[list[str]],
+    device: str = "auto",
+    where: str = "dataset",
+    test_path: str = "test features",
+    train_rows: np.ndarray | None = None,
+    return_classifier: bool = False,
+):
+    """:func:`probe_seeds` for every N of ``shots`` in turn on features prepared once (the
+    resident job, ``probes.group: dataset``): yields each N's results (one per seed, with
+    ``journals[i][r]`` the journal of N ``shots[i]`` and seed ``seeds[r]``) as soon as its
+    seeds are done. ``return_classifier`` keeps the N = all runs' classifiers.
+
+    Each run's selections, study, journal and result are those of its own job; only the
+    reading and preparing of the features (``resident_job.load_s``) is shared.
+    """
     import torch
 
     from imagenet_cog.core.device import resolve_device
     from imagenet_cog.probes.linear import resolve_precision
 
-    if len(seeds) != len(journals) or not seeds:
-        raise ValueError("probe_seeds needs one journal per seed")
+    if len(journals) != len(shots) or any(len(row) != len(seeds) for row in journals) or not seeds:
+        raise ValueError("probe_grid needs one journal per N and seed")
     started = time.perf_counter()
     target = resolve_device(device, "probes.device")
     precision = resolve_precision(settings.precision, target)
@@ -474,60 +533,109 @@ def probe_seeds(
         # TF32 products with float32 accumulation: ample for a convex linear probe
         torch.set_float32_matmul_precision("high")
     train_y, test_y, num_classes = contiguous_labels(train_labels, test_labels, test_path)
-    # selections group by the file's own labels, so errors name classes as the split table does
-    selections = [run_selections(train_labels, shots, seed, settings.val_fraction, where) for seed in seeds]
     held = np.arange(train_y.size) if train_rows is None else np.asarray(train_rows, dtype=np.int64)
-    if held.size != train_features.shape[0] or (train_rows is not None and not np.isin(
-        np.concatenate([part for parts in selections for part in parts]), held
-    ).all()):
+    if held.size != train_features.shape[0]:
         raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
-
     normalise = settings.normalised_inputs
-    features = normalised_on_device(train_features, target, precision, where, normalise)
-    labels = torch.from_numpy(train_y[held].astype(np.int64)).to(target)
+    data = ProbeData(
+        train_features, train_labels, train_y, held, normalised_on_device(train_features, target, precision, where, normalise),
+        torch.from_numpy(train_y[held].astype(np.int64)).to(target),
+        normalised_on_device(test_features, target, precision, test_path, normalise),
+        torch.from_numpy(test_y.astype(np.int64)).to(target), int(test_y.size), num_classes, target, precision,
+    )
+    loaded = time.perf_counter() - started
+    for position, (shot, shot_journals) in enumerate(zip(shots, journals)):
+        results = probe_prepared(data, shot, seeds, settings, shot_journals, where,
+                                 return_classifier and shot == "all", started if position == 0 else time.perf_counter())
+        if len(shots) > 1:
+            for result in results:
+                result["resident_job"] = {"shots": [s if s == "all" else int(s) for s in shots], "seeds": list(seeds),
+                                          "load_s": loaded}
+        yield results
 
-    def on_device(indices: np.ndarray):
+
+@dataclass
+class ProbeData:
+    """One job's training and test data, prepared on the probe device once for all its runs."""
+
+    train_features: np.ndarray  # the rows held, on the host: their hash names the studies
+    train_labels: np.ndarray  # the file's labels of the whole training set
+    train_y: np.ndarray  # the same, renumbered 0..C-1
+    held: np.ndarray  # which training rows train_features holds (sorted)
+    features: object  # normalised train_features on the device
+    labels: object
+    test_features: object
+    test_labels: object
+    test_size: int
+    num_classes: int
+    target: object  # torch.device
+    precision: str  # resolved
+    whole_digest: object = None  # data_digest of all rows, computed once for every N = all study
+
+    def on_device(self, indices: np.ndarray):
         """Positions of ``indices`` among the rows held, on the device; None for all of them."""
-        if indices.size == held.size:  # all rows held (sorted)
-            return None
-        return torch.from_numpy(np.searchsorted(held, indices)).to(target)
+        import torch
 
+        if indices.size == self.held.size:  # all rows held (sorted)
+            return None
+        return torch.from_numpy(np.searchsorted(self.held, indices)).to(self.target)
+
+
+def probe_prepared(data: ProbeData, shots: str, seeds: list[int], settings: SearchSettings, journals: list[str],
+                   where: str, return_classifier: bool, started: float) -> list[dict]:
+    """The searches, final fits and test scores of the seeds of one N on prepared data."""
+    import torch
+
+    from imagenet_cog.probes.fused_step import resolve_fused, step_description
+
+    if len(seeds) != len(journals) or not seeds:
+        raise ValueError("probe_seeds needs one journal per seed")
+    # selections group by the file's own labels, so errors name classes as the split table does
+    selections = [run_selections(data.train_labels, shots, seed, settings.val_fraction, where) for seed in seeds]
+    if data.held.size != data.train_y.size and not np.isin(
+        np.concatenate([part for parts in selections for part in parts]), data.held
+    ).all():
+        raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
     # the study is bound to the precision its trials ran at, not to how it was asked for
-    defining = replace(settings, precision=precision)
-    names, whole = [], None
+    defining = replace(settings, precision=data.precision)
+    names = []
     for seed, parts in zip(seeds, selections):
         used = None if shots == "all" else np.unique(np.concatenate(parts))  # as rows_used gives them
-        if used is None or used.size == held.size:
-            if whole is None:  # N = all: one hash of the features for every seed
-                whole = data_digest(train_features, train_y)
-            names.append(study_name(train_features, train_y, defining, shots, seed, data=whole))
+        if used is None or used.size == data.held.size:
+            if data.whole_digest is None:  # N = all: one hash of the features for every seed
+                data.whole_digest = data_digest(data.train_features, data.train_y)
+            names.append(study_name(data.train_features, data.train_y, defining, shots, seed, data=data.whole_digest))
         else:
-            names.append(study_name(train_features[np.searchsorted(held, used)], train_y, defining, shots, seed))
+            names.append(study_name(data.train_features[np.searchsorted(data.held, used)], data.train_y, defining, shots,
+                                    seed))
     studies = [open_study(journal, name, seed) for journal, name, seed in zip(journals, names, seeds)]
     resumed = [len(scored_trials(study, settings.trials)) for study in studies]
-    run_searches(
-        studies, features, labels, [on_device(parts[0]) for parts in selections],
-        [on_device(parts[1]) for parts in selections], num_classes, settings, seeds, precision,
-    )
+    search_rows = [data.on_device(parts[0]) for parts in selections]
+    validation_rows = [data.on_device(parts[1]) for parts in selections]
+    searching = settings if settings.two_stage is None else replace(settings, epochs=settings.two_stage[0])
+    run_searches(studies, data.features, data.labels, search_rows, validation_rows, data.num_classes, searching, seeds,
+                 data.precision)
     trials = [scored_trials(study, settings.trials) for study in studies]
-    bests = [max(scored, key=lambda t: t["val_top1"]) for scored in trials]
+    finalists = None
+    if settings.two_stage is not None:
+        finalists = run_finalists(trials, journals, names, seeds, data, search_rows, validation_rows, settings)
+    bests = [max(scored, key=lambda t: t["val_top1"]) for scored in (finalists or trials)]
     searched = time.perf_counter()
 
     probes = train_runs(
-        features, labels, [on_device(parts[2]) for parts in selections], num_classes,
+        data.features, data.labels, [data.on_device(parts[2]) for parts in selections], data.num_classes,
         [[best["lr"]] for best in bests], [[best["weight_decay"]] for best in bests], settings,
-        [final_fit_seed(seed) for seed in seeds], precision,
+        [final_fit_seed(seed) for seed in seeds], data.precision,
     )
-    features = labels = None
-    test_features_on_device = normalised_on_device(test_features, target, precision, test_path, normalise)
-    test_labels_on_device = torch.from_numpy(test_y.astype(np.int64)).to(target)
-    scores = [probe.topk_accuracy(test_features_on_device, test_labels_on_device, ks=(1, 5))[0].tolist() for probe in probes]
+    scores = [probe.topk_accuracy(data.test_features, data.test_labels, ks=(1, 5))[0].tolist() for probe in probes]
     finished = time.perf_counter()
 
     import optuna
 
     import imagenet_cog
 
+    target = data.target
+    probe_step = step_description(shares_passes(settings) and resolve_fused(settings.fused, target))
     results = []
     for run, seed in enumerate(seeds):
         probe = probes[run]
@@ -544,10 +652,11 @@ def probe_seeds(
             "n_trials": len(trials[run]),
             "trials": trials[run],
             "n_train": int(selections[run][2].size),
-            "n_test": int(test_y.size),
-            "n_classes": num_classes,
-            "feature_dim": int(train_features.shape[1]),
-            "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range)},
+            "n_test": data.test_size,
+            "n_classes": data.num_classes,
+            "feature_dim": int(data.train_features.shape[1]),
+            "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range),
+                         **({"two_stage": list(settings.two_stage)} if settings.two_stage else {})},
             "study": {"journal": str(journals[run]), "name": names[run], "resumed_trials": resumed[run]},
             "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
             "seeds_together": list(seeds),
@@ -558,6 +667,32 @@ def probe_seeds(
                 "numpy": np.__version__,
             },
             "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
-            "matmul_precision": "tf32" if precision == "float32" and target.type == "cuda" else precision,
+            "matmul_precision": "tf32" if data.precision == "float32" and target.type == "cuda" else data.precision,
+            "probe_step": probe_step,
+            **({"protocol_deviations": settings.deviations, "finalists": finalists[run]} if finalists else {}),
         })
     return results
+
+
+def run_finalists(trials: list[list[dict]], journals: list[str], names: list[str], seeds: list[int], data: ProbeData,
+                  search_rows: list, validation_rows: list, settings: SearchSettings) -> list[list[dict]]:
+    """The two-stage search's second stage (``probes.two_stage``, a protocol deviation): each
+    run's ``finalists`` best trials of the short first stage trained again at full length on
+    the search rows and scored on the validation rows; the best of them is the run's choice.
+
+    The finalists are the trials of a second study beside the first (its name plus
+    ``-finalists``, in the same journal), so a killed job resumes them too.
+    """
+    finalists = settings.two_stage[1]
+    studies = []
+    for scored, journal, name, seed in zip(trials, journals, names, seeds):
+        chosen = sorted(scored, key=lambda t: (-t["val_top1"], t["number"]))[:finalists]
+        study = open_study(journal, f"{name}-finalists", seed)
+        done = {(t["lr"], t["weight_decay"]) for t in scored_trials(study, finalists)}
+        for trial in chosen:
+            if (trial["lr"], trial["weight_decay"]) not in done:
+                study.enqueue_trial({"lr": trial["lr"], "weight_decay": trial["weight_decay"]})
+        studies.append(study)
+    run_searches(studies, data.features, data.labels, search_rows, validation_rows, data.num_classes,
+                 replace(settings, trials=finalists, trials_per_batch=finalists), seeds, data.precision)
+    return [scored_trials(study, finalists) for study in studies]

@@ -5,7 +5,10 @@ is missing shows up as a row, never as an absent one:
 
     model, label, category, random_weights, probe, dataset, level_set, shots,
     mean, std, ci95_low, ci95_high, top5_mean, top5_std, n_seeds, expected_seeds, complete,
-    missing_seeds
+    missing_seeds, protocol_deviations
+
+``protocol_deviations`` names the deviations from the paper's protocol (``probes.two_stage``)
+of the cell's runs, empty for the exact protocol; the tables mark such cells (‡).
 
 ``level_set`` is ``lin`` for IN-1K and Lin's levels, else the level set of a level-set
 dataset (``wup-l3``: wup; ``random-07``: random), whose rows follow, over their own shots
@@ -52,6 +55,9 @@ SUMMARY_COLUMNS = [
     "mean", "std", "ci95_low", "ci95_high", "top5_mean", "top5_std",
     "n_seeds", "expected_seeds", "complete", "missing_seeds",
 ]
+# The protocol deviations (probes.two_stage) of a cell's or run's probes, ";"-joined names,
+# empty for the paper's protocol; the last column, so summaries written before it still read.
+DEVIATIONS_COLUMN = "protocol_deviations"
 REQUIRED_RESULT_KEYS = ("model", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights")
 
 
@@ -98,10 +104,12 @@ def load_probe_results(
                         "test_top1": float(result["test_top1"]),
                         "test_top5": float(result["test_top5"]),
                         "random_weights": bool(result["random_weights"]),
-                        # a job that ran several seeds (probes.seeds_together) timed them all
+                        # a job that ran several seeds (probes.group shots or dataset) timed them all (per N)
                         "probe_s": float(timings.get("total_s", math.nan)) / len(result.get("seeds_together") or [seed]),
+                        DEVIATIONS_COLUMN: ";".join(sorted({d["name"] for d in result.get("protocol_deviations") or []})),
                     })
-    columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s"]
+    columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s",
+               DEVIATIONS_COLUMN]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -172,8 +180,14 @@ def summarise(
                     "expected_seeds": len(seeds),
                     "complete": complete,
                     "missing_seeds": ";".join(missing),
+                    DEVIATIONS_COLUMN: joined_deviations(cell[DEVIATIONS_COLUMN]),
                 })
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, DEVIATIONS_COLUMN])
+
+
+def joined_deviations(names: pd.Series) -> str:
+    """Every deviation any of ``names`` (";"-joined per run) names, sorted and ";"-joined."""
+    return ";".join(sorted({name for joined in names.fillna("") for name in str(joined).split(";") if name}))
 
 
 def read_aggregate_csv(path: str | Path, columns: Sequence[str], dtype: dict, what: str) -> pd.DataFrame:
@@ -190,11 +204,13 @@ def read_aggregate_csv(path: str | Path, columns: Sequence[str], dtype: dict, wh
 
 def read_summary(path: str | Path) -> pd.DataFrame:
     summary = read_aggregate_csv(
-        path, SUMMARY_COLUMNS, {"shots": str, "missing_seeds": str, "model": str, "dataset": str}, "a results summary"
+        path, SUMMARY_COLUMNS, {"shots": str, "missing_seeds": str, "model": str, "dataset": str, DEVIATIONS_COLUMN: str},
+        "a results summary",
     )
     summary["missing_seeds"] = summary["missing_seeds"].fillna("")
     summary["complete"] = summary["complete"].astype(bool)
     summary["random_weights"] = summary["random_weights"].astype(bool)
+    summary[DEVIATIONS_COLUMN] = summary[DEVIATIONS_COLUMN].fillna("") if DEVIATIONS_COLUMN in summary else ""
     return summary
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import dataset_title, pca_dim, pca_kind, shots_title
 from imagenet_cog.core.tables import (
+    DEVIATION_MARK,
     MISSING,
     RANDOM_WEIGHTS_MARK,
     RANDOM_WEIGHTS_NOTE,
@@ -32,7 +33,9 @@ from imagenet_cog.core.tables import (
 )
 from imagenet_cog.results.statistics import paired_tests, rank_agreement
 from imagenet_cog.results.summary import (
+    DEVIATIONS_COLUMN,
     INTERVAL_COLUMNS,
+    joined_deviations,
     lin_rows,
     linear_seed_results,
     read_seed_results,
@@ -57,6 +60,9 @@ def format_cell(row: pd.Series, value_column: str = "mean", signed: bool = False
         text += f" [{low:.1f}, {high:.1f}]"
     if bool(row.get("significant", False)):
         text += SIGNIFICANT_MARK
+    deviations = row.get(DEVIATIONS_COLUMN)
+    if isinstance(deviations, str) and deviations:
+        text += DEVIATION_MARK
     return text
 
 
@@ -96,6 +102,10 @@ def table_notes(frame: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
         notes.append(f"{MISSING} (no baseline): the baseline has no complete result for that cell.")
     if frame["random_weights"].any():
         notes.append(RANDOM_WEIGHTS_NOTE)
+    deviations = joined_deviations(frame[DEVIATIONS_COLUMN]) if DEVIATIONS_COLUMN in frame else ""
+    if deviations:
+        notes.append(f"{DEVIATION_MARK} a protocol deviation ({deviations.replace(';', ', ')}): not the paper's "
+                     f"protocol; the runs' result files name it (protocol_deviations).")
     if (~frame["complete"]).any():
         notes.append(f"{MISSING} (k/n seeds): only k of the n configured seeds have a result; no mean is given.")
     return notes

@@ -9,6 +9,8 @@ import math
 import shlex
 from types import SimpleNamespace
 
+from snakemake.exceptions import IncompleteCheckpointException
+
 
 def feature_shards(wildcards):
     """All shard files of one (model, dataset, split)."""
@@ -61,6 +63,14 @@ def model_extract_options(model):
     return shlex.join(extract_options(model_spec(model)))
 
 
+def extract_command_options(wildcards, input):
+    """The extract commands' options beyond the split and the model's name, arch and weights:
+    the model's own (model_extract_options) and a tar layout's (image_reading_options), in
+    the parameter still called factory for the reason model_extract_options gives."""
+    reading = image_reading_options(wildcards.dataset, input, "--image-")
+    return " ".join(option for option in (model_extract_options(wildcards.model), reading) if option)
+
+
 @functools.cache
 def model_preprocessing(model):
     """The registry's or timm's preprocessing as JSON; a custom model's factory is covered by its identity."""
@@ -81,11 +91,23 @@ def features_targets(wildcards):
     """Every shard behind the probes' feature files, for rule all. A merged file only points
     at its shards, and Snakemake re-creates a deleted file only when a target asks for it:
     listed here, a lost shard is extracted again and the probes reading it re-run. An input
-    function: the shards of a split are counted from its split table."""
-    return [
-        shard
+    function: the shards of a split are counted from its split table. With features.group:
+    split the shards are no job's outputs: the merged files are listed."""
+    extracted = [
+        SimpleNamespace(model=model, dataset=dataset, split=split)
         for model in result_models()
         for dataset in [*DATASETS, *([naming.POOL] if POOL_NEEDED else []), *BLURRED_DATASETS]
         for split in SPLITS
-        for shard in feature_shards(SimpleNamespace(model=model, dataset=dataset, split=split))
     ]
+    if config["features"]["group"] == "split":
+        return [PATHS.features(w.model, w.dataset, w.split) for w in extracted]
+    return [shard for w in extracted for shard in feature_shards(w)]
+
+
+def split_extraction_minutes(wildcards):
+    """The per-shard job's limit times the split's shards (features.group: split)."""
+    try:
+        shards = len(feature_shards(wildcards))
+    except IncompleteCheckpointException:
+        return 0  # sized once the split table exists, as probe_feature_mb
+    return shards * (15 + config["features"]["shard_size"] // 400)

@@ -44,7 +44,9 @@ NOT_LINEAR_PROBE_SETTINGS = (
     "other_kinds_seeds",
     "mlp",
     "pca_dims",
-    "seeds_together",
+    "group",
+    "fused",
+    "two_stage",
 )
 # The search settings every probe kind shares, and the linear probe's ranges as the command
 # reads them (pca-<d> probes use them too); seeds and shots are wildcards, so a change of
@@ -52,16 +54,45 @@ NOT_LINEAR_PROBE_SETTINGS = (
 SHARED_PROBE_SETTINGS = {key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS}
 LINEAR_LR_RANGE = " ".join(str(value) for value in config["probes"]["lr_range"])
 LINEAR_WD_RANGE = " ".join(str(value) for value in config["probes"]["wd_range"])
+if "seeds_together" in config["probes"]:
+    raise WorkflowError(
+        "config.yaml: probes.seeds_together was replaced by probes.group: write 'group: shots' for "
+        "'seeds_together: true' (one job per model, dataset and N running every seed), 'group: seed' for false, "
+        "or 'group: dataset' for one resident job per model and dataset running every N and seed."
+    )
+PROBE_GROUP = config["probes"]["group"]
 # On a GPU the host only feeds a probe job; on a CPU the matrix products use every thread given.
 PROBE_THREADS = 8 if config["probes"]["device"] == "cpu" else 1
 PROBE_GPUS = 0 if config["probes"]["device"] == "cpu" else 1
 
 
-def probe_command(seeds="{wildcards.seed}", kind=False):
-    """The shell command of every probe rule: probe and probe_seeds (the linear probe, one
-    seed or ``seeds`` of one job: ``params.lr_range``/``wd_range``) and probe_kind (the
-    other kinds: ``params.probes`` holds their ranges and arguments, ``params.pca`` the
-    components file of pca-<d>)."""
+def two_stage_option():
+    """probes.two_stage, a protocol deviation: on the command only when set, so that setting it
+    reruns the linear probes and the commands of the paper's protocol stay as they were."""
+    two_stage = config["probes"]["two_stage"]
+    if two_stage is None:
+        return ""
+    if not (two_stage["short_epochs"] < config["probes"]["epochs"] and two_stage["finalists"] <= config["probes"]["trials"]):
+        raise WorkflowError(
+            f"config.yaml: probes.two_stage {two_stage} needs short_epochs < probes.epochs "
+            f"({config['probes']['epochs']}) and finalists <= probes.trials ({config['probes']['trials']})."
+        )
+    return f" --two-stage {two_stage['short_epochs']} {two_stage['finalists']}"
+
+
+def linear_step_options():
+    """probes.fused and probes.two_stage reach the linear probe's command only when set (auto
+    and null are the command's defaults), so the commands of runs made before they existed
+    stay as they were."""
+    fused = config["probes"]["fused"]
+    return ("" if fused == "auto" else f" --fused {fused}") + two_stage_option()
+
+
+def probe_command(seeds="{wildcards.seed}", kind=False, shots="{wildcards.shots}"):
+    """The shell command of every probe rule: probe, probe_seeds and probe_resident (the
+    linear probe, one seed or ``seeds`` of one job, one N or ``shots``:
+    ``params.lr_range``/``wd_range``) and probe_kind (the other kinds: ``params.probes``
+    holds their ranges and arguments, ``params.pca`` the components file of pca-<d>)."""
     ranges = (
         " --lr-range {params.probes[lr_range]} --wd-range {params.probes[wd_range]} {params.pca}"
         if kind
@@ -71,8 +102,9 @@ def probe_command(seeds="{wildcards.seed}", kind=False):
         python_command("probe") + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
         " --model {wildcards.model} --dataset {wildcards.dataset}"
         + (" {params.probes[kind_arguments]}" if kind else "")
-        + f" --shots {{wildcards.shots}} --seed {seeds}"
-        " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
+        + f" --shots {shots} --seed {seeds}"
+        + ("" if kind else linear_step_options())
+        + " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
         " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
         + ranges
         + " --val-fraction {params.probes[val_fraction]}"

@@ -66,10 +66,22 @@ def image_index_input(dataset):
 
 
 def image_reading_options(dataset, input, prefix="--"):
-    """The layout of a dataset's root, and its index, for the split command (extraction's
-    options: prefix '--image-')."""
-    options = f"{prefix}layout {image_layout(dataset)}"
-    return options + (f" {prefix}index {input.index}" if "index" in input.keys() else "")
+    """A tar layout of a dataset's root and its index, for the split command (extraction's
+    options: prefix '--image-'); nothing for folders, the commands' default, so that the
+    commands of runs finished before tars were read stay as they were."""
+    if "index" not in input.keys():
+        return ""
+    return f"{prefix}layout {image_layout(dataset)} {prefix}index {input.index}"
+
+
+def split_source_options(dataset, input):
+    """The split command's options beyond the concepts and the root: the published splits,
+    a tar layout and its index, IN-1K's validation labels. One parameter (named published:
+    its name is in the shell command, whose text Snakemake compares, so a new name would
+    re-split, then re-extract, every finished run)."""
+    published = f"--published-splits {input.published}" if "published" in input.keys() else ""
+    options = (published, image_reading_options(dataset, input), val_labels_option(dataset))
+    return " ".join(option for option in options if option)
 
 
 def needs_pool(level_set):

@@ -1,0 +1,170 @@
+"""The ``extract-split`` command: every shard of one split in one job (``features.group: split``).
+
+One job per shard (``features.group: shard``, the default) lets a cluster run shards side
+by side, but each job starts Python and CUDA and loads its checkpoint for a few seconds of
+work on a fast GPU (724 such jobs for one ResNet-50 through the paper's protocol). This job
+builds the model once and extracts the split's shards one after another with
+:func:`imagenet_cog.features.extract.extract_shard`, so every shard file is the one its own job
+writes (same rows, attributes and tolerance check), then writes the merged view
+(:func:`imagenet_cog.features.store.merge_shards`), its only Snakemake output.
+
+The shards are not outputs, so Snakemake does not delete them when the job fails: each is
+written atomically as it is done, and a job run again keeps every shard whose file is
+current (:func:`shard_is_current`: the same model weights, preprocessing, split, shard, rows
+and requested settings) and extracts only the rest. The price: Snakemake does not see a
+shard deleted by hand; the merged file then names it when read, and deleting the merged file
+makes the job run again, extracting only the missing shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+from imagenet_cog.core.archives import ArchiveError
+from imagenet_cog.features.decoding import DECODE_CHOICES
+from imagenet_cog.features.extract import (
+    ShardRows,
+    _configure_logging,
+    extract_shard,
+    extraction_settings,
+    shard_rows,
+    split_rows,
+)
+from imagenet_cog.features.store import merge_shards, open_feature_file, read_attributes
+from imagenet_cog.models.registry import ModelSpec, build_model, planned_preprocessing, weights_identity
+
+log = logging.getLogger("imagenet_cog.features.extract_split")
+
+
+def shard_is_current(path: Path, expected: dict, rows: ShardRows) -> bool:
+    """Whether the shard file at ``path`` holds ``rows`` with the attributes ``expected``
+    (the identity of the weights, preprocessing, split, shard and the settings asked for)."""
+    if not path.is_file():
+        return False
+    try:
+        with open_feature_file(path) as handle:
+            attributes = read_attributes(handle)
+            same_rows = (
+                handle["index"][...].tolist() == rows.index
+                and handle["labels"][...].tolist() == rows.labels
+                and handle["path"].asstr()[...].tolist() == rows.paths
+            )
+    except (OSError, ValueError, KeyError) as error:
+        log.warning("%s unreadable (%s): extracting it again", path, error)
+        return False
+    # the same preprocessing, whatever the order of its JSON keys
+    attributes["preprocessing"] = json.dumps(attributes.get("preprocessing"), sort_keys=True)
+    expected = {**expected, "preprocessing": json.dumps(json.loads(expected["preprocessing"]), sort_keys=True)}
+    return same_rows and all(attributes.get(key) == value for key, value in expected.items())
+
+
+def extract_split(*, spec: ModelSpec, split_table: Path, image_root: Path, dataset: str, split: str, shard_size: int,
+                  shard_template: str, merged: Path, batch_size: int = 256, num_workers: int = 0,
+                  dtype: str = "float16", device: str = "auto", mixed_precision: bool = True,
+                  expected_identity: str | None = None, threads: int | None = None, decode: str = "auto",
+                  image_layout: str = "folders", image_index: Path | None = None) -> dict:
+    """Extract every shard of a split into ``shard_template.format(shard=...)`` (five digits),
+    keeping current ones, then merge them into ``merged``; returns the merged attributes."""
+    started = time.perf_counter()
+    selected = split_rows(split_table, split)
+    count = max(1, math.ceil(len(selected) / shard_size))
+    outputs = [Path(shard_template.format(shard=f"{shard:05d}")) for shard in range(count)]
+    identity = weights_identity(spec)
+    if expected_identity is not None and identity != expected_identity:
+        raise RuntimeError(
+            f"model '{spec.name}': weights changed since the workflow was planned "
+            f"({expected_identity} -> {identity}); re-run Snakemake to re-plan."
+        )
+    settings = extraction_settings(batch_size, dtype, device, mixed_precision, decode)
+    # a registry or timm model's preprocessing is known without building it; a custom factory's once built
+    preprocessing = _planned_preprocessing(spec)
+    model, kept = None, 0
+    for shard, output in enumerate(outputs):
+        rows = shard_rows(split_table, split, shard, shard_size, selected)
+        if preprocessing is None and output.is_file():
+            model = model or _built(spec, identity)
+            preprocessing = model.preprocessing.to_json()
+        expected = {"weights": identity, "preprocessing": preprocessing, "dataset": dataset, "split": split,
+                    "shard": shard, "shard_size": shard_size, "features_dtype": dtype, "extraction_settings": settings}
+        if preprocessing is not None and shard_is_current(output, expected, rows):
+            kept += 1
+            log.info("kept %s: current (same weights, rows and settings)", output)
+            continue
+        model = model or _built(spec, identity)
+        extract_shard(spec=spec, split_table=split_table, image_root=image_root, dataset=dataset, split=split,
+                      shard=shard, shard_size=shard_size, output=output, batch_size=batch_size, num_workers=num_workers,
+                      dtype=dtype, device=device, mixed_precision=mixed_precision, threads=threads, decode=decode,
+                      image_layout=image_layout, image_index=image_index, rows=rows, model=model)
+    attributes = merge_shards(outputs, merged)
+    log.info("wrote %s: %d shards (%d kept, %d extracted) in %.1f s", merged, count, kept, count - kept,
+             time.perf_counter() - started)
+    return attributes
+
+
+def _built(spec: ModelSpec, identity: str):
+    model = build_model(spec, identity)
+    for note in model.notes:
+        log.info(note)
+    return model
+
+
+def _planned_preprocessing(spec: ModelSpec) -> str | None:
+    """The preprocessing a model will use, known without building it for registry and timm
+    models (a custom factory's is known only once built: its shards are then checked after
+    building)."""
+    preprocessing = planned_preprocessing(spec)
+    return preprocessing.to_json() if preprocessing is not None else None
+
+
+def extract_split_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog extract-split",
+                                     description="Extract every shard of a split in one job and merge them.")
+    parser.add_argument("--split-table", required=True, type=Path)
+    parser.add_argument("--image-root", required=True, type=Path)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--split", required=True, choices=["train", "test"])
+    parser.add_argument("--shard-size", required=True, type=int)
+    parser.add_argument("--shard-template", required=True,
+                        help="path of shard files, {shard} standing for the shard's five digits")
+    parser.add_argument("--model-name", required=True)
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--weights", default="pretrained")
+    parser.add_argument("--factory", default=None)
+    parser.add_argument("--weights-identity", default=None,
+                        help="the identity the workflow planned with; a different one fails the job")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--num-workers", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
+    parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto")
+    parser.add_argument("--preprocessing", choices=["paper", "model"], default=None,
+                        help="timm models: the paper's preprocessing or timm's own evaluation transform")
+    parser.add_argument("--input-size", type=int, default=None, help="timm models: S instead of the config's")
+    parser.add_argument("--image-layout", default="folders", choices=("folders", "tars", "tar"))
+    parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
+    parser.add_argument("--output", required=True, type=Path, help="the merged feature file")
+    args = parser.parse_args(argv)
+    if "{shard}" not in args.shard_template:
+        parser.error(f"--shard-template must contain {{shard}}, not {args.shard_template!r}")
+    _configure_logging()
+    try:
+        extract_split(
+            spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size),
+            split_table=args.split_table,
+            image_root=args.image_root, dataset=args.dataset, split=args.split, shard_size=args.shard_size,
+            shard_template=args.shard_template, merged=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
+            dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",
+            expected_identity=args.weights_identity, threads=args.threads, decode=args.decode,
+            image_layout=args.image_layout, image_index=args.image_index,
+        )
+    except ArchiveError as error:
+        log.error("%s", error)
+        return 1
+    return 0
