@@ -63,11 +63,11 @@ def model_extract_options(model):
     return shlex.join(extract_options(model_spec(model)))
 
 
-def extract_command_options(wildcards, input):
+def extract_command_options(wildcards):
     """The extract commands' options beyond the split and the model's name, arch and weights:
     the model's own (model_extract_options) and a tar layout's (image_reading_options), in
     the parameter still called factory for the reason model_extract_options gives."""
-    reading = image_reading_options(wildcards.dataset, input, "--image-")
+    reading = image_reading_options(wildcards.dataset, "--image-")
     return " ".join(option for option in (model_extract_options(wildcards.model), reading) if option)
 
 

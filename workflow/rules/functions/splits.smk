@@ -65,13 +65,14 @@ def image_index_input(dataset):
     return {"index": ancient(PATHS.image_index(source))}
 
 
-def image_reading_options(dataset, input, prefix="--"):
+def image_reading_options(dataset, prefix="--"):
     """A tar layout of a dataset's root and its index, for the split command (extraction's
     options: prefix '--image-'); nothing for folders, the commands' default, so that the
     commands of runs finished before tars were read stay as they were."""
-    if "index" not in input.keys():
+    index = image_index_input(dataset)
+    if not index:
         return ""
-    return f"{prefix}layout {image_layout(dataset)} {prefix}index {input.index}"
+    return f"{prefix}layout {image_layout(dataset)} {prefix}index {index['index']}"
 
 
 def split_source_options(dataset, input):
@@ -80,7 +81,7 @@ def split_source_options(dataset, input):
     its name is in the shell command, whose text Snakemake compares, so a new name would
     re-split, then re-extract, every finished run)."""
     published = f"--published-splits {input.published}" if "published" in input.keys() else ""
-    options = (published, image_reading_options(dataset, input), val_labels_option(dataset))
+    options = (published, image_reading_options(dataset), val_labels_option(dataset))
     return " ".join(option for option in options if option)
 
 
