@@ -151,6 +151,8 @@ def summarise(
 ) -> pd.DataFrame:
     """The tidy summary of one probe kind over its full grid (see the module docstring)."""
     seeds = [str(seed) for seed in seeds]
+    if DEVIATIONS_COLUMN not in runs.columns:  # results from before probes.two_stage ran the paper's protocol
+        runs = runs.assign(**{DEVIATIONS_COLUMN: ""})
     rows = []
     for model, metadata in models.items():
         model_runs = runs[(runs["model"] == model) & (runs["probe"] == kind)]
