@@ -123,9 +123,12 @@ def test_every_rule_ran_as_a_slurm_job(slurm_run):
     workdir, output = slurm_run
     calls = [line for line in output.splitlines() if "sbatch call:" in line]
     # One call per SLURM job: levels (a group), splits, shards, merges, and each probe and
-    # results rule on its own.
+    # results rule on its own. The demo's probes run one resident job per dataset (probes.group:
+    # dataset); every other grouping runs one job per dataset and N here (one seed).
     probe_calls = [call for call in calls if "rule_probe" in call]
-    assert len(probe_calls) == len(_datasets(workdir)) * len(SHOTS), "\n".join(calls)
+    group = yaml.safe_load((workdir / "config.yaml").read_text())["probes"]["group"]
+    jobs_per_dataset = 1 if group == "dataset" else len(SHOTS)
+    assert len(probe_calls) == len(_datasets(workdir)) * jobs_per_dataset, "\n".join(calls)
     assert any("rule_aggregate_probes" in call for call in calls), "\n".join(calls)
     gpu_calls = [call for call in calls if "extract_features" in call or "rule_probe" in call]
     cpu_calls = [call for call in calls if "image_splits" in call or "group_levels" in call]
