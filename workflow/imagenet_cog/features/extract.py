@@ -365,14 +365,12 @@ def _configure_logging() -> None:
                         format="%(asctime)s %(levelname)s %(message)s")
 
 
-def extract_command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog extract",
-                                     description="Extract the features of one shard of a split.")
+def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options extract (one shard) and extract-split (every shard of a split) share."""
     parser.add_argument("--split-table", required=True, type=Path)
     parser.add_argument("--image-root", required=True, type=Path)
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--split", required=True, choices=["train", "test"])
-    parser.add_argument("--shard", required=True, type=int)
     parser.add_argument("--shard-size", required=True, type=int)
     parser.add_argument("--model-name", required=True)
     parser.add_argument("--arch", required=True)
@@ -393,13 +391,23 @@ def extract_command(argv: list[str]) -> int:
                         help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
     parser.add_argument("--image-layout", default="folders", choices=("folders", "tars", "tar"))
     parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
+
+
+def model_spec_of(args: argparse.Namespace) -> ModelSpec:
+    return ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size)
+
+
+def extract_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog extract",
+                                     description="Extract the features of one shard of a split.")
+    add_extraction_arguments(parser)
+    parser.add_argument("--shard", required=True, type=int)
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     _configure_logging()
-    spec = ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size)
     try:
         extract_shard(
-            spec=spec, split_table=args.split_table, image_root=args.image_root,
+            spec=model_spec_of(args), split_table=args.split_table, image_root=args.image_root,
             dataset=args.dataset, split=args.split, shard=args.shard, shard_size=args.shard_size,
             output=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
             dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",

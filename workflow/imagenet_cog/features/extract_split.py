@@ -26,12 +26,13 @@ import time
 from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
-from imagenet_cog.features.decoding import DECODE_CHOICES
 from imagenet_cog.features.extract import (
     ShardRows,
     _configure_logging,
+    add_extraction_arguments,
     extract_shard,
     extraction_settings,
+    model_spec_of,
     shard_rows,
     split_rows,
 )
@@ -124,31 +125,9 @@ def _planned_preprocessing(spec: ModelSpec) -> str | None:
 def extract_split_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog extract-split",
                                      description="Extract every shard of a split in one job and merge them.")
-    parser.add_argument("--split-table", required=True, type=Path)
-    parser.add_argument("--image-root", required=True, type=Path)
-    parser.add_argument("--dataset", required=True)
-    parser.add_argument("--split", required=True, choices=["train", "test"])
-    parser.add_argument("--shard-size", required=True, type=int)
+    add_extraction_arguments(parser)
     parser.add_argument("--shard-template", required=True,
                         help="path of shard files, {shard} standing for the shard's five digits")
-    parser.add_argument("--model-name", required=True)
-    parser.add_argument("--arch", required=True)
-    parser.add_argument("--weights", default="pretrained")
-    parser.add_argument("--factory", default=None)
-    parser.add_argument("--weights-identity", default=None,
-                        help="the identity the workflow planned with; a different one fails the job")
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--dtype", choices=["float16", "float32"], default="float16")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
-    parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto")
-    parser.add_argument("--preprocessing", choices=["paper", "model"], default=None,
-                        help="timm models: the paper's preprocessing or timm's own evaluation transform")
-    parser.add_argument("--input-size", type=int, default=None, help="timm models: S instead of the config's")
-    parser.add_argument("--image-layout", default="folders", choices=("folders", "tars", "tar"))
-    parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
     parser.add_argument("--output", required=True, type=Path, help="the merged feature file")
     args = parser.parse_args(argv)
     if "{shard}" not in args.shard_template:
@@ -156,7 +135,7 @@ def extract_split_command(argv: list[str]) -> int:
     _configure_logging()
     try:
         extract_split(
-            spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size),
+            spec=model_spec_of(args),
             split_table=args.split_table,
             image_root=args.image_root, dataset=args.dataset, split=args.split, shard_size=args.shard_size,
             shard_template=args.shard_template, merged=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
