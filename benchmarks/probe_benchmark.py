@@ -56,6 +56,24 @@ def clustered_features(classes: int, per_class: int, dim: int, seed: int, spread
     return features, labels
 
 
+def add_problem_arguments(parser: argparse.ArgumentParser, classes: int = 100) -> None:
+    """The size of the generated benchmark problem that generated_problem builds."""
+    parser.add_argument("--classes", type=int, default=classes)
+    parser.add_argument("--per-class", type=int, default=60, help="training samples per class (20%% of them validate)")
+    parser.add_argument("--test-per-class", type=int, default=20)
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--spread", type=float, default=5.0)
+
+
+def generated_problem(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train features, train labels, test features, test labels): clustered features of
+    ``args.classes`` classes, the last ``args.test_per_class`` samples of each class for test."""
+    per_class = args.per_class + args.test_per_class
+    features, labels = clustered_features(args.classes, per_class, args.dim, 0, args.spread)
+    is_test = (torch.arange(labels.numel()) % per_class) >= args.per_class
+    return features[~is_test].numpy(), labels[~is_test].numpy(), features[is_test].numpy(), labels[is_test].numpy()
+
+
 def synchronise(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

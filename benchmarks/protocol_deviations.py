@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from probe_benchmark import clustered_features
+from probe_benchmark import add_problem_arguments, generated_problem
 
 from imagenet_cog.features.store import read_features
 from imagenet_cog.probes.search import SearchSettings, probe_dataset
@@ -43,22 +43,14 @@ def problems(args) -> list[tuple[str, tuple]]:
             train, test = read_features(Path(folder) / "train.h5"), read_features(Path(folder) / "test.h5")
             loaded.append((str(folder), (train.features, train.labels, test.features, test.labels)))
         return loaded
-    per_class = args.per_class + args.test_per_class
-    features, labels = clustered_features(args.classes, per_class, args.dim, 0, args.spread)
-    is_test = (torch.arange(labels.numel()) % per_class) >= args.per_class
-    return [("generated", (features[~is_test].numpy(), labels[~is_test].numpy(), features[is_test].numpy(),
-                           labels[is_test].numpy()))]
+    return [("generated", generated_problem(args))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--features", nargs="+", help="folders holding train.h5 and test.h5 (default: generated)")
     parser.add_argument("--config", type=Path, help="a workflow config whose probes settings to use")
-    parser.add_argument("--classes", type=int, default=50)
-    parser.add_argument("--per-class", type=int, default=60)
-    parser.add_argument("--test-per-class", type=int, default=20)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--spread", type=float, default=5.0)
+    add_problem_arguments(parser, classes=50)
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=1024)

@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
-from probe_benchmark import clustered_features
+from probe_benchmark import add_problem_arguments, generated_problem
 
 from imagenet_cog.features.store import write_shard
 
@@ -38,11 +37,9 @@ GROUPS = ("seed", "shots", "dataset")
 
 
 def write_features(folder: Path, args) -> None:
-    per_class = args.per_class + args.test_per_class
-    features, labels = clustered_features(args.classes, per_class, args.dim, 0, args.spread)
-    is_test = (torch.arange(labels.numel()) % per_class) >= args.per_class
-    for split, rows in (("train", ~is_test), ("test", is_test)):
-        chosen, chosen_labels = features[rows].numpy().astype(np.float16), labels[rows].numpy()
+    train_x, train_y, test_x, test_y = generated_problem(args)
+    for split, (features, chosen_labels) in (("train", (train_x, train_y)), ("test", (test_x, test_y))):
+        chosen = features.astype(np.float16)
         write_shard(folder / f"{split}.h5", chosen, chosen_labels, np.arange(chosen_labels.size),
                     [f"{split}{row}.jpg" for row in range(chosen_labels.size)], np.ones(chosen_labels.size, dtype=bool),
                     {"model": "generated", "random_weights": True, "feature_dim": args.dim})
@@ -72,11 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[22, 37, 45])
     parser.add_argument("--shots", nargs="+", default=["1", "4", "16", "all"])
-    parser.add_argument("--classes", type=int, default=100)
-    parser.add_argument("--per-class", type=int, default=60, help="training samples per class (20%% of them validate)")
-    parser.add_argument("--test-per-class", type=int, default=20)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--spread", type=float, default=5.0)
+    add_problem_arguments(parser)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=1024)

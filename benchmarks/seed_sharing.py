@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_benchmark import clustered_features, synchronise  # noqa: E402
+from probe_benchmark import add_problem_arguments, generated_problem, synchronise  # noqa: E402
 
 from imagenet_cog.core.device import resolve_device  # noqa: E402
 from imagenet_cog.probes.search import SearchSettings, probe_dataset, probe_seeds  # noqa: E402
@@ -42,11 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[22, 37, 45, 1, 2])
     parser.add_argument("--shots", nargs="+", default=["1", "4", "16", "all"])
-    parser.add_argument("--classes", type=int, default=100)
-    parser.add_argument("--per-class", type=int, default=60, help="training samples per class (20%% of them validate)")
-    parser.add_argument("--test-per-class", type=int, default=20)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--spread", type=float, default=5.0)
+    add_problem_arguments(parser)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -58,10 +54,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device, "probes.device")
 
-    per_class = args.per_class + args.test_per_class
-    features, labels = clustered_features(args.classes, per_class, args.dim, 0, args.spread)
-    is_test = (torch.arange(labels.numel()) % per_class) >= args.per_class
-    data = (features[~is_test].numpy(), labels[~is_test].numpy(), features[is_test].numpy(), labels[is_test].numpy())
+    data = generated_problem(args)
     settings = SearchSettings(trials=args.trials, epochs=args.epochs, batch_size=args.batch_size, precision=args.precision)
     print(f"{args.classes} classes x {args.per_class} training / {args.test_per_class} test samples, {args.dim} dimensions, "
           f"seeds {args.seeds}, {args.trials} trials x {args.epochs} epochs, batch {args.batch_size}, {device}, "
