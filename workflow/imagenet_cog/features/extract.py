@@ -393,8 +393,15 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
 
 
-def model_spec_of(args: argparse.Namespace) -> ModelSpec:
-    return ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size)
+def extraction_arguments(args: argparse.Namespace) -> dict:
+    """The keyword arguments of extract_shard and extract_split that add_extraction_arguments declares."""
+    return dict(
+        spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size),
+        split_table=args.split_table, image_root=args.image_root, dataset=args.dataset, split=args.split,
+        shard_size=args.shard_size, batch_size=args.batch_size, num_workers=args.num_workers, dtype=args.dtype,
+        device=args.device, mixed_precision=args.mixed_precision == "true", expected_identity=args.weights_identity,
+        threads=args.threads, decode=args.decode, image_layout=args.image_layout, image_index=args.image_index,
+    )
 
 
 def extract_command(argv: list[str]) -> int:
@@ -406,14 +413,7 @@ def extract_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     _configure_logging()
     try:
-        extract_shard(
-            spec=model_spec_of(args), split_table=args.split_table, image_root=args.image_root,
-            dataset=args.dataset, split=args.split, shard=args.shard, shard_size=args.shard_size,
-            output=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
-            dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",
-            expected_identity=args.weights_identity, threads=args.threads, decode=args.decode,
-            image_layout=args.image_layout, image_index=args.image_index,
-        )
+        extract_shard(shard=args.shard, output=args.output, **extraction_arguments(args))
     except ArchiveError as error:
         log.error("%s", error)
         return 1

@@ -31,8 +31,8 @@ from imagenet_cog.features.extract import (
     _configure_logging,
     add_extraction_arguments,
     extract_shard,
+    extraction_arguments,
     extraction_settings,
-    model_spec_of,
     shard_rows,
     split_rows,
 )
@@ -134,15 +134,7 @@ def extract_split_command(argv: list[str]) -> int:
         parser.error(f"--shard-template must contain {{shard}}, not {args.shard_template!r}")
     _configure_logging()
     try:
-        extract_split(
-            spec=model_spec_of(args),
-            split_table=args.split_table,
-            image_root=args.image_root, dataset=args.dataset, split=args.split, shard_size=args.shard_size,
-            shard_template=args.shard_template, merged=args.output, batch_size=args.batch_size, num_workers=args.num_workers,
-            dtype=args.dtype, device=args.device, mixed_precision=args.mixed_precision == "true",
-            expected_identity=args.weights_identity, threads=args.threads, decode=args.decode,
-            image_layout=args.image_layout, image_index=args.image_index,
-        )
+        extract_split(shard_template=args.shard_template, merged=args.output, **extraction_arguments(args))
     except ArchiveError as error:
         log.error("%s", error)
         return 1
