@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_probes_linear import clustered_features
+from test_probes_linear import clustered_features, three_runs
 
 from imagenet_cog.probes import fused_step
 from imagenet_cog.probes.linear import SGDSchedule, l2_normalise, operand_dtype, train_probe_runs, train_probes
@@ -21,14 +21,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 @pytest.mark.parametrize("sample_major", [False, True])
 def test_the_fused_step_trains_the_reference_probes(precision, sample_major):
-    features, labels = clustered_features(classes=6, per_class=50, dim=32, seed=5)
-    normalised = l2_normalise(features, operand_dtype(precision))
-    generator = torch.Generator().manual_seed(0)
-    rows = torch.stack([torch.randperm(labels.numel(), generator=generator)[:130] for _ in range(3)])
-    # one candidate diverges (lr 1e38): rolled back and frozen by both steps alike
-    lrs, decays, seeds = [[1.0, 4.0], [2.0, 1e38], [0.5, 8.0]], [[1e-5, 1e-7], [1e-6, 1e-6], [0.0, 1e-4]], [3, 4, 5]
-    schedule = SGDSchedule(epochs=6, batch_size=48, momentum=0.9)  # 130 rows: two full batches and a partial one
-    arguments = (normalised, labels, 6, rows, lrs, decays, schedule, seeds, precision)
+    # one candidate diverges: rolled back and frozen by both steps alike
+    arguments = three_runs(precision)
+    normalised, labels = arguments[:2]
     reference = train_probe_runs(*arguments, sample_major=sample_major)
     fused = train_probe_runs(*arguments, sample_major=sample_major, fused=True)
     assert fused_step.step_description(True) == "fused"

@@ -30,6 +30,19 @@ def clustered_features(classes=5, per_class=40, dim=16, seed=0):
     return torch.from_numpy(features.astype(np.float32)), torch.from_numpy(labels)
 
 
+def three_runs(precision):
+    """The arguments of train_probe_runs for three runs of two candidates each on their own 130
+    of 300 rows (6 classes, 32 dims), one candidate diverging (lr 1e38): (normalised features,
+    labels, classes, rows, lrs, decays, schedule, seeds, precision)."""
+    features, labels = clustered_features(classes=6, per_class=50, dim=32, seed=5)
+    normalised = l2_normalise(features, operand_dtype(precision))
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.stack([torch.randperm(labels.numel(), generator=generator)[:130] for _ in range(3)])
+    lrs, decays, seeds = [[1.0, 4.0], [2.0, 1e38], [0.5, 8.0]], [[1e-5, 1e-7], [1e-6, 1e-6], [0.0, 1e-4]], [3, 4, 5]
+    schedule = SGDSchedule(epochs=6, batch_size=48, momentum=0.9)  # 130 rows: two full batches and a partial one
+    return normalised, labels, 6, rows, lrs, decays, schedule, seeds, precision
+
+
 def reference_probes(features, labels, classes, lrs, weight_decays, schedule, seed):
     """nn.Linear + CrossEntropyLoss + torch.optim.SGD, replaying train_probes' random draws."""
     generator = torch.Generator().manual_seed(seed)
@@ -187,17 +200,12 @@ def test_the_gpu_logit_layout_trains_the_same_probes(precision):
 def test_runs_trained_together_are_each_the_run_trained_alone(precision, sample_major):
     """Seeds of a dataset share passes (train_probe_runs): each run keeps its own rows, draws,
     rates and divergence, so it is the probe train_probes gives on its rows alone."""
-    features, labels = clustered_features(classes=6, per_class=50, dim=32, seed=5)
-    normalised = l2_normalise(features, operand_dtype(precision))
-    generator = torch.Generator().manual_seed(0)
-    rows = torch.stack([torch.randperm(labels.numel(), generator=generator)[:130] for _ in range(3)])
-    lrs, decays, seeds = [[1.0, 4.0], [2.0, 1e38], [0.5, 8.0]], [[1e-5, 1e-7], [1e-6, 1e-6], [0.0, 1e-4]], [3, 4, 5]
-    schedule = SGDSchedule(epochs=6, batch_size=48, momentum=0.9)  # 130 rows: two full batches and a partial one
-    together = probe_module.train_probe_runs(normalised, labels, 6, rows, lrs, decays, schedule, seeds, precision,
-                                             sample_major=sample_major)
+    arguments = three_runs(precision)
+    normalised, labels, classes, rows, lrs, decays, schedule, seeds, _ = arguments
+    together = probe_module.train_probe_runs(*arguments, sample_major=sample_major)
     for run in range(3):
-        alone = train_probes(normalised[rows[run]], labels[rows[run]], 6, lrs[run], decays[run], schedule, seeds[run],
-                             precision, sample_major=sample_major)
+        alone = train_probes(normalised[rows[run]], labels[rows[run]], classes, lrs[run], decays[run], schedule,
+                             seeds[run], precision, sample_major=sample_major)
         assert together[run].diverged == alone.diverged
         scale = alone.weight.abs().amax()
         assert (together[run].weight - alone.weight).abs().amax() <= 1e-5 * scale
