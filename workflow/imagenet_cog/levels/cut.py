@@ -32,6 +32,7 @@ from typing import Sequence
 
 from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
 from imagenet_cog.core.naming import gap_name, level_name, level_names
+from imagenet_cog.core.pickles import read_data_pickle
 from imagenet_cog.levels.concepts import WNID, ConceptError, read_wnids
 from imagenet_cog.levels.similarity import Taxonomy, max_lin_similarity
 from imagenet_cog.levels.wordnet import NounGraph, load_noun_graph
@@ -122,8 +123,7 @@ def assign_levels(total: int, num_levels: int, per_level: int) -> list[str]:
 def load_published_levels(path: str | Path, num_levels: int, per_level: int) -> list[list[str]]:
     """The authors' level pickle: a list of ``num_levels`` lists of ``per_level`` wnids."""
     try:
-        with open(path, "rb") as stream:
-            levels = pickle.load(stream)
+        levels = read_data_pickle(path)
     except FileNotFoundError:
         raise LevelError(f"levels.published_levels = {str(path)!r} does not exist; fix the path.") from None
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as error:

@@ -35,6 +35,7 @@ from imagenet_cog.core.archives import WNID, ArchiveError, is_image_name
 from imagenet_cog.core.image_roots import ARCHIVE_LAYOUTS, ConceptImages, ImageRoot, ImageRootError
 from imagenet_cog.core.io import read_lines, write_tsv
 from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
+from imagenet_cog.core.pickles import read_data_pickle
 from imagenet_cog.core.sampling import derived_rng
 
 SPLIT_ORDER = ("train", "test")
@@ -229,14 +230,11 @@ def _file_list(value: object) -> list[str] | None:
 
 
 def load_published_splits(path: str | os.PathLike) -> dict[str, dict[str, list[str]]]:
-    """The authors' split pickle: wnid -> {'train': [file...], 'test': [file...]}.
-
-    Only open pickles from a source you trust: unpickling can run code.
-    """
+    """The authors' split pickle: wnid -> {'train': [file...], 'test': [file...]}, read
+    without running code (:func:`imagenet_cog.core.pickles.read_data_pickle`)."""
     shape = "a dict mapping each wnid to {'train': [file names], 'test': [file names]}"
     try:
-        with open(path, "rb") as stream:
-            content = pickle.load(stream)
+        content = read_data_pickle(path)
     except FileNotFoundError:
         raise SplitError(
             f"levels.published_splits: '{path}' does not exist; set it to the authors' split "
