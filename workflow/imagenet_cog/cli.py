@@ -39,8 +39,9 @@ COMMANDS: dict[str, str] = {
     "merge-shards": "imagenet_cog.features.extract:merge_command",
     "extract-split": "imagenet_cog.features.extract_split:extract_split_command",
     "level-set-view": "imagenet_cog.features.views:view_command",
-    # the model registry (no rule: paper Table 3 for a config)
+    # the model registry (no rule: paper Table 3 for a config; a checkpoint made tensors-only)
     "models": "imagenet_cog.models.registry:describe_models_command",
+    "convert-checkpoint": "imagenet_cog.models.checkpoints:convert_checkpoint_command",
     # probes stage (probes.smk)
     "probe": "imagenet_cog.probes.probe:main",
     "pca-components": "imagenet_cog.probes.pca:main",

@@ -104,13 +104,21 @@ def result_models():
     return list(selected)
 
 
+# How a model's checkpoint may be read, not what the model is: no result depends on it.
+NOT_FOR_RESULTS = ("trusted_globals",)
+
+
 def models_json(with_paper_name=False):
     """Config entries of the models the results cover, for the aggregation commands; the
     paper_name only for the comparison with published numbers, so that setting one re-runs
     that comparison alone."""
     return json.dumps(
         {
-            model: {key: value for key, value in config["models"][model].items() if with_paper_name or key != "paper_name"}
+            model: {
+                key: value
+                for key, value in config["models"][model].items()
+                if (with_paper_name or key != "paper_name") and key not in NOT_FOR_RESULTS
+            }
             for model in result_models()
         }
     )

@@ -379,6 +379,7 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preprocessing", choices=["paper", "model"], default=None,
                         help="timm models: the paper's preprocessing or timm's own evaluation transform")
     parser.add_argument("--input-size", type=int, default=None, help="timm models: S instead of the config's")
+    parser.add_argument("--trusted-globals", nargs="+", default=[], help="objects the checkpoint may hold besides tensors")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
     parser.add_argument("--batch-size", type=int, default=256)
@@ -396,7 +397,8 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
 def extraction_arguments(args: argparse.Namespace) -> dict:
     """The keyword arguments of extract_shard and extract_split that add_extraction_arguments declares."""
     return dict(
-        spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size),
+        spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
+                       tuple(args.trusted_globals)),
         split_table=args.split_table, image_root=args.image_root, dataset=args.dataset, split=args.split,
         shard_size=args.shard_size, batch_size=args.batch_size, num_workers=args.num_workers, dtype=args.dtype,
         device=args.device, mixed_precision=args.mixed_precision == "true", expected_identity=args.weights_identity,

@@ -11,8 +11,16 @@ the usual containers and prefixes, and keys that do not fit are named.
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import os
+import pickle
+import pickletools
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from imagenet_cog.core.io import atomic_output
 
 # The generic fallback for checkpoints no layout of CHECKPOINT_LAYOUTS describes: key
 # prefixes that commonly wrap a backbone (DataParallel, query encoders, encoders, ...).
@@ -212,9 +220,91 @@ def map_checkpoint_keys(state: dict[str, Any], expected: set[str]) -> tuple[dict
     return mapped, best, unexpected
 
 
-def read_checkpoint(checkpoint: str) -> tuple[Any, str]:
-    """A checkpoint file's content and how it was read: safetensors, or torch with tensors
-    only, else with full unpickling."""
+class UnsafeCheckpoint(ValueError):
+    """A checkpoint holds Python objects that tensors-only loading does not build."""
+
+
+def checkpoint_globals(checkpoint: str | os.PathLike) -> list[str]:
+    """The Python objects (``module.name``) a torch checkpoint holds beyond what torch builds
+    with ``weights_only=True`` (tensors, containers, numbers, strings); read statically,
+    nothing in the file is built or run. Empty for safetensors files."""
+    import torch
+
+    if str(checkpoint).endswith(".safetensors"):
+        return []
+    try:
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(checkpoint))
+    except ValueError:  # not a zip file: the format torch wrote before 1.6
+        return _legacy_checkpoint_globals(checkpoint)
+
+
+def _legacy_checkpoint_globals(checkpoint: str | os.PathLike) -> list[str]:
+    """:func:`checkpoint_globals` of the pre-1.6 format, which torch's own scan does not read:
+    four pickles (magic number, protocol, system info, the object) before the raw storages."""
+    from torch import _weights_only_unpickler
+
+    found: set[str] = set()
+    with open(checkpoint, "rb") as stream:
+        for _ in range(4):
+            strings: list[str] = []
+            for opcode, argument, _ in pickletools.genops(stream):
+                if opcode.name == "GLOBAL":
+                    found.add(argument.replace(" ", "."))
+                elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                    found.add(".".join(strings[-2:]))
+                elif isinstance(argument, str):
+                    strings.append(argument)
+    # torch's scan of zip files subtracts the same allow-list (it has no public name).
+    allowed = set(_weights_only_unpickler._get_allowed_globals()) | set(_weights_only_unpickler._get_user_allowed_globals())
+    return sorted(found - allowed)
+
+
+def resolve_globals(names: Sequence[str]) -> list[tuple[Any, str]]:
+    """The objects of ``trusted_globals`` names (``module.name``), for torch's ``safe_globals``."""
+    resolved = []
+    for name in names:
+        module, _, attribute = name.rpartition(".")
+        try:
+            resolved.append((getattr(importlib.import_module(module), attribute), name))
+        except (ImportError, AttributeError, ValueError) as error:
+            raise UnsafeCheckpoint(
+                f"trusted_globals: '{name}' cannot be imported ({error}); list objects as the "
+                f"refusal names them (module.name)."
+            ) from None
+    return resolved
+
+
+def refusal(checkpoint: str | os.PathLike, untrusted: Sequence[str], owner: str = "") -> str:
+    """Why ``checkpoint`` is not loaded and the two ways on."""
+    listed = ", ".join(untrusted)
+    converted = Path(checkpoint).with_suffix(".tensors.pth")
+    return (
+        f"{owner + ': ' if owner else ''}checkpoint {checkpoint} holds Python objects besides tensors "
+        f"({listed}); building them can run code from the file, so it is not loaded. If the "
+        f"file comes from a source you trust, either convert it once to a tensors-only file, "
+        f"'python -m imagenet_cog convert-checkpoint {checkpoint} {converted}', and set the "
+        f"model's weights to the new file (its features are extracted again: the file differs), "
+        f"or allow exactly these objects for this model in the config: 'trusted_globals: "
+        f"[{listed}]' (docs/models.md, 'Checkpoint files')."
+    )
+
+
+def check_checkpoint_safety(checkpoint: str | os.PathLike, trusted_globals: Sequence[str] = (), owner: str = "") -> None:
+    """Refuse, before any job runs, a checkpoint holding objects its model does not trust; a
+    file that cannot be scanned is left to the loader's own error."""
+    try:
+        held = checkpoint_globals(checkpoint)
+    except Exception:  # not a torch checkpoint at all: loading it names the problem
+        return
+    untrusted = [name for name in held if name not in trusted_globals]
+    if untrusted:
+        raise UnsafeCheckpoint(refusal(checkpoint, untrusted, owner))
+
+
+def read_checkpoint(checkpoint: str, trusted_globals: Sequence[str] = ()) -> tuple[Any, str]:
+    """A checkpoint file's content and how it was read: safetensors, or torch with tensors only
+    (``weights_only``), the model's ``trusted_globals`` besides; anything else is refused with
+    :class:`UnsafeCheckpoint`, nothing in the file having been built."""
     import torch
 
     if str(checkpoint).endswith(".safetensors"):
@@ -222,17 +312,21 @@ def read_checkpoint(checkpoint: str) -> tuple[Any, str]:
 
         return load_file(checkpoint), "safetensors"
     try:
-        return torch.load(checkpoint, map_location="cpu", weights_only=True), "tensors only"
-    except Exception:
-        # Some published checkpoints pickle their training options (e.g. InfoMin's argparse
-        # Namespace); those need full unpickling, which runs code from the file.
-        return (torch.load(checkpoint, map_location="cpu", weights_only=False),
-                "full unpickling (the file holds Python objects besides tensors)")
+        with torch.serialization.safe_globals(resolve_globals(trusted_globals)):
+            payload = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        untrusted = [name for name in checkpoint_globals(checkpoint) if name not in trusted_globals]
+        if not untrusted:
+            raise  # a broken file, not an unsafe one: torch's own message
+        raise UnsafeCheckpoint(refusal(checkpoint, untrusted)) from None
+    if trusted_globals:
+        return payload, f"tensors only, besides the model's trusted_globals ({', '.join(trusted_globals)})"
+    return payload, "tensors only"
 
 
-def load_checkpoint(network, checkpoint: str) -> str:
+def load_checkpoint(network, checkpoint: str, trusted_globals: Sequence[str] = ()) -> str:
     """Load a checkpoint file into ``network`` (already cut); returns a line for the log."""
-    payload, loaded_as = read_checkpoint(checkpoint)
+    payload, loaded_as = read_checkpoint(checkpoint, trusted_globals)
     own = network.state_dict()
     expected = set(own)
     if isinstance(payload, dict):
@@ -268,3 +362,86 @@ def load_checkpoint(network, checkpoint: str) -> str:
             f"search; loaded {len(mapped)} tensors under prefix '{prefix}', ignored {ignored} "
             f"(heads and other networks); read with {loaded_as}")
 
+
+
+# Converting a checkpoint once, knowingly -------------------------------------------------
+
+
+def tensors_only(value: Any, where: str, dropped: list[str]) -> Any:
+    """``value`` with only what tensors-only loading builds: tensors, containers, numbers and
+    strings; a module becomes its state dict, argparse options a dict, numpy values tensors or
+    numbers; anything else is left out (None in a sequence) and listed in ``dropped``."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, torch.nn.Module):
+        value = value.state_dict()
+    elif isinstance(value, argparse.Namespace):
+        value = vars(value)
+    elif isinstance(value, np.generic):
+        return value.item()
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, dict):
+        kept = {key: tensors_only(item, f"{where}[{key!r}]", dropped) for key, item in value.items()
+                if isinstance(key, (str, int, float, bool))}
+        return {key: item for key, item in kept.items() if item is not None or value[key] is None}
+    if isinstance(value, (list, tuple)):
+        return type(value)(tensors_only(item, f"{where}[{index}]", dropped) for index, item in enumerate(value))
+    if value is None or isinstance(value, (str, bytes, int, float, bool)):
+        return value
+    dropped.append(f"{where} ({type(value).__module__}.{type(value).__qualname__})")
+    return None
+
+
+def flat_tensors(value: Any, prefix: str = "") -> dict[str, Any]:
+    """The tensors of nested containers, keyed by their path joined with dots (safetensors
+    holds one flat mapping)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {prefix.rstrip("."): value.contiguous().clone()}
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    return {key: tensor for name, item in items for key, tensor in flat_tensors(item, f"{prefix}{name}.").items()}
+
+
+def convert_checkpoint_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagenet_cog convert-checkpoint",
+        description="Rewrite a checkpoint that holds Python objects besides tensors as a tensors-only "
+                    "file (.safetensors: flat safetensors; else a torch file keeping the nesting). The "
+                    "source is fully unpickled, which runs any code it names: use it only on files "
+                    "from a source you trust.")
+    parser.add_argument("source", type=Path)
+    parser.add_argument("output", type=Path)
+    parser.add_argument("--list", action="store_true", help="only list the objects the source holds; unpickle nothing")
+    args = parser.parse_args(argv)
+    import torch
+
+    held = checkpoint_globals(args.source)
+    print(f"{args.source} holds {', '.join(held) if held else 'nothing besides tensors, containers, numbers and strings'}")
+    if args.list:
+        return 0
+    if args.output.resolve() == args.source.resolve():
+        parser.error("the output must be a new file: the source stays as it is")
+    if held:
+        print(f"unpickling it fully, as asked: allowed to build {', '.join(held)}")
+    payload = torch.load(args.source, map_location="cpu", weights_only=False)
+    dropped: list[str] = []
+    kept = tensors_only(payload, "checkpoint", dropped)
+    with atomic_output(args.output) as temporary:
+        # read back as the workflow will, before the file takes its name
+        if args.output.suffix == ".safetensors":
+            from safetensors.torch import load_file, save_file
+
+            save_file(flat_tensors(kept), temporary)
+            load_file(temporary)
+        else:
+            torch.save(kept, temporary)
+            torch.load(temporary, map_location="cpu", weights_only=True)
+    for entry in dropped:
+        print(f"left out: {entry}")
+    print(f"wrote {args.output}: loads with tensors only; set the model's weights to it")
+    return 0

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection
 
-from imagenet_cog.models.checkpoints import load_checkpoint
+from imagenet_cog.models.checkpoints import check_checkpoint_safety, load_checkpoint
 
 # The paper's 31 models, shipped next to the workflow (docs/paper-models.md).
 PAPER_MODELS_CONFIG = Path(__file__).resolve().parents[3] / "config" / "paper_models.yaml"
@@ -216,6 +216,9 @@ class ModelSpec:
     # timm/ archs only (imagenet_cog.models.timm_models): "paper" (the default) or "model", and S
     preprocessing: str | None = None
     input_size: int | None = None
+    # Python objects the checkpoint may hold besides tensors (module.name), built by torch's
+    # tensors-only loader for this model alone (docs/models.md, "Checkpoint files").
+    trusted_globals: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any],
@@ -230,9 +233,12 @@ class ModelSpec:
                 and not Path(weights).is_absolute()):
             weights = str(Path(checkpoints_dir) / weights)
         spec = cls(name, entry["arch"], weights, entry.get("factory"), entry.get("preprocessing"),
-                   entry.get("input_size"))
+                   entry.get("input_size"), tuple(entry.get("trusted_globals") or ()))
         try:
             spec.check(checkpoint_made_later=weights in made_by_workflow)
+            # a custom factory reads its file itself; every other checkpoint goes through read_checkpoint
+            if spec.is_checkpoint() and spec.arch != "custom" and weights not in made_by_workflow:
+                check_checkpoint_safety(weights, spec.trusted_globals, f"config.yaml: model '{name}'")
         except FileNotFoundError as missing:
             if entry.get("source"):
                 published = f" (published as '{entry['published_file']}')" if entry.get("published_file") else ""
@@ -242,6 +248,10 @@ class ModelSpec:
                 ) from None
             raise
         return spec
+
+    def is_checkpoint(self) -> bool:
+        """Whether the weights are a checkpoint file (not random, not the library's)."""
+        return not (is_random_weights(self.weights) or self.weights == "pretrained")
 
     def timm_model(self, check_weights: bool = True):
         """The ``timm/`` arch resolved against timm's registry (unknown names fail with the
@@ -373,11 +383,12 @@ def planned_feature_dim(spec: ModelSpec) -> int | None:
 
 def extract_options(spec: ModelSpec) -> list[str]:
     """The extract command's options besides arch and weights: a custom model's factory, a
-    timm model's preprocessing and input size."""
+    timm model's preprocessing and input size, the objects its checkpoint may hold."""
+    trusted = ["--trusted-globals", *spec.trusted_globals] if spec.trusted_globals else []
     if is_timm_arch(spec.arch):
         model = spec.timm_model(check_weights=False)
-        return ["--preprocessing", model.mode] + (["--input-size", str(model.input_size)] if model.input_size else [])
-    return ["--factory", spec.factory] if spec.factory else []
+        return ["--preprocessing", model.mode] + (["--input-size", str(model.input_size)] if model.input_size else []) + trusted
+    return (["--factory", spec.factory] if spec.factory else []) + trusted
 
 
 # Building networks -----------------------------------------------------------------
@@ -491,14 +502,14 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
 
         timm_model = spec.timm_model()
         weights = None if seed is not None else spec.weights
-        network, notes = build_timm(timm_model, weights, f"model '{spec.name}'")
+        network, notes = build_timm(timm_model, weights, f"model '{spec.name}'", spec.trusted_globals)
         preprocessing, provenance = Preprocessing(**timm_model.preprocessing()), timm_model.provenance()
     else:
         architecture = REGISTRY[spec.arch]
         network = BUILDERS[architecture.library](architecture, pretrained=spec.weights == "pretrained")
         preprocessing = architecture.preprocessing
         if seed is None and spec.weights != "pretrained":
-            notes.append(load_checkpoint(network, spec.weights))
+            notes.append(load_checkpoint(network, spec.weights, spec.trusted_globals))
     network.eval()
     for parameter in network.parameters():
         parameter.requires_grad_(False)

@@ -41,7 +41,7 @@ import math
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import timm
 import torch
@@ -238,7 +238,8 @@ class PreLogits(torch.nn.Module):
         return pre_logits(self.network, images)
 
 
-def build(model: TimmModel, weights: str | None, owner: str) -> tuple[PreLogits, list[str]]:
+def build(model: TimmModel, weights: str | None, owner: str,
+          trusted_globals: Sequence[str] = ()) -> tuple[PreLogits, list[str]]:
     """The network of ``model`` with ``weights`` ('pretrained', a checkpoint path, or None for
     timm's random initialisation: the caller seeds torch), in eval mode, and lines for the log."""
     notes: list[str] = []
@@ -251,7 +252,7 @@ def build(model: TimmModel, weights: str | None, owner: str) -> tuple[PreLogits,
     elif weights is None:
         network = model.create()
     else:
-        network, note = build_from_checkpoint(model, weights, owner)
+        network, note = build_from_checkpoint(model, weights, owner, trusted_globals)
         notes.append(note)
     # timm keeps a state dict given through the pretrained config: it would be held twice.
     network.pretrained_cfg.pop("state_dict", None)
@@ -331,9 +332,9 @@ def _complaint(model: TimmModel, state: dict[str, Any], without_classifier: bool
     return None
 
 
-def build_from_checkpoint(model: TimmModel, path: str, owner: str):
+def build_from_checkpoint(model: TimmModel, path: str, owner: str, trusted_globals: Sequence[str] = ()):
     """The network of ``model`` with the weights of the checkpoint ``path``, and a log line."""
-    payload, loaded_as = read_checkpoint(path)
+    payload, loaded_as = read_checkpoint(path, trusted_globals)
     state, found_in = checkpoint_state(payload, path)
     with torch.device("meta"):
         expected = model.create().state_dict()
