@@ -32,6 +32,9 @@ class _ArrayType:
     as its first argument, but the class itself must not be callable from the file (an
     ndarray made from a buffer with an object dtype reads raw bytes as object pointers)."""
 
+    def __call__(self, *arguments: Any) -> None:
+        raise _Refused("numpy.ndarray called directly (only numpy's array rebuild may use it)")
+
 
 _ARRAY_TYPE = _ArrayType()
 # numpy's own rebuild functions, taken from what this numpy writes (their module moved from
