@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 import torch
 
@@ -61,11 +63,14 @@ def test_published_checkpoint_layout_loads_into_the_registry_model(tmp_path, arc
     if arch == "nat_m4":
         torch.save(state, checkpoint)  # net.weights: the bare state dict
     else:
-        # timm's checkpoint saver: raw and EMA weights; the authors evaluated the EMA ones.
+        # timm's checkpoint saver: raw and EMA weights (the authors evaluated the EMA ones)
+        # and the training options, an argparse Namespace the model's config trusts.
         raw = {key: torch.zeros_like(value) for key, value in state.items()}
-        torch.save({"epoch": 309, "arch": "T2t_vit_t_14", "state_dict": raw, "state_dict_ema": state}, checkpoint)
+        torch.save({"epoch": 309, "arch": "T2t_vit_t_14", "args": argparse.Namespace(model="T2t_vit_t_14"),
+                    "state_dict": raw, "state_dict_ema": state}, checkpoint)
+    trusted = ("argparse.Namespace",) if arch == "t2t_vit_t_14" else ()
 
-    model = build_model(ModelSpec("m", arch, str(checkpoint)))
+    model = build_model(ModelSpec("m", arch, str(checkpoint), trusted_globals=trusted))
 
     assert f"format {release}" in model.notes[0] and "0 backbone keys missing" in model.notes[0]
     module = "nat" if arch == "nat_m4" else "t2t_vit"

@@ -220,7 +220,8 @@ def test_a_checkpoint_of_a_random_timm_model_reproduces_its_features(family, lay
         state = {key: value for key, value in state.items() if not key.startswith(f"{classifier}.")}
     path = tmp_path / ("model.safetensors" if layout == "safetensors" else "model.pth")
     save(state, path, layout)
-    loaded = build_model(ModelSpec("from_file", arch, str(path), input_size=size))
+    trusted = ("argparse.Namespace",) if layout == "timm training" else ()
+    loaded = build_model(ModelSpec("from_file", arch, str(path), input_size=size, trusted_globals=trusted))
     images = torch.rand(3, 3, size, size)
     with torch.inference_mode():
         assert torch.equal(loaded.network(images), original.network(images))
