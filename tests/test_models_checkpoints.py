@@ -14,9 +14,10 @@ import itertools
 import pytest
 import torch
 import torchvision
+import yaml
 
 from imagenet_cog.models.checkpoints import CHECKPOINT_LAYOUTS, load_checkpoint
-from imagenet_cog.models.registry import ModelSpec, build_model
+from imagenet_cog.models.registry import PAPER_MODELS_CONFIG, ModelSpec, build_model
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +243,11 @@ def test_a_layout_with_a_stray_backbone_key_is_not_taken(tmp_path, reference):
     network.fc = torch.nn.Identity()
     with pytest.raises(ValueError, match=r"unexpected keys: module\.encoder_q\.layer5"):
         load_checkpoint(network, str(checkpoint))
+
+
+def test_the_paper_config_trusts_the_objects_of_exactly_these_releases():
+    models = yaml.safe_load(PAPER_MODELS_CONFIG.read_text())["models"]
+    trusted = {entry["label"].split("-", 1)[1]: tuple(entry["trusted_globals"])
+               for entry in models.values() if entry and "trusted_globals" in entry}
+    # T2T-ViT's file (timm's checkpoint saver) is tested in test_models_backbones.py.
+    assert trusted == TRUSTED_GLOBALS | {"T2T-ViT-t-14": ("argparse.Namespace",)}

@@ -2,6 +2,8 @@
 
 - :mod:`.io`: atomic writes (every output goes through :func:`.io.atomic_output`), TSV, JSON
   and line files.
+- :mod:`.pickles`: the authors' published level and split pickles, read by an unpickler
+  that builds only lists, dicts, strings, numbers and numpy arrays.
 - :mod:`.layout`: every path under ``results/`` (:class:`.layout.Layout`) and the names of
   the tables and figures.
 - :mod:`.naming`: dataset and probe-kind names (``l3``, ``wup-l3``, ``random-07``,

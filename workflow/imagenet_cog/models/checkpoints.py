@@ -6,6 +6,12 @@ container, key prefix, heads and momentum encoders) and takes the first that acc
 every key with the backbone complete; a file none of them fits goes through a search of
 the usual containers and prefixes, and keys that do not fit are named.
 
+Reading a file (:func:`read_checkpoint`) builds only what torch's ``weights_only=True`` builds
+(tensors, containers, numbers, strings), or reads safetensors, plus the objects a model lists
+in ``trusted_globals``: a checkpoint is a pickle, and anything else it names could run code.
+A file holding more is refused (:class:`UnsafeCheckpoint`) naming those objects and the ways
+on: that setting, or ``convert-checkpoint``, which rewrites it tensors-only once, knowingly.
+
 ``torch`` is imported inside functions, as in :mod:`imagenet_cog.models.registry`.
 """
 
