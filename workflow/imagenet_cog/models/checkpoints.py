@@ -280,13 +280,25 @@ def resolve_globals(names: Sequence[str]) -> list[tuple[Any, str]]:
     return resolved
 
 
+# Modules whose objects act on the system: a training script's options never pickle them.
+SYSTEM_MODULES = frozenset({
+    "builtins", "os", "posix", "nt", "sys", "subprocess", "shutil", "pathlib", "importlib", "runpy",
+    "socket", "pickle", "marshal", "types", "code", "codecs", "ctypes", "functools", "operator", "io",
+    "tempfile", "webbrowser",
+})
+
+
 def refusal(checkpoint: str | os.PathLike, untrusted: Sequence[str], owner: str = "") -> str:
-    """Why ``checkpoint`` is not loaded and the two ways on."""
+    """Why ``checkpoint`` is not loaded and the ways on (none for objects that act on the system)."""
     listed = ", ".join(untrusted)
     converted = Path(checkpoint).with_suffix(".tensors.pth")
+    held = (f"{owner + ': ' if owner else ''}checkpoint {checkpoint} holds Python objects besides tensors "
+            f"({listed}); building them can run code from the file, so it is not loaded.")
+    if any(name.split(".", 1)[0] in SYSTEM_MODULES for name in untrusted):
+        return (f"{held} Some of them act on the system, which no published checkpoint needs: do not "
+                f"trust this file; download it again from its source (docs/models.md, 'Checkpoint files').")
     return (
-        f"{owner + ': ' if owner else ''}checkpoint {checkpoint} holds Python objects besides tensors "
-        f"({listed}); building them can run code from the file, so it is not loaded. If the "
+        f"{held} If the "
         f"file comes from a source you trust, either convert it once to a tensors-only file, "
         f"'python -m imagenet_cog convert-checkpoint {checkpoint} {converted}', and set the "
         f"model's weights to the new file (its features are extracted again: the file differs), "
