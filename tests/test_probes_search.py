@@ -331,3 +331,20 @@ def test_probe_command_runs_several_seeds_into_their_own_files(tmp_path):
     del command[at + 2]  # one journal for two seeds
     failed = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert failed.returncode != 0 and "one value per seed" in failed.stderr
+
+
+def test_tf32_products_are_scoped_to_a_gpu_job_and_the_setting_restored():
+    import torch
+
+    from imagenet_cog.probes.search import probe_matmul_precision
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        with probe_matmul_precision(torch.device("cuda")):
+            assert torch.get_float32_matmul_precision() == "high"
+        assert torch.get_float32_matmul_precision() == "highest"
+        with probe_matmul_precision(torch.device("cpu")):
+            assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(before)
