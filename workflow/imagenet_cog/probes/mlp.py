@@ -1,9 +1,12 @@
-"""MLP probes on frozen features (paper 000, supp. C.3): L hidden layers, ReLU or none.
+"""MLP probes on frozen features (CoG preprint supp. C.3): L hidden layers, ReLU or none.
+
+The CoG preprint is the first version of "Concept Generalization in Visual Representation
+Learning" (arXiv v1, 2020); its MLP and PCA analyses are not in the ICCV 2021 paper.
 
 ``mlp`` is ``hidden_layers`` fully connected layers of ``hidden_width`` units with ReLU and
 an output layer to the classes; ``mlp_noact`` is the same network with the identity in place
 of ReLU (a linear map of lower rank, fitted by a deeper, differently conditioned
-optimisation). Inputs are the raw features, not L2-normalised (000 C.3).
+optimisation). Inputs are the raw features, not L2-normalised (preprint C.3).
 
 Training is the linear probe's (imagenet_cog.probes.linear): softmax cross-entropy, mini-batch SGD
 with momentum and weight decay inside SGD as ``torch.optim.SGD`` applies them, the cosine

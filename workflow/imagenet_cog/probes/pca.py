@@ -1,4 +1,7 @@
-"""Principal components of a dataset's training features, for PCA + linear probes (000 C.2).
+"""Principal components of a dataset's training features, for PCA + linear probes (CoG preprint C.2).
+
+The CoG preprint: the first version of "Concept Generalization in Visual Representation
+Learning" (arXiv v1, 2020); the ICCV 2021 paper dropped this analysis.
 
 The paper fits scikit-learn's PCA to all training features of a dataset (N = All) and
 projects train and test onto the first d components, d in 32 ... 1024, before its LogReg

@@ -147,7 +147,7 @@ class SearchSettings:
 
     @property
     def normalised_inputs(self) -> bool:
-        """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (000 C.3)."""
+        """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (CoG preprint, supp. C.3)."""
         return self.kind in ("linear", "pca")
 
 
