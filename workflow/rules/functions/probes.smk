@@ -137,7 +137,7 @@ def probe_command(seeds="{wildcards.seed}", shots="{wildcards.shots}", kind=Fals
     """The shell command of a probe rule: probe_options joined, the log redirected."""
     options = probe_options(seeds=seeds, shots=shots, kind=kind)
     joined = "".join(f" {flag} {value}" if flag else f" {value}" for flag, value in options)
-    return python_command("probe") + joined + " > {log} 2>&1"
+    return f"{python_command('probe')}{joined} > {{log}} 2>&1"
 
 
 # The linear probe's job shapes (probes.group) ----------------------------------------------
@@ -163,7 +163,7 @@ def linear_probe_runs(group, wildcards):
 
 
 def linear_probe_params(group):
-    """The params of the linear probe rule of ``group``: each run's study journal, the seeds
+    """The linear probe params of ``group`` (seed, shots, dataset): each run's study journal, the seeds
     and N the command is given, and the settings (params.probes, lr_range, wd_range: this
     rule's settings in the sense of docs/architecture.md, "Staleness-only params")."""
     params = {
