@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from imagenet_cog.features.store import merge_shards, read_features, read_labels, write_shard
-from imagenet_cog.probes.search import SearchSettings, normalised_on_device, probe_dataset, rows_used, study_name
+from imagenet_cog.probes.search import ProbeJob, SearchSettings, normalised_on_device, probe_dataset, rows_used, study_name
 
 
 def io_counters() -> dict[str, int]:
@@ -75,8 +75,7 @@ def one_run(train: Path, test, shots: str, settings: SearchSettings, journal: st
         whole = read_features(train)
         labels, rows, features = whole.labels, None, whole.features
     read = time.perf_counter()
-    result = probe_dataset(features, labels, *test, shots=shots, seed=22, settings=settings, journal=journal,
-                           device="cpu", train_rows=rows)
+    result = probe_dataset(ProbeJob(features, labels, *test, settings=settings, device="cpu", train_rows=rows), shots=shots, seed=22, journal=journal)
     finished = time.perf_counter()
     after = io_counters()
     preparing = time.perf_counter()

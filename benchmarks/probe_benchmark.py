@@ -270,7 +270,7 @@ def graph_comparison(args) -> None:
 
 
 def full_protocol(args) -> None:
-    from imagenet_cog.probes.search import SearchSettings, probe_dataset
+    from imagenet_cog.probes.search import ProbeJob, SearchSettings, probe_dataset
 
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
@@ -291,8 +291,7 @@ def full_protocol(args) -> None:
     peak = matmul_flops_per_second(side, side, side, device, operand_dtype(precision), rounds=10)
     if importlib.util.find_spec("optuna"):
         with tempfile.TemporaryDirectory() as folder:
-            result = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
-                                   journal=f"{folder}/study.jsonl", device=args.device)
+            result = probe_dataset(ProbeJob(train_x, train_y, test_x, test_y, settings=settings, device=args.device), shots="all", seed=22, journal=f"{folder}/study.jsonl")
         search = "Optuna TPE"
     else:
         result = protocol_without_optuna(train_x, train_y, test_x, test_y, settings, device)

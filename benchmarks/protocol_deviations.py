@@ -32,7 +32,7 @@ import yaml
 from probe_benchmark import add_problem_arguments, generated_problem
 
 from imagenet_cog.features.store import read_features
-from imagenet_cog.probes.search import SearchSettings, probe_dataset
+from imagenet_cog.probes.search import ProbeJob, SearchSettings, probe_dataset
 
 
 def problems(args) -> list[tuple[str, tuple]]:
@@ -76,8 +76,7 @@ def main() -> None:
                 measured = []
                 for label, chosen in (("paper", settings), ("two_stage", deviation)):
                     started = time.perf_counter()
-                    result = probe_dataset(*data, shots=args.shots, seed=seed, settings=chosen,
-                                           journal=f"{folder}/{label}-{seed}.jsonl", device="cpu")
+                    result = probe_dataset(ProbeJob(*data, settings=chosen, device="cpu"), shots=args.shots, seed=seed, journal=f"{folder}/{label}-{seed}.jsonl")
                     measured.append((result, time.perf_counter() - started))
                 rows.append((seed, *measured))
         paper_epochs = settings.trials * settings.epochs + settings.epochs

@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_benchmark import clustered_features  # noqa: E402
 
-from imagenet_cog.probes.search import SearchSettings, probe_dataset  # noqa: E402
+from imagenet_cog.probes.search import ProbeJob, SearchSettings, probe_dataset  # noqa: E402
 
 
 def problem(args, seed: int):
@@ -49,9 +49,7 @@ def run(args, data, seed: int, k: int) -> dict:
     )
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
-        result = probe_dataset(
-            *data, shots="all", seed=seed, settings=settings, journal=f"{folder}/study.jsonl", device="cpu"
-        )
+        result = probe_dataset(ProbeJob(*data, settings=settings, device="cpu"), shots="all", seed=seed, journal=f"{folder}/study.jsonl")
         wall = time.perf_counter() - started
     lrs = np.log10([t["lr"] for t in result["trials"]])
     return {

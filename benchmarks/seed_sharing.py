@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_benchmark import add_problem_arguments, generated_problem, synchronise  # noqa: E402
 
 from imagenet_cog.core.device import resolve_device  # noqa: E402
-from imagenet_cog.probes.search import SearchSettings, probe_dataset, probe_seeds  # noqa: E402
+from imagenet_cog.probes.search import ProbeJob, SearchSettings, probe_dataset, probe_seeds  # noqa: E402
 
 
 def main() -> None:
@@ -66,15 +66,13 @@ def main() -> None:
             synchronise(device)
             started = time.perf_counter()
             alone = [
-                probe_dataset(*data, shots=shots, seed=seed, settings=settings, journal=f"{alone_folder}/{seed}.jsonl",
-                              device=str(device))
+                probe_dataset(ProbeJob(*data, settings=settings, device=str(device)), shots=shots, seed=seed, journal=f"{alone_folder}/{seed}.jsonl")
                 for seed in args.seeds
             ]
             synchronise(device)
             alone_s = time.perf_counter() - started
             started = time.perf_counter()
-            together = probe_seeds(*data, shots=shots, seeds=args.seeds, settings=settings,
-                                   journals=[f"{together_folder}/{seed}.jsonl" for seed in args.seeds], device=str(device))
+            together = probe_seeds(ProbeJob(*data, settings=settings, device=str(device)), shots=shots, seeds=args.seeds, journals=[f"{together_folder}/{seed}.jsonl" for seed in args.seeds])
             synchronise(device)
             together_s = time.perf_counter() - started
 

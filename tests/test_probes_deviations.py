@@ -10,7 +10,7 @@ from dataclasses import asdict, replace
 import pytest
 from test_probes_search import QUICK, blobs, probe_command, write_feature_file
 
-from imagenet_cog.probes.search import SearchSettings, probe_dataset, study_name
+from imagenet_cog.probes.search import ProbeJob, SearchSettings, probe_dataset, study_name
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -32,7 +32,7 @@ def test_two_stage_retrains_the_best_short_trials_and_names_the_deviation(tmp_pa
     train, test = blobs(classes=5, per_class=40, spread=2.0), blobs(classes=5, per_class=10, spread=2.0, seed=4)
     settings = replace(QUICK, trials=6, epochs=10, two_stage=(3, 2))
     journal = str(tmp_path / "study.jsonl")
-    result = probe_dataset(*train, *test, shots="all", seed=22, settings=settings, journal=journal, device="cpu")
+    result = probe_dataset(ProbeJob(*train, *test, settings=settings, device="cpu"), shots="all", seed=22, journal=journal)
     assert result["protocol_deviations"] == [{"name": "two_stage", "short_epochs": 3, "finalists": 2}]
     assert result["settings"]["two_stage"] == [3, 2] and len(result["trials"]) == 6
     short = sorted(result["trials"], key=lambda t: (-t["val_top1"], t["number"]))[:2]
@@ -42,11 +42,10 @@ def test_two_stage_retrains_the_best_short_trials_and_names_the_deviation(tmp_pa
     assert result["best_params"] == {"lr": best["lr"], "weight_decay": best["weight_decay"]}
     assert result["val_top1"] == best["val_top1"]
     # run again (a killed job's journal): both stages resume, nothing is trained twice
-    again = probe_dataset(*train, *test, shots="all", seed=22, settings=settings, journal=journal, device="cpu")
+    again = probe_dataset(ProbeJob(*train, *test, settings=settings, device="cpu"), shots="all", seed=22, journal=journal)
     assert again["study"]["resumed_trials"] == 6 and again["finalists"] == finalists
     assert (again["test_top1"], again["best_params"]) == (result["test_top1"], result["best_params"])
-    paper = probe_dataset(*train, *test, shots="all", seed=22, settings=replace(settings, two_stage=None),
-                          journal=str(tmp_path / "paper.jsonl"), device="cpu")
+    paper = probe_dataset(ProbeJob(*train, *test, settings=replace(settings, two_stage=None), device="cpu"), shots="all", seed=22, journal=str(tmp_path / "paper.jsonl"))
     assert "protocol_deviations" not in paper and "finalists" not in paper
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from imagenet_cog.features.store import merge_shards, read_features, read_labels, write_shard
 from imagenet_cog.probes.probe import main
-from imagenet_cog.probes.search import SearchSettings, probe_dataset, rows_used, run_selections
+from imagenet_cog.probes.search import ProbeJob, SearchSettings, probe_dataset, rows_used, run_selections
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -100,9 +100,7 @@ def test_reading_only_used_rows_scores_exactly_as_reading_all(files, tmp_path, s
     result = probe_command(train, test, tmp_path, shots)
     whole, test_set = read_features(train), read_features(test)
     settings = SearchSettings(**{**SETTINGS.__dict__, "precision": "float32"})
-    reference = probe_dataset(whole.features, whole.labels, test_set.features, test_set.labels, shots=shots,
-                              seed=37, settings=settings, journal=str(tmp_path / "reference.jsonl"),
-                              device="cpu", where="l1")
+    reference = probe_dataset(ProbeJob(whole.features, whole.labels, test_set.features, test_set.labels, settings=settings, device="cpu", where="l1"), shots=shots, seed=37, journal=str(tmp_path / "reference.jsonl"))
     for key in ("best_params", "val_top1", "test_top1", "test_top5", "trials", "n_train", "n_test",
                 "n_classes", "feature_dim", "final_diverged"):
         assert result[key] == reference[key], key
@@ -124,6 +122,4 @@ def test_probe_dataset_refuses_features_missing_rows_the_run_uses(files, tmp_pat
     rows = rows_used(labels, "2", 22, 0.2, "l1")
     test_set = read_features(test)
     with pytest.raises(ValueError, match="do not hold the rows"):
-        probe_dataset(read_features(train, rows=rows[1:]).features, labels, test_set.features, test_set.labels,
-                      shots="2", seed=22, settings=SETTINGS, journal=str(tmp_path / "j.jsonl"), device="cpu",
-                      train_rows=rows[1:])
+        probe_dataset(ProbeJob(read_features(train, rows=rows[1:]).features, labels, test_set.features, test_set.labels, settings=SETTINGS, device="cpu", train_rows=rows[1:]), shots="2", seed=22, journal=str(tmp_path / "j.jsonl"))

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from test_probes_search import QUICK, blobs, probe_command, write_feature_file
 
-from imagenet_cog.probes.search import probe_grid, probe_seeds
+from imagenet_cog.probes.search import ProbeJob, probe_grid, probe_seeds
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,11 +30,10 @@ def comparable(result: dict) -> tuple:
 def test_every_run_of_the_resident_job_is_that_of_its_own_job(tmp_path):
     train, test = blobs(classes=5, per_class=40, spread=2.0), blobs(classes=5, per_class=10, spread=2.0, seed=4)
     settings = replace(QUICK, trials=3)
-    resident = list(probe_grid(*train, *test, shots=SHOTS, seeds=SEEDS, settings=settings,
-                               journals=journals(tmp_path, "resident"), device="cpu"))
+    resident = list(probe_grid(ProbeJob(*train, *test, settings=settings, device="cpu"), shots=SHOTS, seeds=SEEDS, journals=journals(tmp_path, "resident")))
     assert [[(r["shots"], r["seed"]) for r in group] for group in resident] == [[(3, 22), (3, 37)], [("all", 22), ("all", 37)]]
     for shots, group, own_journals in zip(SHOTS, resident, journals(tmp_path, "own")):
-        own = probe_seeds(*train, *test, shots=shots, seeds=SEEDS, settings=settings, journals=own_journals, device="cpu")
+        own = probe_seeds(ProbeJob(*train, *test, settings=settings, device="cpu"), shots=shots, seeds=SEEDS, journals=own_journals)
         assert [comparable(r) for r in group] == [comparable(r) for r in own]
         for result in group:
             assert result["resident_job"]["shots"] == [3, "all"] and result["resident_job"]["seeds"] == SEEDS
@@ -48,10 +47,8 @@ def test_a_resident_job_run_again_resumes_every_study_from_its_journal(tmp_path)
     train, test = blobs(classes=4, per_class=30, spread=2.0), blobs(classes=4, per_class=8, spread=2.0, seed=4)
     settings = replace(QUICK, trials=2)
     paths = journals(tmp_path, "job")
-    first = [r for group in probe_grid(*train, *test, shots=SHOTS, seeds=SEEDS, settings=settings, journals=paths,
-                                       device="cpu") for r in group]
-    again = [r for group in probe_grid(*train, *test, shots=SHOTS, seeds=SEEDS, settings=replace(settings, trials=3),
-                                       journals=paths, device="cpu") for r in group]
+    first = [r for group in probe_grid(ProbeJob(*train, *test, settings=settings, device="cpu"), shots=SHOTS, seeds=SEEDS, journals=paths) for r in group]
+    again = [r for group in probe_grid(ProbeJob(*train, *test, settings=replace(settings, trials=3), device="cpu"), shots=SHOTS, seeds=SEEDS, journals=paths) for r in group]
     for before, after in zip(first, again):
         assert after["study"]["resumed_trials"] == 2 and after["study"]["name"] == before["study"]["name"]
         assert after["trials"][:2] == before["trials"] and len(after["trials"]) == 3

@@ -24,6 +24,7 @@ from imagenet_cog.probes.search import (
     FINAL_SHOTS_STREAM,
     SEARCH_SHOTS_STREAM,
     ProbeDataError,
+    ProbeJob,
     SearchSettings,
     few_shot_subset,
     open_study,
@@ -66,8 +67,7 @@ def sklearn_tuned_on_validation(train_x, train_y, test_x, test_y, fit_part, vali
 def test_digits_accuracy_matches_tuned_sklearn_logistic_regression(digits, tmp_path, precision):
     train_x, test_x, train_y, test_y = digits
     settings = SearchSettings(trials=20, epochs=60, batch_size=128, precision=precision)
-    ours = probe_dataset(train_x, train_y, test_x, test_y, shots="all", seed=22, settings=settings,
-                         journal=str(tmp_path / "study.jsonl"), device="cpu")
+    ours = probe_dataset(ProbeJob(train_x, train_y, test_x, test_y, settings=settings, device="cpu"), shots="all", seed=22, journal=str(tmp_path / "study.jsonl"))
     # sklearn's C picked on the same validation split, then refitted on the whole training set
     fit_part, validation_part = validation_split(train_y, settings.val_fraction, 22)
     train_n, test_n = normalize(train_x), normalize(test_x)
@@ -113,8 +113,7 @@ def test_test_labels_take_no_part_in_selection(tmp_path):
     train_x, train_y = blobs(seed=1, spread=2.0)
     test_x, test_y = blobs(seed=2, spread=2.0)
     runs = [
-        probe_dataset(train_x, train_y, test_x, labels, shots="all", seed=22, settings=QUICK,
-                      journal=str(tmp_path / f"study-{index}.jsonl"), device="cpu")
+        probe_dataset(ProbeJob(train_x, train_y, test_x, labels, settings=QUICK, device="cpu"), shots="all", seed=22, journal=str(tmp_path / f"study-{index}.jsonl"))
         for index, labels in enumerate([test_y, np.roll(test_y, 7)])
     ]
     assert runs[0]["trials"] == runs[1]["trials"]
@@ -124,26 +123,23 @@ def test_test_labels_take_no_part_in_selection(tmp_path):
 
 def test_few_shot_probe_uses_n_per_class_with_a_full_size_validation_set(tmp_path):
     train_x, train_y = blobs(per_class=30)
-    result = probe_dataset(train_x, train_y, *blobs(seed=3), shots="2", seed=37, settings=QUICK,
-                           journal=str(tmp_path / "study.jsonl"), device="cpu")
+    result = probe_dataset(ProbeJob(train_x, train_y, *blobs(seed=3), settings=QUICK, device="cpu"), shots="2", seed=37, journal=str(tmp_path / "study.jsonl"))
     assert result["shots"] == 2 and result["n_train"] == 2 * 4
     with pytest.raises(ProbeDataError, match="search split.*class 0 has 24 samples, fewer than shots=25"):
-        probe_dataset(train_x, train_y, *blobs(seed=3), shots="25", seed=37, settings=QUICK,
-                      journal=str(tmp_path / "other.jsonl"), device="cpu")
+        probe_dataset(ProbeJob(train_x, train_y, *blobs(seed=3), settings=QUICK, device="cpu"), shots="25", seed=37, journal=str(tmp_path / "other.jsonl"))
 
 
 def test_interrupted_study_resumes_to_exactly_the_requested_trials(tmp_path):
     data = (*blobs(), *blobs(seed=4))
     journal = str(tmp_path / "study.jsonl")
-    first = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=2), journal=journal, device="cpu")
-    resumed = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=5), journal=journal, device="cpu")
+    first = probe_dataset(ProbeJob(*data, settings=replace(QUICK, trials=2), device="cpu"), shots="all", seed=45, journal=journal)
+    resumed = probe_dataset(ProbeJob(*data, settings=replace(QUICK, trials=5), device="cpu"), shots="all", seed=45, journal=journal)
     assert first["study"]["name"] == resumed["study"]["name"]
     assert resumed["study"]["resumed_trials"] == 2 and resumed["n_trials"] == 5
     assert resumed["trials"][:2] == first["trials"]
     # the resumed sampler does not replay the first proposals of the fresh one
     assert len({trial["lr"] for trial in resumed["trials"]}) == 5
-    changed = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=5, epochs=6),
-                            journal=journal, device="cpu")
+    changed = probe_dataset(ProbeJob(*data, settings=replace(QUICK, trials=5, epochs=6), device="cpu"), shots="all", seed=45, journal=journal)
     assert changed["study"]["name"] != first["study"]["name"] and changed["study"]["resumed_trials"] == 0
 
 
@@ -152,20 +148,18 @@ def test_a_study_is_bound_to_the_precision_its_trials_ran_at(tmp_path):
     journal = str(tmp_path / "study.jsonl")
     names = {}
     for precision in ("float32", "bfloat16"):
-        result = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=2, precision=precision),
-                               journal=journal, device="cpu")
+        result = probe_dataset(ProbeJob(*data, settings=replace(QUICK, trials=2, precision=precision), device="cpu"), shots="all", seed=45, journal=journal)
         assert result["study"]["resumed_trials"] == 0 and result["matmul_precision"] == precision
         names[precision] = result["study"]["name"]
     assert names["float32"] != names["bfloat16"]
     # "auto" resumes whichever study matches what it resolves to on this machine
-    auto = probe_dataset(*data, shots="all", seed=45, settings=replace(QUICK, trials=2), journal=journal, device="cpu")
+    auto = probe_dataset(ProbeJob(*data, settings=replace(QUICK, trials=2), device="cpu"), shots="all", seed=45, journal=journal)
     assert auto["study"]["name"] == names[auto["matmul_precision"]] and auto["study"]["resumed_trials"] == 2
 
 
 def test_diverging_learning_rates_are_scored_not_fatal(tmp_path):
     settings = replace(QUICK, lr_range=(1e37, 1e38), trials=3, trials_per_batch=2)
-    result = probe_dataset(*blobs(), *blobs(seed=4), shots="all", seed=22, settings=settings,
-                           journal=str(tmp_path / "study.jsonl"), device="cpu")
+    result = probe_dataset(ProbeJob(*blobs(), *blobs(seed=4), settings=settings, device="cpu"), shots="all", seed=22, journal=str(tmp_path / "study.jsonl"))
     assert result["n_trials"] == 3
     assert all(trial["diverged"] for trial in result["trials"])
     assert all(0 <= trial["val_top1"] <= 100 for trial in result["trials"])
@@ -173,8 +167,7 @@ def test_diverging_learning_rates_are_scored_not_fatal(tmp_path):
 
 
 def test_trials_per_batch_runs_the_requested_number_of_trials(tmp_path):
-    result = probe_dataset(*blobs(), *blobs(seed=4), shots="all", seed=77, settings=replace(QUICK, trials=5, trials_per_batch=3),
-                           journal=str(tmp_path / "study.jsonl"), device="cpu")
+    result = probe_dataset(ProbeJob(*blobs(), *blobs(seed=4), settings=replace(QUICK, trials=5, trials_per_batch=3), device="cpu"), shots="all", seed=77, journal=str(tmp_path / "study.jsonl"))
     assert [trial["number"] for trial in result["trials"]] == [0, 1, 2, 3, 4]
     assert len({trial["lr"] for trial in result["trials"]}) == 5
 
@@ -242,8 +235,7 @@ def test_non_finite_features_are_a_clear_error(tmp_path):
     train_x, train_y = blobs()
     train_x[5, 3] = np.nan
     with pytest.raises(ProbeDataError, match="l2 train.h5: the features contain NaN"):
-        probe_dataset(train_x, train_y, *blobs(seed=4), shots="all", seed=22, settings=QUICK,
-                      journal=str(tmp_path / "study.jsonl"), device="cpu", where="l2 train.h5")
+        probe_dataset(ProbeJob(train_x, train_y, *blobs(seed=4), settings=QUICK, device="cpu", where="l2 train.h5"), shots="all", seed=22, journal=str(tmp_path / "study.jsonl"))
 
 
 def test_linear_study_names_are_those_from_before_other_kinds():
@@ -264,7 +256,7 @@ def test_mlp_kinds_search_and_score(tmp_path, kind):
     test = np.arange(labels.size) % 4 == 0  # the same classes' centres: blobs(seed=...) moves them
     data = (features[~test], labels[~test], features[test], labels[test])
     settings = replace(QUICK, kind=kind, hidden_width=16, epochs=30, lr_range=(0.01, 0.3))
-    result = probe_dataset(*data, shots="all", seed=45, settings=settings, journal=str(tmp_path / "s.jsonl"), device="cpu")
+    result = probe_dataset(ProbeJob(*data, settings=settings, device="cpu"), shots="all", seed=45, journal=str(tmp_path / "s.jsonl"))
     assert result["n_trials"] == 4 and result["settings"]["kind"] == kind
     assert result["test_top1"] > 90.0
 
@@ -303,20 +295,17 @@ def test_a_lock_left_by_a_killed_job_does_not_stall_the_study(tmp_path, monkeypa
 
 @pytest.mark.parametrize("shots", ["3", "all"])
 def test_seeds_together_give_each_seed_the_result_of_its_own_run(tmp_path, shots):
-    from imagenet_cog.probes.search import probe_seeds
+    from imagenet_cog.probes.search import ProbeJob, probe_seeds
 
     train, test = blobs(classes=5, per_class=40, spread=2.0), blobs(classes=5, per_class=10, spread=2.0, seed=4)
     settings = replace(QUICK, trials=5, trials_per_batch=2)
     seeds = [22, 37, 45]
     # seed 37 was searched before (2 of its 5 trials): it resumes, the others start afresh
     for mode in ("together", "alone"):
-        probe_dataset(*train, *test, shots=shots, seed=37, settings=replace(settings, trials=2),
-                      journal=str(tmp_path / f"{mode}-37.jsonl"), device="cpu")
-    together = probe_seeds(*train, *test, shots=shots, seeds=seeds, settings=settings,
-                           journals=[str(tmp_path / f"together-{seed}.jsonl") for seed in seeds], device="cpu")
+        probe_dataset(ProbeJob(*train, *test, settings=replace(settings, trials=2), device="cpu"), shots=shots, seed=37, journal=str(tmp_path / f"{mode}-37.jsonl"))
+    together = probe_seeds(ProbeJob(*train, *test, settings=settings, device="cpu"), shots=shots, seeds=seeds, journals=[str(tmp_path / f"together-{seed}.jsonl") for seed in seeds])
     for seed, shared in zip(seeds, together):
-        alone = probe_dataset(*train, *test, shots=shots, seed=seed, settings=settings,
-                              journal=str(tmp_path / f"alone-{seed}.jsonl"), device="cpu")
+        alone = probe_dataset(ProbeJob(*train, *test, settings=settings, device="cpu"), shots=shots, seed=seed, journal=str(tmp_path / f"alone-{seed}.jsonl"))
         assert shared["seed"] == seed and shared["seeds_together"] == seeds
         assert shared["study"]["name"] == alone["study"]["name"]
         assert [(t["lr"], t["weight_decay"], t["val_top1"]) for t in shared["trials"]] == [
@@ -342,3 +331,20 @@ def test_probe_command_runs_several_seeds_into_their_own_files(tmp_path):
     del command[at + 2]  # one journal for two seeds
     failed = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert failed.returncode != 0 and "one value per seed" in failed.stderr
+
+
+def test_tf32_products_are_scoped_to_a_gpu_job_and_the_setting_restored():
+    import torch
+
+    from imagenet_cog.probes.search import probe_matmul_precision
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        with probe_matmul_precision(torch.device("cuda")):
+            assert torch.get_float32_matmul_precision() == "high"
+        assert torch.get_float32_matmul_precision() == "highest"
+        with probe_matmul_precision(torch.device("cpu")):
+            assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(before)

@@ -1,21 +1,30 @@
 # Probes stage: a logistic-regression probe per model x dataset x shots x seed, its (lr,
 # weight decay) tuned by Optuna on a validation split of the training features, then
-# refitted on the training set and scored once on the test set (paper Sec. 3.4.3, supp.
-# B.2); and the other probe kinds (MLP, PCA + linear; 000 supp. C.2, C.3). Every probe rule
-# runs the `probe` command, built once by probe_command. Logic: imagenet_cog/probes/
-# (probe.py the command, search.py the protocol and result JSON, linear.py the SGD).
+# refitted on the training set and scored once on the test set (CoG (ICCV 2021) Sec. 3.4.3,
+# supp. B.2); and the other probe kinds (MLP, PCA + linear) of the CoG preprint (arXiv v1, 2020),
+# supp. C.2, C.3. Every probe rule runs the `probe` command, its options built once by
+# probe_options in functions/probes.smk. Logic: imagenet_cog/probes/ (probe.py the command,
+# search.py the protocol and result JSON, linear.py the SGD).
 #
 # The Optuna journal (PATHS.probe_study) is deliberately not an output: Snakemake deletes
 # the outputs of a failed job, and the journal is what lets a re-run resume the search.
+#
+# Settings (docs/architecture.md, "Staleness-only params"): a probe rule's `settings` are
+# params.probes (with lr_range and wd_range for the linear probe), the probes.* settings the
+# command reads plus any probes.* key a later version adds, so that adding one reruns the
+# probes. They keep the name `probes` rather than `settings`: the command text names them,
+# and Snakemake reruns every job whose rule's command text changed (docs/probes.md, "What
+# reruns a probe").
 
 
 include: "functions/probes.smk"
 
 
+# One run per job: the level sets' and variants' probes, and IN-1K's and the levels' under
+# probes.group: seed.
 rule probe:
     input:
-        train=PATHS.features("{model}", "{dataset}", "train"),
-        test=PATHS.features("{model}", "{dataset}", "test"),
+        **LINEAR_PROBE_INPUT,
     output:
         PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}"),
     log:
@@ -26,14 +35,9 @@ rule probe:
         CONDA_ENVIRONMENT
     threads: PROBE_THREADS
     resources:
-        gpu=PROBE_GPUS,
-        mem_mb=probe_mem_mb,
-        runtime=probe_runtime_minutes,
+        **probe_resources(),
     params:
-        study=lambda wildcards: PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed),
-        probes=SHARED_PROBE_SETTINGS,
-        lr_range=LINEAR_LR_RANGE,
-        wd_range=LINEAR_WD_RANGE,
+        **linear_probe_params("seed"),
     shell:
         probe_command()
 
@@ -48,8 +52,7 @@ if PROBE_GROUP == "shots":
 
     rule probe_seeds:
         input:
-            train=PATHS.features("{model}", "{dataset}", "train"),
-            test=PATHS.features("{model}", "{dataset}", "test"),
+            **LINEAR_PROBE_INPUT,
         output:
             [PATHS.probe_result("{model}", "{dataset}", "{shots}", seed) for seed in SEEDS],
         log:
@@ -62,17 +65,9 @@ if PROBE_GROUP == "shots":
             CONDA_ENVIRONMENT
         threads: PROBE_THREADS
         resources:
-            gpu=PROBE_GPUS,
-            mem_mb=probe_mem_mb,
-            runtime=lambda wildcards: len(SEEDS) * probe_runtime_minutes(wildcards),
+            **probe_resources(runs=len(SEEDS)),
         params:
-            study=lambda wildcards: " ".join(
-                PATHS.probe_study(wildcards.model, wildcards.dataset, wildcards.shots, seed) for seed in SEEDS
-            ),
-            seeds=" ".join(SEEDS),
-            probes=SHARED_PROBE_SETTINGS,
-            lr_range=LINEAR_LR_RANGE,
-            wd_range=LINEAR_WD_RANGE,
+            **linear_probe_params("shots"),
         shell:
             probe_command("{params.seeds}")
 
@@ -88,8 +83,7 @@ if PROBE_GROUP == "dataset":
 
     rule probe_resident:
         input:
-            train=PATHS.features("{model}", "{dataset}", "train"),
-            test=PATHS.features("{model}", "{dataset}", "test"),
+            **LINEAR_PROBE_INPUT,
         output:
             [PATHS.probe_result("{model}", "{dataset}", shots, seed) for shots in SHOTS for seed in SEEDS],
         log:
@@ -102,24 +96,16 @@ if PROBE_GROUP == "dataset":
             CONDA_ENVIRONMENT
         threads: PROBE_THREADS
         resources:
-            gpu=PROBE_GPUS,
-            mem_mb=probe_mem_mb,
-            runtime=lambda wildcards: len(SHOTS) * len(SEEDS) * probe_runtime_minutes(wildcards),
+            **probe_resources(runs=len(SHOTS) * len(SEEDS)),
         params:
-            study=lambda wildcards: " ".join(
-                PATHS.probe_study(wildcards.model, wildcards.dataset, shots, seed) for shots in SHOTS for seed in SEEDS
-            ),
-            seeds=" ".join(SEEDS),
-            shots=" ".join(SHOTS),
-            probes=SHARED_PROBE_SETTINGS,
-            lr_range=LINEAR_LR_RANGE,
-            wd_range=LINEAR_WD_RANGE,
+            **linear_probe_params("dataset"),
         shell:
             probe_command("{params.seeds}", shots="{params.shots}")
 
 
-# The other probe kinds (000 supp. C.2, C.3): the same search, final fit and result JSON, with
-# the kind's network and learning-rate range, under a folder named after the kind.
+# The other probe kinds (the CoG preprint, supp. C.2, C.3): the same search, final fit
+# and result JSON, with the kind's network and learning-rate range, under a folder named
+# after the kind. params.probes holds the kind's settings (kind_probe_settings).
 rule probe_kind:
     input:
         unpack(probe_kind_inputs),
@@ -133,9 +119,7 @@ rule probe_kind:
         CONDA_ENVIRONMENT
     threads: PROBE_THREADS
     resources:
-        gpu=PROBE_GPUS,
-        mem_mb=probe_mem_mb,
-        runtime=probe_kind_runtime_minutes,
+        **probe_resources(runtime=probe_kind_runtime_minutes),
     params:
         study=lambda wildcards: PATHS.probe_study(
             wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed, wildcards.kind
@@ -147,7 +131,7 @@ rule probe_kind:
 
 
 # Principal components of a dataset's training features, once for every d and seed of the
-# pca-<d> probes (000 supp. C.2; imagenet_cog/probes/pca.py).
+# pca-<d> probes (the CoG preprint, supp. C.2; imagenet_cog/probes/pca.py).
 rule pca_components:
     input:
         PATHS.features("{model}", "{dataset}", "train"),

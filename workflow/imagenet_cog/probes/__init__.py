@@ -1,4 +1,5 @@
-"""Probes stage (``workflow/rules/probes.smk``; paper Sec. 3.4.3, supp. B.2, C.2, C.3).
+"""Probes stage (``workflow/rules/probes.smk``; CoG (ICCV 2021) Sec. 3.4.3, supp. B.2;
+the MLP and PCA kinds: the CoG preprint, arXiv v1 2020, supp. C.2, C.3).
 
 - :mod:`.probe`: the ``probe`` command, one job from its feature files to its result JSONs.
 - :mod:`.search`: the protocol of a job: validation split, few-shot samples, the Optuna

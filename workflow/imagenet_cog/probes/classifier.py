@@ -27,9 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import classifier_beside
+from imagenet_cog.features.store import open_feature_file, read_features, read_labels
+from imagenet_cog.probes.linear import resolve_precision
+from imagenet_cog.probes.search import SearchSettings, contiguous_labels, final_fit, normalised_on_device
 
 log = logging.getLogger("imagenet_cog.probes.classifier")
 
@@ -48,8 +53,6 @@ class Classifier:
 
 def class_wnids(feature_path: str | Path, labels: np.ndarray) -> list[str]:
     """The wnid of each class (sorted labels): the folder holding its images' files."""
-    from imagenet_cog.features.store import open_feature_file
-
     with open_feature_file(feature_path) as handle:
         valid = handle["valid"][...].astype(bool)
         folders = np.array([Path(path).parent.name for path in handle["path"].asstr()[...][valid]])
@@ -67,8 +70,6 @@ def class_wnids(feature_path: str | Path, labels: np.ndarray) -> list[str]:
 def keep_classifier(result_json: str | Path, result: dict, weight: np.ndarray, bias: np.ndarray,
                     train_features: str | Path) -> str:
     """Write the classifier file of an N = all run beside its result JSON; returns its path."""
-    from imagenet_cog.features.store import read_labels
-
     labels = read_labels(train_features)
     wnids = class_wnids(train_features, labels)
     if len(wnids) != weight.shape[0]:
@@ -108,18 +109,6 @@ def matches(classifier: Classifier, result: dict) -> bool:
 
 def refit_classifier(result_json: str | Path, train_features: str | Path, device: str = "cpu") -> Classifier:
     """Refit an N = all run's final classifier from its result JSON, keep it, return it."""
-    import torch
-
-    from imagenet_cog.core.device import resolve_device
-    from imagenet_cog.features.store import read_features
-    from imagenet_cog.probes.linear import resolve_precision
-    from imagenet_cog.probes.search import (
-        SearchSettings,
-        contiguous_labels,
-        final_fit,
-        normalised_on_device,
-    )
-
     result = json.loads(Path(result_json).read_text())
     if str(result["shots"]) != "all":
         raise ClassifierError(f"{result_json}: a classifier is kept for N = all runs only, not shots={result['shots']}")

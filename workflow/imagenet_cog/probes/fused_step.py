@@ -181,6 +181,8 @@ def _call(function, *arguments) -> None:
 
 
 def _is_compile_failure(error: Exception) -> bool:
+    # the compiler's modules are imported only once something failed: a probe job that never
+    # compiles (the reference step, every CPU demo probe) does not pay their seconds of import
     import torch._dynamo.exc as dynamo_errors
 
     kinds: tuple[type, ...] = (dynamo_errors.TorchDynamoException,)

@@ -1,4 +1,7 @@
-"""Principal components of a dataset's training features, for PCA + linear probes (000 C.2).
+"""Principal components of a dataset's training features, for PCA + linear probes (CoG preprint C.2).
+
+The CoG preprint: the first version of "Concept Generalization in Visual Representation
+Learning" (arXiv v1, 2020); the ICCV 2021 paper dropped this analysis.
 
 The paper fits scikit-learn's PCA to all training features of a dataset (N = All) and
 projects train and test onto the first d components, d in 32 ... 1024, before its LogReg
@@ -28,9 +31,13 @@ import logging
 import sys
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
+import torch
 
-from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.io import atomic_output
+from imagenet_cog.features.store import read_features
 
 log = logging.getLogger("imagenet_cog.probes.pca")
 
@@ -56,8 +63,6 @@ class PrincipalComponents:
 
 def fit_pca(features: np.ndarray, device: str = "cpu", chunk: int = 65536) -> PrincipalComponents:
     """All min(n, D) principal components of ``features`` [n, D] (see the module doc)."""
-    import torch
-
     count, dim = features.shape
     if count < 2:
         raise ValueError(f"PCA needs at least 2 training samples, not {count}")
@@ -92,10 +97,6 @@ def fit_pca(features: np.ndarray, device: str = "cpu", chunk: int = 65536) -> Pr
 
 
 def write_components(path: str, pca: PrincipalComponents) -> None:
-    import h5py
-
-    from imagenet_cog.core.io import atomic_output
-
     with atomic_output(path) as temporary, h5py.File(temporary, "w") as handle:
         handle["mean"] = pca.mean
         handle["components"] = pca.components
@@ -106,8 +107,6 @@ def write_components(path: str, pca: PrincipalComponents) -> None:
 
 
 def read_components(path: str) -> PrincipalComponents:
-    import h5py
-
     with h5py.File(path, "r") as handle:
         return PrincipalComponents(
             mean=handle["mean"][()],
@@ -137,11 +136,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    import torch
-
-    from imagenet_cog.core.device import resolve_device
-    from imagenet_cog.features.store import read_features
-
     torch.set_num_threads(max(1, args.threads))
     train = read_features(args.train)
     pca = fit_pca(train.features, str(resolve_device(args.device, "probes.device")))

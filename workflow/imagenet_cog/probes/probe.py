@@ -15,16 +15,20 @@ import logging
 import sys
 
 import numpy as np
+import torch
 
 from imagenet_cog.core.device import DEVICE_CHOICES
-from imagenet_cog.probes.search import PROBE_KINDS, ProbeDataError, SearchSettings, probe_grid, rows_used
+from imagenet_cog.core.io import write_json
+from imagenet_cog.features.store import read_features, read_labels
+from imagenet_cog.probes.classifier import ClassifierError, keep_classifier
+from imagenet_cog.probes.fused_step import FUSED_CHOICES
+from imagenet_cog.probes.pca import check_dim, read_components
+from imagenet_cog.probes.search import PROBE_KINDS, ProbeDataError, ProbeJob, SearchSettings, probe_grid, rows_used
 
 log = logging.getLogger("imagenet_cog.probes.probe")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from imagenet_cog.probes.fused_step import FUSED_CHOICES
-
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe", description=__doc__.split("\n")[0])
     parser.add_argument("--train", required=True, help="training features (HDF5)")
     parser.add_argument("--test", required=True, help="test features (HDF5)")
@@ -69,6 +73,41 @@ def main(argv: list[str]) -> int:
     """``probe``: search, fit and score one probe per seed; writes each result JSON atomically."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    check_runs(args)
+    torch.set_num_threads(max(1, args.threads))
+    try:
+        check_settings(args)
+        where = f"{args.dataset} ({args.train})"
+        # A few-shot run reads only the rows it uses (its validation split and N-shot samples).
+        train_labels = read_labels(args.train)
+        used = [rows_used(train_labels, shots, seed, args.val_fraction, where) for shots in args.shots for seed in args.seed]
+        train_rows = None if any(rows is None for rows in used) else np.unique(np.concatenate(used))
+        train = read_features(args.train, rows=train_rows)
+        test = read_features(args.test)
+        train_features, test_features = projected(args, train.features, test.features)
+        settings = search_settings(args)
+        job = ProbeJob(
+            train_features, train_labels, test_features, test.labels, settings=settings, device=args.device,
+            where=where, test_path=args.test, train_rows=train_rows, return_classifier=args.kind == "linear",
+        )
+        seeds = len(args.seed)
+        journals = [args.study[i * seeds : (i + 1) * seeds] for i in range(len(args.shots))]
+        # each N's results are written as soon as its seeds are done
+        for position, results in enumerate(probe_grid(job, shots=args.shots, seeds=args.seed, journals=journals)):
+            for output, result in zip(args.output[position * seeds : (position + 1) * seeds], results):
+                write_result(output, result, args, settings, bool(train.metadata.get("random_weights", False)))
+    except (ProbeDataError, SettingsError) as error:
+        log.error("%s", error)
+        return 1
+    return 0
+
+
+class SettingsError(ValueError):
+    """A probes setting the command cannot run with; the message says what to fix in config.yaml."""
+
+
+def check_runs(args: argparse.Namespace) -> None:
+    """One output and study per N and seed, distinct seeds and N, each N positive or 'all'."""
     runs = len(args.seed) * len(args.shots)
     if not runs == len(args.output) == len(args.study) or len(set(args.seed)) != len(args.seed):
         raise SystemExit("--seed, --output and --study take one value per seed (with several --shots, --output and "
@@ -78,46 +117,36 @@ def main(argv: list[str]) -> int:
             raise SystemExit(f"--shots must be a positive integer or 'all', not {shots!r}")
     if len(set(args.shots)) != len(args.shots):
         raise SystemExit(f"--shots must differ, not {' '.join(args.shots)}")
-    import torch
 
-    from imagenet_cog.features.store import read_features, read_labels
 
-    torch.set_num_threads(max(1, args.threads))
+def check_settings(args: argparse.Namespace) -> None:
+    """The two-stage deviation's numbers and the search ranges, before any file is read."""
     if args.two_stage and not (0 < args.two_stage[0] < args.epochs and 0 < args.two_stage[1] <= args.trials):
-        log.error("probes.two_stage needs 0 < short_epochs < epochs (%d) and 0 < finalists <= trials (%d), not %s; "
-                  "fix config.yaml.", args.epochs, args.trials, args.two_stage)
-        return 1
+        raise SettingsError(
+            f"probes.two_stage needs 0 < short_epochs < epochs ({args.epochs}) and 0 < finalists <= trials "
+            f"({args.trials}), not {args.two_stage}; fix config.yaml."
+        )
     for name, (low, high) in (("lr_range", args.lr_range), ("wd_range", args.wd_range)):
         if not 0 < low < high:
-            log.error("probes.%s must be [low, high] with 0 < low < high, not [%s, %s]; fix config.yaml.", name, low, high)
-            return 1
-    where = f"{args.dataset} ({args.train})"
-    # A few-shot run reads only the rows it uses (its validation split and N-shot samples).
-    train_labels = read_labels(args.train)
-    try:
-        used = [rows_used(train_labels, shots, seed, args.val_fraction, where) for shots in args.shots for seed in args.seed]
-    except ProbeDataError as error:
-        log.error("%s", error)
-        return 1
-    train_rows = None if any(rows is None for rows in used) else np.unique(np.concatenate(used))
-    train = read_features(args.train, rows=train_rows)
-    test = read_features(args.test)
-    train_features, test_features = train.features, test.features
-    if args.kind == "pca":
-        from imagenet_cog.probes.pca import check_dim, read_components
+            raise SettingsError(f"probes.{name} must be [low, high] with 0 < low < high, not [{low}, {high}]; fix config.yaml.")
 
-        if not args.pca_components:
-            log.error("--kind pca needs --pca-components")
-            return 1
-        components = read_components(args.pca_components)
-        try:
-            check_dim(args.pca_dim, components, f"{args.dataset} ({args.pca_components})")
-        except ValueError as error:
-            log.error("%s", error)
-            return 1
-        train_features = components.project(train_features, args.pca_dim)
-        test_features = components.project(test_features, args.pca_dim)
-    settings = SearchSettings(
+
+def projected(args: argparse.Namespace, train_features: np.ndarray, test_features: np.ndarray):
+    """The features the probe reads: for the pca kind their first d principal components."""
+    if args.kind != "pca":
+        return train_features, test_features
+    if not args.pca_components:
+        raise SettingsError("--kind pca needs --pca-components")
+    components = read_components(args.pca_components)
+    try:
+        check_dim(args.pca_dim, components, f"{args.dataset} ({args.pca_components})")
+    except ValueError as error:
+        raise SettingsError(str(error)) from error
+    return components.project(train_features, args.pca_dim), components.project(test_features, args.pca_dim)
+
+
+def search_settings(args: argparse.Namespace) -> SearchSettings:
+    return SearchSettings(
         trials=args.trials,
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -134,29 +163,10 @@ def main(argv: list[str]) -> int:
         fused=args.fused,
         two_stage=tuple(args.two_stage) if args.two_stage else None,
     )
-    seeds = len(args.seed)
-    grid = probe_grid(
-        train_features, train_labels, test_features, test.labels,
-        shots=args.shots, seeds=args.seed, settings=settings,
-        journals=[args.study[i * seeds:(i + 1) * seeds] for i in range(len(args.shots))],
-        device=args.device, where=where, test_path=args.test, train_rows=train_rows,
-        return_classifier=args.kind == "linear",
-    )
-    try:
-        # each N's results are written as soon as its seeds are done
-        for position, results in enumerate(grid):
-            for output, result in zip(args.output[position * seeds:(position + 1) * seeds], results):
-                write_result(output, result, args, settings, bool(train.metadata.get("random_weights", False)))
-    except ProbeDataError as error:
-        log.error("%s", error)
-        return 1
-    return 0
 
 
 def write_result(output: str, result: dict, args, settings: SearchSettings, random_weights: bool) -> None:
     """One run's result JSON (atomically) and, for N = all, its classifier beside it."""
-    from imagenet_cog.core.io import write_json
-
     classifier = result.pop("classifier", None)
     result = {
         "model": args.model,
@@ -169,8 +179,6 @@ def write_result(output: str, result: dict, args, settings: SearchSettings, rand
     if classifier is not None:
         # Written after the result JSON and not a rule output, so adding it reran no probe;
         # the label-noise audit refits a missing one (see imagenet_cog/probes/classifier.py).
-        from imagenet_cog.probes.classifier import ClassifierError, keep_classifier
-
         try:
             keep_classifier(output, result, *classifier, args.train)
         except ClassifierError as error:

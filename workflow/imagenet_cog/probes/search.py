@@ -60,10 +60,31 @@ import json
 import logging
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+import optuna
+import torch
+from optuna.distributions import FloatDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+import imagenet_cog
+from imagenet_cog.core.device import resolve_device
+from imagenet_cog.probes.fused_step import resolve_fused, step_description
+from imagenet_cog.probes.linear import (
+    SGDSchedule,
+    feature_dtype,
+    l2_normalise,
+    resolve_precision,
+    train_probe_runs,
+    train_probes,
+)
+from imagenet_cog.probes.mlp import train_mlps
 
 log = logging.getLogger("imagenet_cog.probes.search")
 
@@ -126,7 +147,7 @@ class SearchSettings:
 
     @property
     def normalised_inputs(self) -> bool:
-        """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (000 C.3)."""
+        """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (CoG preprint, supp. C.3)."""
         return self.kind in ("linear", "pca")
 
 
@@ -232,11 +253,6 @@ def data_digest(train_features: np.ndarray, train_labels: np.ndarray):
 
 def open_study(journal: str, name: str, seed: int):
     """Create or resume the study; trials a killed job left running are marked failed."""
-    import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-    from optuna.trial import TrialState
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     # Absolute, as Optuna's lock is a symlink to the journal, resolved from the link's folder.
@@ -264,8 +280,6 @@ def open_study(journal: str, name: str, seed: int):
 
 def scored_trials(study, limit: int) -> list[dict]:
     """The first ``limit`` complete trials, in order."""
-    from optuna.trial import TrialState
-
     complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
     return [
         {
@@ -291,11 +305,6 @@ def train_runs(features, labels, rows: list, num_classes: int, lrs: list, weight
     tensor, or None for every row) of ``features``, seeded with ``seeds[r]``. Linear kinds
     share one pass when every run has as many rows and candidates; otherwise, and for the
     MLP kinds, the runs train one after another."""
-    import torch
-
-    from imagenet_cog.probes.fused_step import resolve_fused
-    from imagenet_cog.probes.linear import SGDSchedule, train_probe_runs
-
     schedule = SGDSchedule(settings.epochs, settings.batch_size, settings.momentum)
     sizes = {features.shape[0] if part is None else part.numel() for part in rows}
     fused = {"fused": resolve_fused(settings.fused, features.device)} if shares_passes(settings) else {}
@@ -325,9 +334,6 @@ def run_searches(studies: list, features, labels, search_rows: list, validation_
     (``trials_per_batch`` of them) and trains them together: each study is exactly the
     sequential search it would be alone, and the studies share the passes.
     """
-    from optuna.distributions import FloatDistribution
-    from optuna.trial import TrialState
-
     space = {
         "lr": FloatDistribution(*settings.lr_range, log=True),
         "weight_decay": FloatDistribution(*settings.wd_range, log=True),
@@ -364,11 +370,6 @@ def run_searches(studies: list, features, labels, search_rows: list, validation_
 def probe_trainer(settings: SearchSettings):
     """``train(features, labels, num_classes, lrs, weight_decays, schedule, seed, precision)``
     of the settings' kind."""
-    from functools import partial
-
-    from imagenet_cog.probes.linear import train_probes
-    from imagenet_cog.probes.mlp import train_mlps
-
     if settings.kind not in PROBE_KINDS:
         raise ValueError(f"probe kind must be one of {PROBE_KINDS}, not {settings.kind!r}")
     if settings.kind in ("linear", "pca"):
@@ -415,10 +416,6 @@ def contiguous_labels(train_labels: np.ndarray, test_labels: np.ndarray, test_pa
 def normalised_on_device(features: np.ndarray, device, precision: str, where: str, normalise: bool = True):
     """Features on the probe device, L2-normalised unless ``normalise`` is false (the MLP
     kinds read raw features); non-finite values are an extraction fault."""
-    import torch
-
-    from imagenet_cog.probes.linear import feature_dtype, l2_normalise
-
     loaded = torch.from_numpy(np.ascontiguousarray(features)).to(device)
     dtype = feature_dtype(precision, device, loaded.dtype)
     on_device = l2_normalise(loaded, dtype) if normalise else loaded.to(dtype)
@@ -431,55 +428,37 @@ def normalised_on_device(features: np.ndarray, device, precision: str, where: st
     return on_device
 
 
-def probe_dataset(
-    train_features: np.ndarray,
-    train_labels: np.ndarray,
-    test_features: np.ndarray,
-    test_labels: np.ndarray,
-    *,
-    shots: str,
-    seed: int,
-    settings: SearchSettings,
-    journal: str,
-    device: str = "auto",
-    where: str = "dataset",
-    test_path: str = "test features",
-    train_rows: np.ndarray | None = None,
-    return_classifier: bool = False,
-) -> dict:
-    """Search, final fit and test scores of one probe job; the result fields of the module doc.
-
-    ``return_classifier``: the result also holds ``classifier``, the final fit's (weight
-    [C, D], bias [C]) as float32 arrays on the host (not a result JSON field).
+@dataclass(frozen=True, eq=False)
+class ProbeJob:
+    """What one probe job probes and how: the same for every run (N, seed) it makes, passed
+    whole from :func:`probe_dataset` down to :func:`probe_prepared`.
 
     ``train_labels`` are the labels of the whole training set; ``train_features`` holds the
-    rows ``train_rows`` of it (sorted indices, at least :func:`rows_used`), or all rows
-    when None. The study's name hashes the rows the run uses, so it is the same whichever
-    superset of them is given.
+    rows ``train_rows`` of it (sorted indices, at least :func:`rows_used` of every run), or all
+    rows when None. A study's name hashes the rows its run uses, so it is the same whichever
+    superset of them is given. ``where`` and ``test_path`` name the data in errors.
+    ``return_classifier``: the results at N = all also hold ``classifier``, the final fit's
+    (weight [C, D], bias [C]) as float32 arrays on the host (not a result JSON field).
     """
-    return probe_seeds(
-        train_features, train_labels, test_features, test_labels, shots=shots, seeds=[seed], settings=settings,
-        journals=[journal], device=device, where=where, test_path=test_path, train_rows=train_rows,
-        return_classifier=return_classifier,
-    )[0]
+
+    train_features: np.ndarray
+    train_labels: np.ndarray
+    test_features: np.ndarray
+    test_labels: np.ndarray
+    settings: SearchSettings
+    device: str = "auto"
+    where: str = "dataset"
+    test_path: str = "test features"
+    train_rows: np.ndarray | None = None
+    return_classifier: bool = False
 
 
-def probe_seeds(
-    train_features: np.ndarray,
-    train_labels: np.ndarray,
-    test_features: np.ndarray,
-    test_labels: np.ndarray,
-    *,
-    shots: str,
-    seeds: list[int],
-    settings: SearchSettings,
-    journals: list[str],
-    device: str = "auto",
-    where: str = "dataset",
-    test_path: str = "test features",
-    train_rows: np.ndarray | None = None,
-    return_classifier: bool = False,
-) -> list[dict]:
+def probe_dataset(job: ProbeJob, *, shots: str, seed: int, journal: str) -> dict:
+    """Search, final fit and test scores of one run; the result fields of the module doc."""
+    return probe_seeds(job, shots=shots, seeds=[seed], journals=[journal])[0]
+
+
+def probe_seeds(job: ProbeJob, *, shots: str, seeds: list[int], journals: list[str]) -> list[dict]:
     """:func:`probe_dataset` for several seeds of one dataset and N at once, one result each.
 
     The features are read and moved to the device once; the seeds' searches run round by
@@ -488,70 +467,47 @@ def probe_seeds(
     seed's study, journal (``journals[r]``), selections and result are those of its own run;
     the products are only grouped differently (the last bits of a weight may differ).
     """
-    return next(probe_grid(
-        train_features, train_labels, test_features, test_labels, shots=[shots], seeds=seeds, settings=settings,
-        journals=[journals], device=device, where=where, test_path=test_path, train_rows=train_rows,
-        return_classifier=return_classifier,
-    ))
+    return next(probe_grid(job, shots=[shots], seeds=seeds, journals=[journals]))
 
 
-def probe_grid(
-    train_features: np.ndarray,
-    train_labels: np.ndarray,
-    test_features: np.ndarray,
-    test_labels: np.ndarray,
-    *,
-    shots: list[str],
-    seeds: list[int],
-    settings: SearchSettings,
-    journals: list[list[str]],
-    device: str = "auto",
-    where: str = "dataset",
-    test_path: str = "test features",
-    train_rows: np.ndarray | None = None,
-    return_classifier: bool = False,
-):
+def probe_grid(job: ProbeJob, *, shots: list[str], seeds: list[int], journals: list[list[str]]):
     """:func:`probe_seeds` for every N of ``shots`` in turn on features prepared once (the
     resident job, ``probes.group: dataset``): yields each N's results (one per seed, with
     ``journals[i][r]`` the journal of N ``shots[i]`` and seed ``seeds[r]``) as soon as its
-    seeds are done. ``return_classifier`` keeps the N = all runs' classifiers.
+    seeds are done. Only the N = all runs keep their classifiers (``job.return_classifier``).
 
     Each run's selections, study, journal and result are those of its own job; only the
     reading and preparing of the features (``resident_job.load_s``) is shared.
     """
-    import torch
-
-    from imagenet_cog.core.device import resolve_device
-    from imagenet_cog.probes.linear import resolve_precision
-
     if len(journals) != len(shots) or any(len(row) != len(seeds) for row in journals) or not seeds:
         raise ValueError("probe_grid needs one journal per N and seed")
     started = time.perf_counter()
-    target = resolve_device(device, "probes.device")
-    precision = resolve_precision(settings.precision, target)
-    if target.type == "cuda":
-        # TF32 products with float32 accumulation: ample for a convex linear probe
-        torch.set_float32_matmul_precision("high")
-    train_y, test_y, num_classes = contiguous_labels(train_labels, test_labels, test_path)
-    held = np.arange(train_y.size) if train_rows is None else np.asarray(train_rows, dtype=np.int64)
-    if held.size != train_features.shape[0]:
-        raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
-    normalise = settings.normalised_inputs
-    data = ProbeData(
-        train_features, train_labels, train_y, held, normalised_on_device(train_features, target, precision, where, normalise),
-        torch.from_numpy(train_y[held].astype(np.int64)).to(target),
-        normalised_on_device(test_features, target, precision, test_path, normalise),
-        torch.from_numpy(test_y.astype(np.int64)).to(target), int(test_y.size), num_classes, target, precision,
-    )
+    data = prepare(job)
     loaded = time.perf_counter() - started
     for position, (shot, shot_journals) in enumerate(zip(shots, journals)):
-        results = probe_prepared(data, shot, seeds, settings, shot_journals, where,
-                                 return_classifier and shot == "all", started if position == 0 else time.perf_counter())
+        with probe_matmul_precision(data.target):
+            results = probe_prepared(data, job, shots=shot, seeds=seeds, journals=shot_journals,
+                                     started=started if position == 0 else time.perf_counter())
         if len(shots) > 1:
             for result in results:
                 result["resident_job"] = {"shots": [s if s == "all" else int(s) for s in shots], "seeds": list(seeds),
                                           "load_s": loaded}
         yield results
+
+
+@contextmanager
+def probe_matmul_precision(target: torch.device):
+    """On a GPU, float32 products as TF32 with float32 accumulation (ample for a convex linear
+    probe) while the probes train and score; the process's previous setting afterwards."""
+    if target.type != "cuda":
+        yield
+        return
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
 @dataclass
@@ -562,41 +518,95 @@ class ProbeData:
     train_labels: np.ndarray  # the file's labels of the whole training set
     train_y: np.ndarray  # the same, renumbered 0..C-1
     held: np.ndarray  # which training rows train_features holds (sorted)
-    features: object  # normalised train_features on the device
-    labels: object
-    test_features: object
-    test_labels: object
+    features: torch.Tensor  # normalised train_features on the device
+    labels: torch.Tensor
+    test_features: torch.Tensor
+    test_labels: torch.Tensor
     test_size: int
     num_classes: int
-    target: object  # torch.device
+    target: torch.device
     precision: str  # resolved
     whole_digest: object = None  # data_digest of all rows, computed once for every N = all study
 
-    def on_device(self, indices: np.ndarray):
+    def on_device(self, indices: np.ndarray) -> torch.Tensor | None:
         """Positions of ``indices`` among the rows held, on the device; None for all of them."""
-        import torch
-
         if indices.size == self.held.size:  # all rows held (sorted)
             return None
         return torch.from_numpy(np.searchsorted(self.held, indices)).to(self.target)
 
 
-def probe_prepared(data: ProbeData, shots: str, seeds: list[int], settings: SearchSettings, journals: list[str],
-                   where: str, return_classifier: bool, started: float) -> list[dict]:
+def prepare(job: ProbeJob) -> ProbeData:
+    """The job's features normalised on its device and its labels renumbered, once for all runs."""
+    target = resolve_device(job.device, "probes.device")
+    precision = resolve_precision(job.settings.precision, target)
+    train_y, test_y, num_classes = contiguous_labels(job.train_labels, job.test_labels, job.test_path)
+    held = np.arange(train_y.size) if job.train_rows is None else np.asarray(job.train_rows, dtype=np.int64)
+    if held.size != job.train_features.shape[0]:
+        raise ValueError(f"{job.where}: the training features given do not hold the rows this run uses")
+    normalise = job.settings.normalised_inputs
+    with probe_matmul_precision(target):
+        return ProbeData(
+            job.train_features, job.train_labels, train_y, held,
+            normalised_on_device(job.train_features, target, precision, job.where, normalise),
+            torch.from_numpy(train_y[held].astype(np.int64)).to(target),
+            normalised_on_device(job.test_features, target, precision, job.test_path, normalise),
+            torch.from_numpy(test_y.astype(np.int64)).to(target), int(test_y.size), num_classes, target, precision,
+        )
+
+
+@dataclass
+class SearchOutcome:
+    """The searches of one N's runs, one entry per run: the study's name, the trials it had
+    before this job, its scored trials, the finalists (two-stage search only) and the chosen trial."""
+
+    names: list[str]
+    resumed: list[int]
+    trials: list[list[dict]]
+    finalists: list[list[dict]] | None
+    bests: list[dict]
+
+
+def probe_prepared(data: ProbeData, job: ProbeJob, *, shots: str, seeds: list[int], journals: list[str],
+                   started: float) -> list[dict]:
     """The searches, final fits and test scores of the seeds of one N on prepared data."""
-    import torch
-
-    from imagenet_cog.probes.fused_step import resolve_fused, step_description
-
     if len(seeds) != len(journals) or not seeds:
-        raise ValueError("probe_seeds needs one journal per seed")
+        raise ValueError("probe_prepared needs one journal per seed")
+    settings = job.settings
     # selections group by the file's own labels, so errors name classes as the split table does
-    selections = [run_selections(data.train_labels, shots, seed, settings.val_fraction, where) for seed in seeds]
+    selections = [run_selections(data.train_labels, shots, seed, settings.val_fraction, job.where) for seed in seeds]
     if data.held.size != data.train_y.size and not np.isin(
         np.concatenate([part for parts in selections for part in parts]), data.held
     ).all():
-        raise ValueError(f"{where}: the training features given do not hold the rows this run uses")
-    # the study is bound to the precision its trials ran at, not to how it was asked for
+        raise ValueError(f"{job.where}: the training features given do not hold the rows this run uses")
+    search = search_runs(data, settings, shots=shots, seeds=seeds, journals=journals, selections=selections)
+    searched = time.perf_counter()
+    probes = train_runs(
+        data.features, data.labels, [data.on_device(parts[2]) for parts in selections], data.num_classes,
+        [[best["lr"]] for best in search.bests], [[best["weight_decay"]] for best in search.bests], settings,
+        [final_fit_seed(seed) for seed in seeds], data.precision,
+    )
+    scores = [probe.topk_accuracy(data.test_features, data.test_labels, ks=(1, 5))[0].tolist() for probe in probes]
+    finished = time.perf_counter()
+    timings = {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started}
+    results = []
+    for run, seed in enumerate(seeds):
+        kept = classifier_of(probes[run]) if job.return_classifier and shots == "all" else {}
+        results.append({
+            **kept,
+            **run_result_fields(search, run, shots=shots, seed=seed, probe=probes[run], scores=scores[run],
+                                n_train=int(selections[run][2].size), journal=journals[run]),
+            "timings": dict(timings),
+            "seeds_together": list(seeds),
+            **job_result_fields(data, settings),
+            **({"protocol_deviations": settings.deviations, "finalists": search.finalists[run]} if search.finalists else {}),
+        })
+    return results
+
+
+def study_names(data: ProbeData, settings: SearchSettings, *, shots: str, seeds: list[int],
+                selections: list[tuple]) -> list[str]:
+    """Each run's study name; the study is bound to the precision its trials ran at, not to
+    how it was asked for."""
     defining = replace(settings, precision=data.precision)
     names = []
     for seed, parts in zip(seeds, selections):
@@ -608,6 +618,14 @@ def probe_prepared(data: ProbeData, shots: str, seeds: list[int], settings: Sear
         else:
             names.append(study_name(data.train_features[np.searchsorted(data.held, used)], data.train_y, defining, shots,
                                     seed))
+    return names
+
+
+def search_runs(data: ProbeData, settings: SearchSettings, *, shots: str, seeds: list[int], journals: list[str],
+                selections: list[tuple]) -> SearchOutcome:
+    """Opens (or resumes) each run's study, runs the missing trials of all of them together and
+    picks each run's best trial (of the finalists when the search has two stages)."""
+    names = study_names(data, settings, shots=shots, seeds=seeds, selections=selections)
     studies = [open_study(journal, name, seed) for journal, name, seed in zip(journals, names, seeds)]
     resumed = [len(scored_trials(study, settings.trials)) for study in studies]
     search_rows = [data.on_device(parts[0]) for parts in selections]
@@ -620,58 +638,52 @@ def probe_prepared(data: ProbeData, shots: str, seeds: list[int], settings: Sear
     if settings.two_stage is not None:
         finalists = run_finalists(trials, journals, names, seeds, data, search_rows, validation_rows, settings)
     bests = [max(scored, key=lambda t: t["val_top1"]) for scored in (finalists or trials)]
-    searched = time.perf_counter()
+    return SearchOutcome(names=names, resumed=resumed, trials=trials, finalists=finalists, bests=bests)
 
-    probes = train_runs(
-        data.features, data.labels, [data.on_device(parts[2]) for parts in selections], data.num_classes,
-        [[best["lr"]] for best in bests], [[best["weight_decay"]] for best in bests], settings,
-        [final_fit_seed(seed) for seed in seeds], data.precision,
-    )
-    scores = [probe.topk_accuracy(data.test_features, data.test_labels, ks=(1, 5))[0].tolist() for probe in probes]
-    finished = time.perf_counter()
 
-    import optuna
+def classifier_of(probes) -> dict:
+    """The final fit's classifier, as ``probe_prepared`` returns it beside a result."""
+    return {"classifier": (probes.weight[0].float().cpu().numpy(), probes.bias[0].float().cpu().numpy())}
 
-    import imagenet_cog
 
+def run_result_fields(search: SearchOutcome, run: int, *, shots: str, seed: int, probe, scores: list[float],
+                      n_train: int, journal: str) -> dict:
+    """The result fields of one run: its search, final fit and scores."""
+    best = search.bests[run]
+    return {
+        "shots": shots if shots == "all" else int(shots),
+        "seed": seed,
+        "best_params": {"lr": best["lr"], "weight_decay": best["weight_decay"]},
+        "val_top1": best["val_top1"],
+        "test_top1": scores[0],
+        "test_top5": scores[1],
+        "final_diverged": probe.diverged[0],
+        "n_trials": len(search.trials[run]),
+        "trials": search.trials[run],
+        "n_train": n_train,
+        "study": {"journal": str(journal), "name": search.names[run], "resumed_trials": search.resumed[run]},
+    }
+
+
+def job_result_fields(data: ProbeData, settings: SearchSettings) -> dict:
+    """The result fields every run of a job shares: data sizes, settings, versions, device."""
     target = data.target
-    probe_step = step_description(shares_passes(settings) and resolve_fused(settings.fused, target))
-    results = []
-    for run, seed in enumerate(seeds):
-        probe = probes[run]
-        kept = {"classifier": (probe.weight[0].float().cpu().numpy(), probe.bias[0].float().cpu().numpy())} if return_classifier else {}
-        results.append({
-            **kept,
-            "shots": shots if shots == "all" else int(shots),
-            "seed": seed,
-            "best_params": {"lr": bests[run]["lr"], "weight_decay": bests[run]["weight_decay"]},
-            "val_top1": bests[run]["val_top1"],
-            "test_top1": scores[run][0],
-            "test_top5": scores[run][1],
-            "final_diverged": probe.diverged[0],
-            "n_trials": len(trials[run]),
-            "trials": trials[run],
-            "n_train": int(selections[run][2].size),
-            "n_test": data.test_size,
-            "n_classes": data.num_classes,
-            "feature_dim": int(data.train_features.shape[1]),
-            "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range),
-                         **({"two_stage": list(settings.two_stage)} if settings.two_stage else {})},
-            "study": {"journal": str(journals[run]), "name": names[run], "resumed_trials": resumed[run]},
-            "timings": {"search_s": searched - started, "final_s": finished - searched, "total_s": finished - started},
-            "seeds_together": list(seeds),
-            "versions": {
-                "imagenet_cog": imagenet_cog.__version__,
-                "torch": torch.__version__,
-                "optuna": optuna.__version__,
-                "numpy": np.__version__,
-            },
-            "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
-            "matmul_precision": "tf32" if data.precision == "float32" and target.type == "cuda" else data.precision,
-            "probe_step": probe_step,
-            **({"protocol_deviations": settings.deviations, "finalists": finalists[run]} if finalists else {}),
-        })
-    return results
+    return {
+        "n_test": data.test_size,
+        "n_classes": data.num_classes,
+        "feature_dim": int(data.train_features.shape[1]),
+        "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range),
+                     **({"two_stage": list(settings.two_stage)} if settings.two_stage else {})},
+        "versions": {
+            "imagenet_cog": imagenet_cog.__version__,
+            "torch": torch.__version__,
+            "optuna": optuna.__version__,
+            "numpy": np.__version__,
+        },
+        "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
+        "matmul_precision": "tf32" if data.precision == "float32" and target.type == "cuda" else data.precision,
+        "probe_step": step_description(shares_passes(settings) and resolve_fused(settings.fused, target)),
+    }
 
 
 def run_finalists(trials: list[list[dict]], journals: list[str], names: list[str], seeds: list[int], data: ProbeData,

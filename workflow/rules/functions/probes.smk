@@ -66,18 +66,29 @@ PROBE_THREADS = 8 if config["probes"]["device"] == "cpu" else 1
 PROBE_GPUS = 0 if config["probes"]["device"] == "cpu" else 1
 
 
+# The probe command's options -------------------------------------------------------------
+#
+# Every probe rule runs the `probe` command (imagenet_cog/probes/probe.py), its options built
+# here from config once, by probe_command. The shell text it returns is what Snakemake's
+# `code` rerun trigger compares with the text recorded for every finished job, verbatim
+# (snakemake/persistence: a rule's unformatted shell command), and the params its
+# placeholders name are what the `params` trigger compares: changing either reruns every
+# probe of the rule, so options appear in the text only where a setting needs them
+# (linear_step_options) and the params keep their names (docs/probes.md, "What reruns a probe").
+
+
 def two_stage_option():
     """probes.two_stage, a protocol deviation: on the command only when set, so that setting it
     reruns the linear probes and the commands of the paper's protocol stay as they were."""
     two_stage = config["probes"]["two_stage"]
     if two_stage is None:
-        return ""
+        return []
     if not (two_stage["short_epochs"] < config["probes"]["epochs"] and two_stage["finalists"] <= config["probes"]["trials"]):
         raise WorkflowError(
             f"config.yaml: probes.two_stage {two_stage} needs short_epochs < probes.epochs "
             f"({config['probes']['epochs']}) and finalists <= probes.trials ({config['probes']['trials']})."
         )
-    return f" --two-stage {two_stage['short_epochs']} {two_stage['finalists']}"
+    return [("--two-stage", f"{two_stage['short_epochs']} {two_stage['finalists']}")]
 
 
 def linear_step_options():
@@ -85,33 +96,101 @@ def linear_step_options():
     and null are the command's defaults), so the commands of runs made before they existed
     stay as they were."""
     fused = config["probes"]["fused"]
-    return ("" if fused == "auto" else f" --fused {fused}") + two_stage_option()
+    return ([] if fused == "auto" else [("--fused", fused)]) + two_stage_option()
 
 
-def probe_command(seeds="{wildcards.seed}", kind=False, shots="{wildcards.shots}"):
-    """The shell command of every probe rule: probe, probe_seeds and probe_resident (the
-    linear probe, one seed or ``seeds`` of one job, one N or ``shots``:
-    ``params.lr_range``/``wd_range``) and probe_kind (the other kinds: ``params.probes``
-    holds their ranges and arguments, ``params.pca`` the components file of pca-<d>)."""
-    ranges = (
-        " --lr-range {params.probes[lr_range]} --wd-range {params.probes[wd_range]} {params.pca}"
-        if kind
-        else " --lr-range {params.lr_range} --wd-range {params.wd_range}"
-    )
-    return (
-        python_command("probe") + " --train {input.train} --test {input.test} --output {output} --study {params.study}"
-        " --model {wildcards.model} --dataset {wildcards.dataset}"
-        + (" {params.probes[kind_arguments]}" if kind else "")
-        + f" --shots {shots} --seed {seeds}"
-        + ("" if kind else linear_step_options())
-        + " --trials {params.probes[trials]} --epochs {params.probes[epochs]}"
-        " --batch-size {params.probes[batch_size]} --momentum {params.probes[momentum]}"
-        + ranges
-        + " --val-fraction {params.probes[val_fraction]}"
-        " --trials-per-batch {params.probes[trials_per_batch]}"
-        " --device {params.probes[device]} --precision {params.probes[precision]}"
-        " --threads {threads} > {log} 2>&1"
-    )
+def probe_options(seeds="{wildcards.seed}", shots="{wildcards.shots}", kind=False):
+    """The probe command's options as (flag, value) pairs (flag None: the value holds its own
+    flags), in the order of the recorded commands. The linear rules (probe, probe_seeds,
+    probe_resident) make one run, ``seeds`` of one N or ``seeds`` of each of ``shots``, their
+    search settings in ``params.probes`` and ranges in ``params.lr_range``/``wd_range``;
+    probe_kind (``kind``) reads its kind's ranges and network from ``params.probes`` and the
+    pca-<d> kinds' components file from ``params.pca``."""
+    ranges = "{params.probes[lr_range]}", "{params.probes[wd_range]}"
+    return [
+        ("--train", "{input.train}"),
+        ("--test", "{input.test}"),
+        ("--output", "{output}"),
+        ("--study", "{params.study}"),
+        ("--model", "{wildcards.model}"),
+        ("--dataset", "{wildcards.dataset}"),
+        *([(None, "{params.probes[kind_arguments]}")] if kind else []),
+        ("--shots", shots),
+        ("--seed", seeds),
+        *([] if kind else linear_step_options()),
+        ("--trials", "{params.probes[trials]}"),
+        ("--epochs", "{params.probes[epochs]}"),
+        ("--batch-size", "{params.probes[batch_size]}"),
+        ("--momentum", "{params.probes[momentum]}"),
+        ("--lr-range", ranges[0] if kind else "{params.lr_range}"),
+        ("--wd-range", ranges[1] if kind else "{params.wd_range}"),
+        *([(None, "{params.pca}")] if kind else []),
+        ("--val-fraction", "{params.probes[val_fraction]}"),
+        ("--trials-per-batch", "{params.probes[trials_per_batch]}"),
+        ("--device", "{params.probes[device]}"),
+        ("--precision", "{params.probes[precision]}"),
+        ("--threads", "{threads}"),
+    ]
+
+
+def probe_command(seeds="{wildcards.seed}", shots="{wildcards.shots}", kind=False):
+    """The shell command of a probe rule: probe_options joined, the log redirected."""
+    options = probe_options(seeds=seeds, shots=shots, kind=kind)
+    joined = "".join(f" {flag} {value}" if flag else f" {value}" for flag, value in options)
+    return f"{python_command('probe')}{joined} > {{log}} 2>&1"
+
+
+# The linear probe's job shapes (probes.group) ----------------------------------------------
+#
+# `probe` makes one run (model, dataset, N, seed) and always exists: the level sets and the
+# variants are probed run by run. probes.group: shots adds `probe_seeds` (every seed of one N
+# in one job) and probes.group: dataset `probe_resident` (every N and seed of a dataset in one
+# job) for IN-1K and the levels, chosen over `probe` by ruleorder. The three share their
+# inputs, resources and settings; they differ in the runs a job makes (its outputs, log,
+# --shots and --seed).
+LINEAR_PROBE_INPUT = {
+    "train": PATHS.features("{model}", "{dataset}", "train"),
+    "test": PATHS.features("{model}", "{dataset}", "test"),
+}
+
+
+def linear_probe_runs(group, wildcards):
+    """(N, seed) of each run a job of ``group`` (seed, shots, dataset) makes, in output order."""
+    if group == "seed":
+        return [(wildcards.shots, wildcards.seed)]
+    shots = [wildcards.shots] if group == "shots" else SHOTS
+    return [(shot, seed) for shot in shots for seed in SEEDS]
+
+
+def linear_probe_params(group):
+    """The linear probe params of ``group`` (seed, shots, dataset): each run's study journal, the seeds
+    and N the command is given, and the settings (params.probes, lr_range, wd_range: this
+    rule's settings in the sense of docs/architecture.md, "Staleness-only params")."""
+    params = {
+        "study": lambda wildcards: " ".join(
+            PATHS.probe_study(wildcards.model, wildcards.dataset, shot, seed)
+            for shot, seed in linear_probe_runs(group, wildcards)
+        ),
+        "probes": SHARED_PROBE_SETTINGS,
+        "lr_range": LINEAR_LR_RANGE,
+        "wd_range": LINEAR_WD_RANGE,
+    }
+    if group != "seed":
+        params["seeds"] = " ".join(SEEDS)
+    if group == "dataset":
+        params["shots"] = " ".join(SHOTS)
+    return params
+
+
+def probe_resources(runs=1, runtime=None):
+    """A probe job's resources: its device, host memory and a wall-clock limit for schedulers,
+    ``runs`` times that of one run (``runtime``: one run's, default the linear probe's)."""
+    one_run = runtime or probe_runtime_minutes
+    return {
+        "gpu": PROBE_GPUS,
+        "mem_mb": probe_mem_mb,
+        "runtime": one_run if runs == 1 else lambda wildcards: runs * one_run(wildcards),
+    }
 
 
 def kind_probe_settings(kind):
