@@ -193,6 +193,16 @@ def pixel_differences(preprocessing, folder: Path, rows: list[dict], variant: st
     return float(np.mean([d.mean() for d in differences])), int(max(d.max() for d in differences))
 
 
+def resize_target_moved(preprocessing, folder: Path, rows: list[dict]) -> np.ndarray:
+    """Per image: whether the Hub copy's resize target differs from the original's (the cap rounds
+    the longer side, so after the resize to S the longer side can be one pixel longer or shorter)."""
+    moved = []
+    for row in rows:
+        with Image.open(folder / row["paths"]["hub"]) as capped:
+            moved.append(preprocessing.resized_size(*capped.size) != preprocessing.resized_size(*row["size"]))
+    return np.array(moved)
+
+
 def cosines(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     first, second = (rows / np.linalg.norm(rows, axis=1, keepdims=True) for rows in (first, second))
     return np.sum(first * second, axis=1)
@@ -219,6 +229,11 @@ def compare_features(spec: ModelSpec, preprocessing, folder: Path, rows: list[di
         print(f"  {variant:<11} {mean_diff:15.2f} {max_diff:4d} {similarity.mean():9.6f} "
               f"{np.percentile(similarity, 5):9.6f} {similarity.min():9.6f} {moved[variant].mean():10.2e} "
               f"{ratio:12.2f}x {share:10.2e}")
+    target_moved = resize_target_moved(preprocessing, folder, rows)
+    if 0 < target_moved.sum() < len(rows):
+        print(f"  {int(target_moved.sum())} of {len(rows)} Hub copies are resized to a longer side one pixel off the "
+              f"original's (the cap's rounding), so their crop is scaled or shifted slightly: hub 1-cos mean "
+              f"{moved['hub'][target_moved].mean():.2e} there, {moved['hub'][~target_moved].mean():.2e} on the others")
     return features
 
 
