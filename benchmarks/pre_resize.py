@@ -32,10 +32,13 @@ difference from the original's (grey levels), the per-image cosine similarity of
 features to the original's (mean, 5th percentile, min), the mean cosine between different
 images' features (the scale a movement is read against: a network with random weights maps
 all images close together) and the ratio of the variant's movement ``1 - cos`` to that of
-``re-encoded``. Then the workflow's linear probe
+``re-encoded``, and how many Hub copies resize to a longer side one pixel off the original's
+(the cap rounds the longer side) and how far those move. Then the workflow's linear probe
 (:func:`imagenet_cog.probes.search.probe_dataset`: Optuna search, final fit, small scale) on
-the demo network's features: trained on the originals and tested on the originals and on the
-Hub copies, and trained and tested on the Hub copies (what a user of the copy gets).
+the demo network's features (and a random-weight arch's where ``--random-images`` covers
+every image): trained on the originals and tested on the originals and on the Hub copies
+(the same classifiers), and trained and tested on the Hub copies (what a user of the copy
+gets).
 
 Image content: the demo world's generator (:mod:`imagenet_cog.demo.world`) renders each probe
 concept's look (a level concept: part its nearest pretraining concept's look, part its own
@@ -44,8 +47,9 @@ image, pixel noise), and what the cap removes is fine detail, so each image also
 luminance layer with a natural image's 1/f amplitude spectrum and thin hard-edged lines
 (twigs, hair, text), which carry detail at every scale up to the pixel.
 
-    python benchmarks/pre_resize.py                       # about 4 CPU minutes, 1 thread
-    python benchmarks/pre_resize.py --archs resnet50 efficientnet_b4 --random-images 60
+    python benchmarks/pre_resize.py                        # about 3 CPU minutes, 1 thread
+    python benchmarks/pre_resize.py --archs resnet50 efficientnet_b4
+    python benchmarks/pre_resize.py --random-images 200 --threads 2   # ResNet-50 probed too
 """
 
 from __future__ import annotations
