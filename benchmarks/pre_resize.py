@@ -71,7 +71,7 @@ from imagenet_cog.features.extract import ImageRows, extract_shard
 from imagenet_cog.features.store import read_features
 from imagenet_cog.models.registry import REGISTRY, ModelSpec
 from imagenet_cog.probes.linear import l2_normalise
-from imagenet_cog.probes.search import SearchSettings, probe_dataset
+from imagenet_cog.probes.search import ProbeJob, SearchSettings, probe_dataset
 
 # The 22k/12k shards' writer: shorter side capped at 600 px, bicubic, JPEG q90 with 4:2:2 chroma.
 HUB_CAP = 600
@@ -256,9 +256,9 @@ def probe_top1(args, model: str, features: dict[str, np.ndarray], rows: list[dic
     results = {key: [] for key in ("orig/orig", "orig/hub", "hub/hub")}
     for seed in args.probe_seeds:
         for trained_on in ("original", "hub"):
-            result = probe_dataset(features[trained_on][~test], labels[~test], features[trained_on][test], labels[test],
-                                   shots="all", seed=seed, settings=settings, device="cpu",
-                                   journal=str(folder / f"study-{model}-{trained_on}-{seed}.jsonl"), return_classifier=True)
+            job = ProbeJob(features[trained_on][~test], labels[~test], features[trained_on][test], labels[test],
+                           settings=settings, device="cpu", return_classifier=True)
+            result = probe_dataset(job, shots="all", seed=seed, journal=str(folder / f"study-{model}-{trained_on}-{seed}.jsonl"))
             if trained_on == "original":
                 results["orig/orig"].append(result["test_top1"])
                 results["orig/hub"].append(scored(result["classifier"], features["hub"][test], labels[test]))
