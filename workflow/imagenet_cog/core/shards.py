@@ -8,8 +8,9 @@ the shards: every concept is in nearly every shard. The key is the original file
 (``n01440764_10026``, ``ILSVRC2012_val_00019219``). A sample's wnid is, in this order, the
 json's wnid field (``class_name`` in 22k, the folder of ``filename`` in 1k), the class index
 (``.cls`` or the json's ``label``) through the copy's sorted wnid list (timm ships them under
-``timm/data/_info/``), or the key's prefix (``n01440764_10026``); a sample whose wnid none of
-them gives stops the index, naming shard and key. ``_info.json`` at the root (timm's reader
+``timm/data/_info/``), with the key's prefix (``n01440764_10026``) taking precedence over the
+index where it is a wnid (see :func:`sample_wnid`); a sample whose wnid none of them gives
+stops the index, naming shard and key. ``_info.json`` at the root (timm's reader
 reads it) lists each split's shards and their lengths: a copy that disagrees with it is an
 error at index time.
 
@@ -66,9 +67,9 @@ ORIGINAL_EXTENSION = ".JPEG"
 # the copy's name (before the set in its shard names) -> timm's sorted wnid list of its labels
 CLASS_LISTS = {"imagenet22k": "imagenet22k_synsets.txt", "imagenet12k": "imagenet12k_synsets.txt",
                "imagenet1k": "imagenet_synsets.txt", "imagenet": "imagenet_synsets.txt"}
-# the ImageNet-21K release a copy's images come from, by the start of its name
-COPY_RELEASES = (("imagenet22k", "fall11"), ("imagenet12k", "fall11"), ("imagenet_w21", "winter21"),
-                 ("imagenet-w21", "winter21"))
+# the ImageNet-21K release a copy's images come from, by the start of its name (not the 12k
+# subset's: the w21-webp card names its shards imagenet12k-*, unconfirmed)
+COPY_RELEASES = (("imagenet22k", "fall11"), ("imagenet_w21", "winter21"), ("imagenet-w21", "winter21"))
 # a webdataset key and extension: the key runs to the first dot of the file name
 SAMPLE_NAME = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")
 SMALL_MEMBER = 1 << 16
@@ -116,19 +117,21 @@ def original_name(key: str, meta: dict) -> str:
 
 
 def sample_wnid(key: str, meta: dict, label: int | None, classes: Sequence[str] | None) -> str | None:
-    """A sample's wnid: the json's wnid field, else its class index through ``classes``, else
-    the key's prefix; None when none gives one."""
+    """A sample's wnid: the json's wnid field, else the key's prefix (the original file name,
+    the release's own record), else its class index through ``classes``; None when none
+    gives one. The key goes before the class index: on the copies both agree wherever both
+    exist, and the class list is chosen by the shard names, which a card can get wrong."""
     filename = meta.get("filename")
     folder = filename.replace("\\", "/").rsplit("/", 1)[0] if isinstance(filename, str) and "/" in filename else None
-    for candidate in (meta.get("class_name"), meta.get("wnid"), meta.get("synset"), folder):
+    prefix = key.rsplit("/", 1)[-1].split("_", 1)[0]
+    for candidate in (meta.get("class_name"), meta.get("wnid"), meta.get("synset"), folder, prefix):
         if isinstance(candidate, str) and WNID.match(candidate):
             return candidate
     if label is None and isinstance(meta.get("label"), int):
         label = meta["label"]
     if classes is not None and label is not None and 0 <= label < len(classes):
         return classes[label]
-    prefix = key.rsplit("/", 1)[-1].split("_", 1)[0]
-    return prefix if WNID.match(prefix) else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,40 @@ def read_info(root: Path) -> dict | None:
     except (ValueError, KeyError, TypeError) as error:
         raise ArchiveError(f"{path} is not a readable shard list (splits: filenames, shard_lengths: {error!r}); "
                            f"download it again, or remove it (the shards are then indexed as found).") from None
+
+
+@dataclass(frozen=True)
+class ShardDownload:
+    """A Hub copy's shards to download: their names, with the samples and bytes of each
+    where ``_info.json`` (``shard_lengths``; a split's ``num_bytes``) or the files say."""
+
+    shards: list[str]
+    samples: int | None
+    bytes: int | None
+    where: str
+
+
+def shard_download(root: Path, shards: Sequence[str]) -> ShardDownload:
+    """Every training and validation shard of a webdataset copy: from ``_info.json`` when
+    the root has it (downloaded first, it lists them all), else the shards found."""
+    path = root / INFO_FILE
+    if not path.is_file() and not shards:
+        raise ArchiveError(f"{root} holds neither {INFO_FILE} nor webdataset shards; download the copy's {INFO_FILE} "
+                           f"first (it lists every shard), or the shards.")
+    if not path.is_file():
+        sizes = [(root / shard).stat().st_size for shard in shards]
+        return ShardDownload(list(shards), None, sum(sizes), f"the {len(shards)} shard files in {root}")
+    listed = read_info(root) or {}
+    splits = {split: files for split, files in listed.items() if PARTS.get(split, split) != "test"}
+    names = sorted(Path(name).name for files in splits.values() for name in files)
+    raw = json.loads(path.read_text())["splits"]
+    split_bytes = [raw[split].get("num_bytes") for split in splits]
+    present = [(root / name).stat().st_size for name in names if (root / name).is_file()]
+    if all(isinstance(value, int) for value in split_bytes) and split_bytes:
+        size = sum(split_bytes)
+    else:
+        size = sum(present) if len(present) == len(names) else None
+    return ShardDownload(names, sum(sum(files.values()) for files in splits.values()), size, str(path))
 
 
 def check_info(root: Path, scans: Sequence[ShardScan], shards: Sequence[str]) -> None:
