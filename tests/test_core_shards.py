@@ -12,12 +12,12 @@ import tarfile
 
 import numpy as np
 import pytest
-from imagenet_world import synset_images, val_set, write_parquet_files, write_tar, write_wds_shards
+from imagenet_world import synset_images, val_set, write_info, write_parquet_files, write_tar, write_wds_shards
 from PIL import Image
 
 from imagenet_cog.core.archives import ArchiveError, ImageFiles, ImageIndex, TruncatedMemberError
 from imagenet_cog.core.image_roots import ImageRoot, ImageRootError, detect_layout, index_archives, resolve_release
-from imagenet_cog.core.shards import build_shard_index, class_list, sample_wnid
+from imagenet_cog.core.shards import build_shard_index, class_list, sample_wnid, shard_download
 
 IN1K = ["n01440764", "n01443537", "n01484850"]
 W21 = ["n01318894", "n01321123"]
@@ -131,3 +131,22 @@ def test_the_wnid_of_a_sample_in_the_order_the_copies_give_it():
     assert sample_wnid("n00000005_7", {}, 1, ["n00000001", "n00000004"]) == "n00000005"
     assert sample_wnid("n00000005_7", {}, None, None) == "n00000005"
     assert sample_wnid("x_1", {}, 9, ["n00000001"]) is None
+
+
+def test_a_copy_of_which_only_info_json_is_downloaded_says_every_shard_and_its_bytes(tmp_path):
+    """needed_synsets before the download: _info.json lists every shard (all needed: the
+    samples are shuffled across them), the bytes when a split gives num_bytes."""
+    root = tmp_path / "imagenet-22k-wds"
+    root.mkdir()
+    lengths = {"train": {"imagenet22k-train-0000.tar": 3, "imagenet22k-train-0001.tar": 2},
+               "validation": {"imagenet22k-validation-0000.tar": 1}}
+    write_info(root, lengths)
+    assert detect_layout("in21k", root) == "wds" and resolve_release("auto", root) == "fall11"
+    download = shard_download(root, [])
+    assert download.shards == sorted(name for files in lengths.values() for name in files)
+    assert download.samples == 6 and download.bytes is None
+    info = json.loads((root / "_info.json").read_text())
+    for split, size in (("train", 5_000), ("validation", 700)):
+        info["splits"][split]["num_bytes"] = size
+    (root / "_info.json").write_text(json.dumps(info))
+    assert shard_download(root, []).bytes == 5_700

@@ -82,7 +82,7 @@ class ParquetReader(MemberReader):
     """Reads images from parquet rows; picklable, each process opens a file once, when
     first read, and keeps the ``ROW_GROUPS_KEPT`` row groups read last."""
 
-    ROW_GROUPS_KEPT = 4
+    ROW_GROUPS_KEPT = 8
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -364,5 +364,5 @@ def build_shard_index(source: str, root: str | os.PathLike, shards: Sequence[str
     if layout == "wds":
         check_info(root, scans, shards)
     tables, duplicates = shard_tables(rows, scans)
-    write_index(output, root, tables, attributes or {})
+    write_index(output, root, tables, {**(attributes or {}), "source": source, "layout": layout})
     return index_summary(tables, duplicates, sum(scan.skipped for scan in scans), started)
