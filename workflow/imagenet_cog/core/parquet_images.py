@@ -75,7 +75,7 @@ def scan_parquet_file(unit: ShardUnit) -> ShardScan:
                     f"of the Hub's ILSVRC/imagenet-1k, or it is damaged: download it again."
                 )
             scan.add(name, wnid, row_group=group, row=row, member=path.encode())
-    return scan
+    return scan.done()
 
 
 class ParquetReader(MemberReader):

@@ -147,21 +147,30 @@ class ShardUnit:
 
 @dataclass
 class ShardScan:
-    """The images of one shard: original names, wnids and the location columns."""
+    """The images of one shard: original names, folders (``<prefix>/<wnid>``) and the
+    location columns; lists while scanning, arrays once :meth:`done` (a shard's results
+    cross processes, and 14 million rows of Python objects would not fit in memory)."""
 
     unit: ShardUnit
-    names: list[bytes] = field(default_factory=list)
-    wnids: list[str] = field(default_factory=list)
-    columns: dict[str, list] = field(default_factory=dict)
+    names: list | np.ndarray = field(default_factory=list)
+    folders: list | np.ndarray = field(default_factory=list)
+    columns: dict[str, list | np.ndarray] = field(default_factory=dict)
     samples: int = 0
     truncated: bool = False
     skipped: int = 0
 
     def add(self, name: str, wnid: str, **columns) -> None:
         self.names.append(name.encode())
-        self.wnids.append(wnid)
+        self.folders.append(join_path(self.unit.prefix, wnid).encode())
         for column, value in columns.items():
             self.columns.setdefault(column, []).append(value)
+
+    def done(self) -> ShardScan:
+        self.names = np.array(self.names, dtype=bytes) if len(self.names) else np.zeros(0, "S1")
+        self.folders = np.array(self.folders, dtype=bytes) if len(self.folders) else np.zeros(0, "S1")
+        self.columns = {column: np.array(values, dtype=bytes if column == "member" else np.int64)
+                        for column, values in self.columns.items()}
+        return self
 
 
 def _read_tar_samples(unit: ShardUnit) -> tuple[dict[str, dict], bool]:
@@ -234,7 +243,7 @@ def scan_wds_shard(unit: ShardUnit) -> ShardScan:
             )
         member, offset, size = sample["image"]
         scan.add(original_name(key, meta), wnid, offset=offset, size=size, member=member.encode())
-    return scan
+    return scan.done()
 
 
 def read_info(root: Path) -> dict | None:
@@ -328,22 +337,26 @@ def shard_units(source: str, root: Path, shards: Sequence[str]) -> list[ShardUni
 def shard_tables(rows: list[tuple[str, int, int]], scans: Sequence[ShardScan]) -> tuple[IndexTables, int]:
     """The index tables of scanned shards: one folder per concept (and set), its images
     sorted by name; of a name met twice, the later shard's (the count of them returned)."""
-    folders = np.array([join_path(scan.unit.prefix, wnid) for scan in scans for wnid in scan.wnids], dtype=object)
-    names = np.array([name for scan in scans for name in scan.names], dtype=bytes) if len(folders) else np.zeros(0, "S1")
-    archive = np.array([scan.unit.archive for scan in scans for _ in scan.names], dtype=np.int32)
-    columns = sorted({column for scan in scans for column in scan.columns})
-    values = {column: [value for scan in scans for value in scan.columns.get(column, [])] for column in columns}
-    order = np.lexsort((names, folders.astype(str))) if len(folders) else np.zeros(0, dtype=np.int64)
-    key = np.char.add(folders.astype(str).astype(bytes), np.char.add(b"/", names))[order] if len(folders) else names
-    last = np.append(key[1:] != key[:-1], True) if len(key) else np.zeros(0, dtype=bool)
+    def joined(arrays: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+
+    names = joined([scan.names for scan in scans], "S1")
+    folders = joined([scan.folders for scan in scans], "S1")
+    archive = joined([np.full(len(scan.names), scan.unit.archive, dtype=np.int32) for scan in scans], np.int32)
+    # a stable sort by folder, then name: of repeated names the later shard's row comes last
+    order = np.lexsort((names, folders))
+    last = np.ones(len(order), dtype=bool)
+    if len(order):
+        last[:-1] = (folders[order][1:] != folders[order][:-1]) | (names[order][1:] != names[order][:-1])
     kept = order[last]
     members = {"name": names[kept], "archive": archive[kept]}
-    for column in columns:
-        dtype = bytes if column == "member" else np.int64
-        members[column] = np.array(values[column], dtype=dtype)[kept] if len(kept) else np.zeros(0, dtype=dtype)
-    folder_paths, counts = np.unique(folders[kept].astype(str), return_counts=True) if len(kept) else ([], [])
-    tables = IndexTables(rows, sorted(scan.unit.archive for scan in scans if scan.truncated), list(folder_paths),
-                         [-1] * len(folder_paths), [""] * len(folder_paths), [int(count) for count in counts], members)
+    for column in sorted({column for scan in scans for column in scan.columns}):
+        dtype = "S1" if column == "member" else np.int64
+        members[column] = joined([scan.columns[column] for scan in scans if len(scan.names)], dtype)[kept]
+    folder_paths, counts = np.unique(folders[kept], return_counts=True)
+    tables = IndexTables(rows, sorted(scan.unit.archive for scan in scans if scan.truncated),
+                         [path.decode() for path in folder_paths], [-1] * len(folder_paths), [""] * len(folder_paths),
+                         [int(count) for count in counts], members)
     return tables, int((~last).sum())
 
 
