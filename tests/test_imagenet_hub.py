@@ -98,7 +98,7 @@ def test_the_workflow_runs_to_its_tables_on_the_hub_copies(hub_run, hub):
     preflight = read_tsv(hub_run / "results/splits/preflight.tsv")
     assert {row["status"] for row in preflight} == {"ok"} and len(preflight) == len(IN1K) + 6
     log = (hub_run / "logs/splits/preflight.log").read_text()
-    assert "(wds layout) holds" in log and f"{len(IN1K) * TRAIN_PER_CLASS} training and" in log
+    assert "(layout wds) holds" in log and f"(layout parquet) holds {len(IN1K) * TRAIN_PER_CLASS} training and" in log
     # the published split, image by image, named as in an extracted copy
     wnid = LEVELS[0][0]
     names = sorted(hub["in21k"][wnid])
