@@ -17,7 +17,7 @@ of per-synset tars (what ``tar xzf winter21_whole.tar.gz`` leaves), one outer ta
   parquet, an IN-1K root: ``part_images``);
 * reading every image's bytes in split-table order (folders: open and read each file;
   tars and shards: :class:`~imagenet_cog.core.archives.MemberReader`, one ``pread`` each;
-  parquet: :class:`~imagenet_cog.core.parquet_images.ParquetReader`, a row group at a time),
+  parquet: :class:`~imagenet_cog.core.archives.ParquetReader`, a row group at a time),
   with the files' pages first dropped from the page cache (``cold``: ``os.sync`` then
   ``posix_fadvise(DONTNEED)``, what a first pass over a dataset larger than memory sees) and
   again with them cached (``warm``);
@@ -56,6 +56,7 @@ from imagenet_world import (  # noqa: E402
 
 from imagenet_cog.core.archives import ImageIndex, build_index  # noqa: E402
 from imagenet_cog.core.image_roots import ImageRoot, index_archives  # noqa: E402
+from imagenet_cog.core.parquet_images import SHARD_SCANS  # noqa: E402
 from imagenet_cog.core.shards import build_shard_index  # noqa: E402
 
 LAYOUTS = ("folders", "tars", "tar", "wds", "parquet")
@@ -141,7 +142,8 @@ def measure_index(base: Path, roots: dict[str, Path], processes: int) -> dict[st
             drop_from_page_cache(files_under(roots[layout]))
             output = base / f"{layout}-{count}.h5"
             if layout in ("wds", "parquet"):
-                summary = build_shard_index(source, roots[layout], files, output, layout, processes=count)
+                summary = build_shard_index(source, roots[layout], files, output, layout, scan=SHARD_SCANS[layout],
+                                            processes=count)
             else:
                 summary = build_index(roots[layout], files, output, processes=count)
             indexes[layout] = output

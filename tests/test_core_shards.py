@@ -17,6 +17,7 @@ from PIL import Image
 
 from imagenet_cog.core.archives import ArchiveError, ImageFiles, ImageIndex, TruncatedMemberError
 from imagenet_cog.core.image_roots import ImageRoot, ImageRootError, detect_layout, index_archives, resolve_release
+from imagenet_cog.core.parquet_images import SHARD_SCANS
 from imagenet_cog.core.shards import build_shard_index, class_list, sample_wnid, shard_download
 
 IN1K = ["n01440764", "n01443537", "n01484850"]
@@ -30,7 +31,7 @@ def pixels(source) -> np.ndarray:
 
 def index_root(source: str, root, layout: str, output):
     summary = build_shard_index(source, root, index_archives(source, root, layout), output, layout,
-                                attributes={"source": source, "layout": layout})
+                                scan=SHARD_SCANS[layout])
     return summary, ImageRoot(source, root, layout, output)
 
 

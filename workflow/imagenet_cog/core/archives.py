@@ -43,7 +43,7 @@ import os
 import re
 import tarfile
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -588,10 +588,7 @@ class ImageIndex:
         used = sorted(set(locations.archive.tolist()))
         for number in used:
             self.check_archive(number)
-        kind = MemberReader
-        if self.layout == "parquet":
-            # pyarrow takes about a second to import: only parquet roots load it
-            from imagenet_cog.core.parquet_images import ParquetReader as kind
+        kind = ParquetReader if self.layout == "parquet" else MemberReader
         return kind(
             index=str(self.path), archive_paths={number: str(self.archive_path(number)) for number in used},
             archive_identity={number: (int(self.archive_sizes[number]), int(self.archive_mtimes[number])) for number in used},
@@ -714,6 +711,84 @@ class MemberReader:
         for descriptor in self._descriptors.values():
             os.close(descriptor)
         self._descriptors = {}
+
+
+class ParquetReader(MemberReader):
+    """Reads images from parquet rows (the Hub's ``ILSVRC/imagenet-1k``,
+    :mod:`imagenet_cog.core.parquet_images`): an image with its row group's ``image``
+    column, the ``ROW_GROUPS_KEPT`` row groups read last kept (a class's images lie in a few
+    row groups when the files hold them together). Each read checks that the row holds the
+    image the index names. Picklable; each process opens a file once, when first read."""
+
+    ROW_GROUPS_KEPT = 8
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._forget_files()
+
+    def _forget_files(self) -> None:
+        self._files: dict = {}
+        self._groups: OrderedDict = OrderedDict()
+        self._files_process = os.getpid()
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_files"], state["_groups"] = {}, OrderedDict()
+        return state
+
+    def _parquet(self, archive: int):
+        self._descriptor(archive)  # checks the file is the one indexed (size, time)
+        if self._files_process != os.getpid():  # a forked worker opens its own files
+            self._forget_files()
+        if archive not in self._files:
+            self._files[archive] = open_parquet(self.archive_paths[archive])
+        return self._files[archive]
+
+    def _row_group(self, archive: int, group: int):
+        parquet = self._parquet(archive)
+        if (archive, group) not in self._groups:
+            table = parquet.read_row_group(group, columns=["image"])
+            self._groups[(archive, group)] = table.column("image").combine_chunks()
+            while len(self._groups) > self.ROW_GROUPS_KEPT:
+                self._groups.popitem(last=False)
+        self._groups.move_to_end((archive, group))
+        return self._groups[(archive, group)]
+
+    def describe(self, position: int) -> str:
+        locations = self.locations
+        return (f"{self.archive_paths[int(locations.archive[position])]} row group {locations.row_group[position]} "
+                f"row {locations.row[position]} ({locations.member[position]})")
+
+    def read(self, position: int) -> bytes:
+        archive, group = int(self.locations.archive[position]), int(self.locations.row_group[position])
+        row = int(self.locations.row[position])
+        images = self._row_group(archive, group)
+        path = images.field("path")[row].as_py() if row < len(images) else None
+        if path != self.locations.member[position]:
+            raise IndexMismatchError(
+                f"image index {self.index}: {self.paths[position]} should be {self.locations.member[position]} at row "
+                f"{row} of row group {group} of {self.archive_paths[archive]}, but the file holds {path!r} there: the "
+                f"index does not describe this file. Delete {self.index} and re-run: it is rebuilt, and finished "
+                f"splits and features are kept."
+            )
+        return images.field("bytes")[row].as_py()
+
+    def close(self) -> None:
+        super().close()
+        self._forget_files()
+
+
+def open_parquet(path: str):
+    """A ``pyarrow.parquet.ParquetFile``; pyarrow takes about a second to import, so only
+    parquet roots load it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as error:
+        raise ArchiveError(f"{path} is not a readable parquet file ({error}); it is probably cut short (an "
+                           f"interrupted download): download it again.") from None
 
 
 class ImageFiles:

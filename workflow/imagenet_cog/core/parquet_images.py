@@ -7,22 +7,17 @@ file name (``n01440764_10026.JPEG``, ``ILSVRC2012_val_00000001.JPEG``) and takes
 the path, else from the label. It records each image's file, row group and row; only the
 ``path`` and ``label`` columns are read to build it, never the images.
 
-An image is read by reading its row group's ``image`` column (pyarrow); the last few row
-groups read are kept, as a split's images of one class lie in a few row groups. The read
-checks that the row holds the image the index names.
+Images are read by :class:`imagenet_cog.core.archives.ParquetReader`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections import OrderedDict
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from imagenet_cog.core.archives import WNID, ArchiveError, IndexMismatchError, MemberReader
-from imagenet_cog.core.shards import ShardScan, ShardUnit, class_list
+from imagenet_cog.core.archives import WNID, ArchiveError, open_parquet
+from imagenet_cog.core.shards import ShardScan, ShardUnit, class_list, scan_wds_shard
 
 # <original stem>_<wnid>.<extension>, as the Hub's builder names each image
 PARQUET_PATH = re.compile(r"^(?P<stem>.+)_(?P<wnid>n[0-9]{8})(?P<extension>\.[A-Za-z]+)$")
@@ -39,14 +34,6 @@ def parquet_image(path: str, label: int | None, classes) -> tuple[str, str | Non
         return base, classes[label]
     prefix = base.split("_", 1)[0]
     return base, prefix if WNID.match(prefix) else None
-
-
-def open_parquet(path: str) -> pq.ParquetFile:
-    try:
-        return pq.ParquetFile(path)
-    except (OSError, pa.ArrowException) as error:
-        raise ArchiveError(f"{path} is not a readable parquet file ({error}); it is probably cut short (an "
-                           f"interrupted download): download it again.") from None
 
 
 def scan_parquet_file(unit: ShardUnit) -> ShardScan:
@@ -78,63 +65,5 @@ def scan_parquet_file(unit: ShardUnit) -> ShardScan:
     return scan.done()
 
 
-class ParquetReader(MemberReader):
-    """Reads images from parquet rows; picklable, each process opens a file once, when
-    first read, and keeps the ``ROW_GROUPS_KEPT`` row groups read last."""
-
-    ROW_GROUPS_KEPT = 8
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._forget_files()
-
-    def _forget_files(self) -> None:
-        self._files: dict[int, pq.ParquetFile] = {}
-        self._groups: OrderedDict[tuple[int, int], pa.StructArray] = OrderedDict()
-        self._files_process = os.getpid()
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state["_files"], state["_groups"] = {}, OrderedDict()
-        return state
-
-    def _parquet(self, archive: int) -> pq.ParquetFile:
-        self._descriptor(archive)  # checks the file is the one indexed (size, time)
-        if self._files_process != os.getpid():  # a forked worker opens its own files
-            self._forget_files()
-        if archive not in self._files:
-            self._files[archive] = open_parquet(self.archive_paths[archive])
-        return self._files[archive]
-
-    def _row_group(self, archive: int, group: int) -> pa.StructArray:
-        parquet = self._parquet(archive)
-        if (archive, group) not in self._groups:
-            table = parquet.read_row_group(group, columns=["image"])
-            self._groups[(archive, group)] = table.column("image").combine_chunks()
-            while len(self._groups) > self.ROW_GROUPS_KEPT:
-                self._groups.popitem(last=False)
-        self._groups.move_to_end((archive, group))
-        return self._groups[(archive, group)]
-
-    def describe(self, position: int) -> str:
-        locations = self.locations
-        return (f"{self.archive_paths[int(locations.archive[position])]} row group {locations.row_group[position]} "
-                f"row {locations.row[position]} ({locations.member[position]})")
-
-    def read(self, position: int) -> bytes:
-        archive, group = int(self.locations.archive[position]), int(self.locations.row_group[position])
-        row = int(self.locations.row[position])
-        images = self._row_group(archive, group)
-        path = images.field("path")[row].as_py() if row < len(images) else None
-        if path != self.locations.member[position]:
-            raise IndexMismatchError(
-                f"image index {self.index}: {self.paths[position]} should be {self.locations.member[position]} at row "
-                f"{row} of row group {group} of {self.archive_paths[archive]}, but the file holds {path!r} there: the "
-                f"index does not describe this file. Delete {self.index} and re-run: it is rebuilt, and finished "
-                f"splits and features are kept."
-            )
-        return images.field("bytes")[row].as_py()
-
-    def close(self) -> None:
-        super().close()
-        self._forget_files()
+# how each Hub layout's files are scanned for the index (build_shard_index's ``scan``)
+SHARD_SCANS = {"wds": scan_wds_shard, "parquet": scan_parquet_file}

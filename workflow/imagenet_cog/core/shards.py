@@ -361,18 +361,15 @@ def shard_tables(rows: list[tuple[str, int, int]], scans: Sequence[ShardScan]) -
 
 
 def build_shard_index(source: str, root: str | os.PathLike, shards: Sequence[str], output: str | os.PathLike,
-                      layout: str, *, processes: int = 1, attributes: dict | None = None,
-                      log: Callable[[str], None] = lambda message: None) -> IndexSummary:
-    """Index the images of a Hub copy's ``shards`` (webdataset tars or parquet files, paths
-    relative to ``root``) into ``output``, on ``processes`` processes."""
+                      layout: str, *, scan: Callable[[ShardUnit], ShardScan] = scan_wds_shard, processes: int = 1,
+                      attributes: dict | None = None, log: Callable[[str], None] = lambda message: None) -> IndexSummary:
+    """Index the images of a Hub copy's ``shards`` (paths relative to ``root``) into
+    ``output``, each read by ``scan`` (webdataset shards; parquet files:
+    :func:`imagenet_cog.core.parquet_images.scan_parquet_file`) on ``processes`` processes."""
     started = time.perf_counter()
     root = Path(root)
     rows = archive_rows(root, shards)
     units = shard_units(source, root, shards)
-    if layout == "parquet":
-        from imagenet_cog.core.parquet_images import scan_parquet_file as scan  # pyarrow: only for parquet roots
-    else:
-        scan = scan_wds_shard
     scans = list(scan_all(scan, units, processes, progress_log(log, started, "shards", "files")))
     if layout == "wds":
         check_info(root, scans, shards)

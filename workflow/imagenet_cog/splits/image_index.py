@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from imagenet_cog.core.archives import ArchiveError, build_index
 from imagenet_cog.core.image_roots import SOURCES, ImageRootError, index_archives, root_setting
+from imagenet_cog.core.parquet_images import SHARD_SCANS
 from imagenet_cog.core.shards import SHARD_LAYOUTS, build_shard_index
 
 
@@ -29,7 +30,8 @@ def index_images_command(argv: Sequence[str]) -> int:
         options = {"processes": args.processes, "attributes": {"source": args.source, "layout": args.layout},
                    "log": lambda message: print(message, file=sys.stderr, flush=True)}
         if args.layout in SHARD_LAYOUTS:
-            summary = build_shard_index(args.source, args.root, archives, args.output, args.layout, **options)
+            summary = build_shard_index(args.source, args.root, archives, args.output, args.layout,
+                                        scan=SHARD_SCANS[args.layout], **options)
         else:
             summary = build_index(args.root, archives, args.output, **options)
     except (ImageRootError, ArchiveError) as error:
