@@ -14,10 +14,14 @@ root                          layout       what the root is
                               ``tar``      the root is one uncompressed tar of ``<wnid>.tar``:
                                            ``fall11_whole.tar``, or ``winter21_whole.tar`` after
                                            ``gunzip winter21_whole.tar.gz``
+                              ``wds``      a Hugging Face Hub copy's webdataset shards
+                                           (``timm/imagenet-22k-wds``: :mod:`imagenet_cog.core.shards`)
 ``data.in1k_root``            ``folders``  ``<root>/train/<wnid>/``, ``<root>/val/<wnid>/``
                               ``tars``     ``<root>/ILSVRC2012_img_train.tar`` (one tar per class
                                            inside) and ``ILSVRC2012_img_val.tar`` (flat),
                                            labelled by the devkit (:mod:`imagenet_cog.core.val_labels`)
+                              ``wds``      ``timm/imagenet-1k-wds``'s shards
+                              ``parquet``  ``ILSVRC/imagenet-1k``'s ``data/*.parquet``
 ``data.in1k_blurred_root``    ``folders``  as IN-1K, or ``train_blurred/<wnid>/``,
                                            ``val_blurred/<wnid>/`` as the face-blurred release's
                                            ``.tar.gz`` files extract
@@ -25,7 +29,7 @@ root                          layout       what the root is
                                            ``.tar.gz`` after ``gunzip`` (``<dir>/<wnid>/*.jpg``)
 ============================  ===========  =====================================================
 
-Tar layouts are read through an index (:mod:`imagenet_cog.core.archives`) built once per root;
+Tar and Hub layouts are read through an index (:mod:`imagenet_cog.core.archives`) built once per root;
 an image's path then names the member, e.g. ``n01440764.tar/n01440764_10026.JPEG`` or
 ``ILSVRC2012_img_val.tar/ILSVRC2012_val_00000001.JPEG``. Folder layouts keep their paths
 (``n01440764/n01440764_10026.JPEG``).
