@@ -10,6 +10,7 @@ ground truth lists ILSVRC2012 ids in the devkit's own (not sorted) class order.
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -158,3 +159,83 @@ def write_in1k_folders(root: Path, train: Images, val: Images) -> Path:
         (root / "val" / wnid).mkdir(parents=True, exist_ok=True)
         (root / "val" / wnid / name).write_bytes(files[name])
     return root
+
+
+# The Hugging Face Hub's copies ----------------------------------------------------------------
+
+def webp(data: bytes) -> bytes:
+    """The image re-encoded as WEBP (as ``timm/imagenet-w21-webp-wds`` holds them)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    with Image.open(io.BytesIO(data)) as image:
+        image.save(buffer, format="WEBP", quality=90)
+    return buffer.getvalue()
+
+
+def wds_meta(style: str, wnid: str, name: str, label: int) -> dict:
+    """A sample's json as each copy writes it: ``22k`` (``class_name``), ``1k`` (``filename``)
+    or ``bare`` (sizes only, as the w21 copies' json may be)."""
+    if style == "22k":
+        return {"label": label, "label_12k": -1, "class_name": wnid, "width": 40, "height": 40}
+    if style == "1k":
+        return {"filename": f"{wnid}/{name}", "label": label, "width": 40, "height": 40}
+    return {"width": 40, "height": 40}
+
+
+def write_wds_shards(root: Path, copy: str, split: str, images: Images, shards: int, *, style: str = "22k",
+                     extension: str = "jpg", digits: int = 4, classes: Sequence[str] = (), seed: int = 0) -> dict[str, int]:
+    """``<copy>-<split>-NNNN.tar`` webdataset shards of ``images``, samples shuffled across the
+    shards; a sample is ``<key>.cls``, ``<key>.<extension>``, ``<key>.json`` (the key: the
+    original stem), the class index counting in ``classes`` (-1 when absent). Returns each
+    shard's name -> its number of samples (for ``_info.json``)."""
+
+    samples = [(wnid, name, data) for wnid, files in images.items() for name, data in files.items()]
+    order = np.random.default_rng(seed).permutation(len(samples))
+    lengths = {}
+    for shard in range(shards):
+        files = {}
+        for index in order[shard::shards]:
+            wnid, name, data = samples[index]
+            key, label = name.rsplit(".", 1)[0], classes.index(wnid) if wnid in classes else -1
+            files[f"{key}.cls"] = str(label).encode()
+            files[f"{key}.{extension}"] = webp(data) if extension == "webp" else data
+            files[f"{key}.json"] = json.dumps(wds_meta(style, wnid, name, label)).encode()
+        name = f"{copy}-{split}-{shard:0{digits}d}.tar"
+        write_tar(root / name, files)
+        lengths[name] = len(files) // 3
+    return lengths
+
+
+def write_info(root: Path, splits: Mapping[str, Mapping[str, int]]) -> Path:
+    """The copy's ``_info.json`` (timm's reader's format): each split's shards and lengths."""
+
+    info = {"name": root.name, "splits": {split: {"name": split, "num_samples": sum(lengths.values()),
+                                                  "filenames": list(lengths), "shard_lengths": list(lengths.values())}
+                                          for split, lengths in splits.items()}}
+    path = root / "_info.json"
+    path.write_text(json.dumps(info))
+    return path
+
+
+def write_parquet_files(root: Path, split: str, images: Images, files: int, classes: Sequence[str],
+                        row_group_size: int = 4, seed: int = 0) -> list[Path]:
+    """``data/<split>-NNNNN-of-NNNNN.parquet`` as ``ILSVRC/imagenet-1k``: ``image`` = {bytes,
+    path ``<stem>_<wnid>.JPEG``}, ``label`` (the index among ``classes``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [(wnid, name, data) for wnid, files_ in images.items() for name, data in files_.items()]
+    order = np.random.default_rng(seed).permutation(len(rows))
+    paths = []
+    for number in range(files):
+        chosen = [rows[index] for index in order[number::files]]
+        table = pa.table({
+            "image": [{"bytes": data, "path": f"{name.rsplit('.', 1)[0]}_{wnid}.JPEG"} for wnid, name, data in chosen],
+            "label": [classes.index(wnid) for wnid, _, _ in chosen],
+        })
+        path = root / "data" / f"{split}-{number:05d}-of-{files:05d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path, row_group_size=row_group_size)
+        paths.append(path)
+    return paths

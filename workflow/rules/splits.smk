@@ -43,7 +43,7 @@ rule preflight:
     threads: 4
     params:
         options=lambda wildcards, input: preflight_options(input),
-        release=config["data"]["in21k_release"],
+        release=IN21K_RELEASE,
         settings=config["splits"],
     shell:
         python_command("preflight") + " {params.options} --release {params.release}"
@@ -71,8 +71,9 @@ rule needed_synsets:
             f"--dataset {dataset}={concept_list(dataset)}"
             for dataset in run_image_datasets()
             if image_source(dataset) == "in21k"
-        ),
-        release=config["data"]["in21k_release"],
+        )
+        + hub_copy_options(),
+        release=IN21K_RELEASE,
     shell:
         python_command("needed-synsets") + " {params.datasets} --catalogue {input.catalogue}"
         " --fall11-counts {input.counts} --release {params.release} --table {output.table}"

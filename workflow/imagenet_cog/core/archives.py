@@ -23,7 +23,12 @@ Index file (HDF5, written atomically); paths are relative to the image root it d
   ``start`` and ``count`` (the folder's rows of ``members``).
 * ``members/``: one row per image (``.JPEG``, ``.jpg``, ``.png``, any case), by folder then
   name. ``name`` (the file name, UTF-8 bytes), ``offset`` (where its data starts in the
-  archive file, absolute also for images of inner tars), ``size`` (bytes).
+  archive file, absolute also for images of inner tars), ``size`` (bytes). The Hub's copies
+  (:mod:`imagenet_cog.core.shards`), whose concepts are spread over every shard, add
+  ``archive`` (the member's row of ``archives``; the folder's ``archive`` is then -1) and
+  ``member`` (the tar member read, e.g. ``n01440764_10026.jpg``, or the parquet row's
+  ``image.path``); parquet rows have ``row_group`` and ``row`` instead of ``offset`` and
+  ``size``. The attribute ``layout`` names the root's layout.
 
 An image's path, as split tables and feature files record it, is ``<folder path>/<name>``,
 e.g. ``n01440764.tar/n01440764_10026.JPEG``: relative to the root like
@@ -38,7 +43,7 @@ import os
 import re
 import tarfile
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +59,8 @@ IMAGE_EXTENSIONS = frozenset({".jpeg", ".jpg", ".png"})
 TAR_BLOCK = 512
 WNID = re.compile(r"^n[0-9]{8}$")
 GZIP_MAGIC = b"\x1f\x8b"
+# member columns saying where an image lies, as far as a layout has them (see IndexTables)
+LOCATION_COLUMNS = ("offset", "size", "archive", "member", "row_group", "row")
 # rows per HDF5 chunk of the member arrays: a synset's ~1,300 rows touch one or two chunks
 MEMBER_CHUNK_ROWS = 16384
 
@@ -130,7 +137,7 @@ def join_path(*parts: str) -> str:
     return "/".join(part.strip("/") for part in parts if part and part != ".")
 
 
-def _member_name(info: tarfile.TarInfo) -> str:
+def member_name(info: tarfile.TarInfo) -> str:
     name = info.name
     while name.startswith("./"):
         name = name[2:]
@@ -207,7 +214,7 @@ def scan_unit(unit: ScanUnit, find_inner: bool) -> UnitScan:
                 if not info.isreg():
                     skipped += not info.isdir()
                     continue
-                name = _member_name(info)
+                name = member_name(info)
                 last_end = info.offset_data + info.size
                 if find_inner and name.lower().endswith(".tar"):
                     inner.append(ScanUnit(unit.archive, unit.path, unit.start + info.offset_data, info.size,
@@ -236,7 +243,7 @@ def _scan_inner(unit: ScanUnit) -> UnitScan:
     return scan_unit(unit, find_inner=False)
 
 
-def _scan_all(function: Callable[[ScanUnit], UnitScan], units: Sequence[ScanUnit], processes: int,
+def scan_all(function: Callable[[ScanUnit], UnitScan], units: Sequence[ScanUnit], processes: int,
               progress: Callable[[int, int], None]) -> Iterable[UnitScan]:
     """Scans in order, on ``processes`` processes when there is more than one unit."""
     if processes <= 1 or len(units) <= 1:
@@ -277,6 +284,102 @@ class IndexSummary:
     seconds: float
 
 
+def archive_rows(root: Path, archives: Sequence[str], check: Callable[[Path], None] = lambda path: None
+                 ) -> list[tuple[str, int, int]]:
+    """(path relative to ``root``, size, mtime_ns) of each archive, as the index records them;
+    ``check`` refuses an archive that cannot be read by offset."""
+    rows = []
+    for relative in archives:
+        path = root if relative == "." else root / relative
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            raise ArchiveError(f"{path} does not exist; the image root changed since it was planned: re-run.") from None
+        check(path)
+        rows.append((relative, status.st_size, status.st_mtime_ns))
+    return rows
+
+
+def progress_log(log: Callable[[str], None], started: float, label: str, what: str = "tars"
+                 ) -> Callable[[int, int], None]:
+    """A progress callback that logs about twenty lines over a scan."""
+    def report(done: int, total: int) -> None:
+        if done % max(1, total // 20) == 0 or done == total:
+            log(f"{label}: {done}/{total} {what} read in {time.perf_counter() - started:.0f} s")
+    return report
+
+
+@dataclass
+class IndexTables:
+    """An index's content, ready to write: the archives (path, size, mtime_ns), the rows of
+    the truncated ones, the folders sorted by path, and the member columns (``name``, then
+    where each image lies: ``offset`` and ``size``, with ``archive`` and ``member`` when a
+    folder's images lie in several archives, ``row_group`` and ``row`` for parquet)."""
+
+    archives: list[tuple[str, int, int]]
+    truncated: list[int]
+    folder_paths: list[str]
+    folder_archives: list[int]
+    member_dirs: list[str]
+    counts: list[int]
+    members: dict[str, np.ndarray]
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64) if self.counts else np.zeros(0, np.int64)
+
+
+class FolderCollector:
+    """The folders of tar scans, merged: a folder met again (in another tar) keeps its later
+    members on repeated names, as extracting would."""
+
+    def __init__(self):
+        self.found: dict[str, tuple[int, FolderImages]] = {}
+        self.truncated: set[int] = set()
+        self.skipped = 0
+
+    def add(self, scan: UnitScan) -> None:
+        self.skipped += scan.skipped
+        if scan.truncated:
+            self.truncated.add(scan.unit.archive)
+        for folder, images in scan.folders.items():
+            if folder not in self.found:
+                self.found[folder] = (scan.unit.archive, images)
+                continue
+            number, kept = self.found[folder]
+            if kept.member_dir != images.member_dir:
+                raise ArchiveError(f"{scan.unit.path}: two tars hold the folder {folder}; give each folder once.")
+            merged = folder_images(kept.member_dir, [*kept.names, *images.names],
+                                   np.concatenate([kept.offsets, images.offsets]), np.concatenate([kept.sizes, images.sizes]))
+            merged.duplicates += kept.duplicates + images.duplicates
+            self.found[folder] = (number, merged)
+
+    def tables(self, archives: list[tuple[str, int, int]]) -> IndexTables:
+        paths = sorted(self.found)
+        folders = [self.found[path][1] for path in paths]
+
+        def joined(arrays: list[np.ndarray], dtype) -> np.ndarray:
+            return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+
+        members = {"name": joined([images.names for images in folders], "S1"),
+                   "offset": joined([images.offsets for images in folders], np.int64),
+                   "size": joined([images.sizes for images in folders], np.int64)}
+        return IndexTables(archives, sorted(self.truncated), paths, [self.found[path][0] for path in paths],
+                           [images.member_dir for images in folders], [len(images.names) for images in folders], members)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(images.duplicates for _, images in self.found.values())
+
+
+def index_summary(tables: IndexTables, duplicates: int, skipped: int, started: float) -> IndexSummary:
+    return IndexSummary(
+        archives=len(tables.archives), folders=len(tables.folder_paths), images=int(sum(tables.counts)),
+        truncated=tuple(tables.archives[number][0] for number in tables.truncated),
+        duplicates=duplicates, skipped=skipped, seconds=time.perf_counter() - started,
+    )
+
+
 def build_index(root: str | os.PathLike, archives: Sequence[str], output: str | os.PathLike, *,
                 processes: int = 1, attributes: dict | None = None,
                 log: Callable[[str], None] = lambda message: None) -> IndexSummary:
@@ -288,80 +391,26 @@ def build_index(root: str | os.PathLike, archives: Sequence[str], output: str | 
     """
     started = time.perf_counter()
     root = Path(root)
-    units = []
-    rows = []
-    for number, relative in enumerate(archives):
-        path = root if relative == "." else root / relative
-        try:
-            status = path.stat()
-        except FileNotFoundError:
-            raise ArchiveError(f"{path} does not exist; the image root changed since it was planned: re-run.") from None
-        check_not_gzip(path)
-        rows.append((relative, status.st_size, status.st_mtime_ns))
-        units.append(ScanUnit(number, str(path), 0, status.st_size, "" if relative == "." else relative))
-
-    def progress(label: str) -> Callable[[int, int], None]:
-        def report(done: int, total: int) -> None:
-            if done % max(1, total // 20) == 0 or done == total:
-                log(f"{label}: {done}/{total} tars read in {time.perf_counter() - started:.0f} s")
-        return report
-
-    found: dict[str, tuple[int, FolderImages]] = {}
-    truncated_archives: set[int] = set()
-    skipped = 0
+    rows = archive_rows(root, archives, check_not_gzip)
+    units = [ScanUnit(number, str(root if relative == "." else root / relative), 0, size, "" if relative == "." else relative)
+             for number, (relative, size, _) in enumerate(rows)]
+    collector = FolderCollector()
     inner_units: list[ScanUnit] = []
-
-    def collect(scan: UnitScan) -> None:
-        nonlocal skipped
-        skipped += scan.skipped
-        if scan.truncated:
-            truncated_archives.add(scan.unit.archive)
-        for folder, images in scan.folders.items():
-            if folder in found:
-                number, kept = found[folder]
-                if kept.member_dir != images.member_dir:
-                    raise ArchiveError(f"{scan.unit.path}: two tars hold the folder {folder}; give each folder once.")
-                # the scan read later holds the later members: it wins ties, as extracting would
-                found[folder] = (number, folder_images(
-                    kept.member_dir, [*kept.names, *images.names], np.concatenate([kept.offsets, images.offsets]),
-                    np.concatenate([kept.sizes, images.sizes])))
-                found[folder][1].duplicates += kept.duplicates + images.duplicates
-            else:
-                found[folder] = (scan.unit.archive, images)
-
-    for scan in _scan_all(_scan_archive, units, processes, progress("archives")):
-        collect(scan)
+    for scan in scan_all(_scan_archive, units, processes, progress_log(log, started, "archives")):
+        collector.add(scan)
         inner_units += scan.inner
     twice = sorted(path for path, count in Counter(unit.folder for unit in inner_units).items() if count > 1)
     if twice:
         raise ArchiveError(f"{root}: the inner tar {twice[0]} appears twice; an archive must name each inner tar once.")
-    for scan in _scan_all(_scan_inner, inner_units, processes, progress("inner tars")):
-        collect(scan)
-
-    folder_paths = sorted(found)
-    folders = [found[folder][1] for folder in folder_paths]
-    counts = [len(images.names) for images in folders]
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if counts else np.zeros(0, dtype=np.int64)
-    names = [images.names for images in folders]
-    offsets = [images.offsets for images in folders]
-    sizes = [images.sizes for images in folders]
-    duplicates = sum(images.duplicates for images in folders)
-    member_names = np.concatenate(names) if names else np.zeros(0, dtype="S1")
-    summary = IndexSummary(
-        archives=len(rows), folders=len(folder_paths), images=sum(counts),
-        truncated=tuple(rows[number][0] for number in sorted(truncated_archives)),
-        duplicates=duplicates, skipped=skipped, seconds=time.perf_counter() - started,
-    )
-    _write_index(output, root, rows, sorted(truncated_archives), folder_paths,
-                 [found[folder][0] for folder in folder_paths], [images.member_dir for images in folders],
-                 starts, counts, member_names,
-                 np.concatenate(offsets) if offsets else np.zeros(0, dtype=np.int64),
-                 np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64), attributes or {})
-    return summary
+    for scan in scan_all(_scan_inner, inner_units, processes, progress_log(log, started, "inner tars")):
+        collector.add(scan)
+    tables = collector.tables(rows)
+    write_index(output, root, tables, attributes or {})
+    return index_summary(tables, collector.duplicates, collector.skipped, started)
 
 
-def _write_index(output, root: Path, archives, truncated, folder_paths, folder_archives, member_dirs, starts,
-                 counts, member_names, member_offsets, member_sizes, attributes: dict) -> None:
+def write_index(output, root: Path, tables: IndexTables, attributes: dict) -> None:
+    """The index file, written atomically (format: the module's docstring)."""
     import h5py
 
     strings = h5py.string_dtype()
@@ -371,6 +420,7 @@ def _write_index(output, root: Path, archives, truncated, folder_paths, folder_a
         options = {"compression": "gzip", "compression_opts": 4, "shuffle": True} if chunks else {}
         group.create_dataset(name, data=data, chunks=chunks, **options)
 
+    archives = tables.archives
     with atomic_output(output) as temporary:
         with h5py.File(temporary, "w") as handle:
             handle.attrs["format"] = INDEX_FORMAT
@@ -382,18 +432,17 @@ def _write_index(output, root: Path, archives, truncated, folder_paths, folder_a
             group.create_dataset("path", data=[row[0] for row in archives], dtype=strings)
             group.create_dataset("size", data=np.array([row[1] for row in archives], dtype=np.int64))
             group.create_dataset("mtime_ns", data=np.array([row[2] for row in archives], dtype=np.int64))
-            group.create_dataset("truncated", data=np.isin(np.arange(len(archives)), truncated))
+            group.create_dataset("truncated", data=np.isin(np.arange(len(archives)), tables.truncated))
             group = handle.create_group("folders")
-            group.create_dataset("path", data=folder_paths, dtype=strings)
-            group.create_dataset("wnid", data=[folder_wnid(path) for path in folder_paths], dtype=strings)
-            group.create_dataset("archive", data=np.array(folder_archives, dtype=np.int32))
-            group.create_dataset("member_dir", data=member_dirs, dtype=strings)
-            group.create_dataset("start", data=np.array(starts, dtype=np.int64))
-            group.create_dataset("count", data=np.array(counts, dtype=np.int64))
+            group.create_dataset("path", data=tables.folder_paths, dtype=strings)
+            group.create_dataset("wnid", data=[folder_wnid(path) for path in tables.folder_paths], dtype=strings)
+            group.create_dataset("archive", data=np.array(tables.folder_archives, dtype=np.int32))
+            group.create_dataset("member_dir", data=tables.member_dirs, dtype=strings)
+            group.create_dataset("start", data=tables.starts)
+            group.create_dataset("count", data=np.array(tables.counts, dtype=np.int64))
             group = handle.create_group("members")
-            rows_dataset(group, "name", member_names)
-            rows_dataset(group, "offset", member_offsets)
-            rows_dataset(group, "size", member_sizes)
+            for name, data in tables.members.items():
+                rows_dataset(group, name, data)
 
 
 @dataclass(frozen=True)
@@ -434,6 +483,7 @@ class ImageIndex:
             self.archive_sizes = archives["size"][...]
             self.archive_mtimes = archives["mtime_ns"][...]
             self.archive_truncated = archives["truncated"][...]
+            self.location_columns = [name for name in LOCATION_COLUMNS if name in handle["members"]]
             folders = handle["folders"]
             self.folders = [
                 Folder(path, wnid, int(archive), member_dir, int(start), int(count))
@@ -441,6 +491,7 @@ class ImageIndex:
                     folders["path"].asstr()[...], folders["wnid"].asstr()[...], folders["archive"][...],
                     folders["member_dir"].asstr()[...], folders["start"][...], folders["count"][...])
             ]
+        self.layout = str(self.attributes.get("layout", ""))
         self._by_path = {folder.path: folder for folder in self.folders}
         self._by_wnid: dict[str, list[Folder]] = {}
         for folder in self.folders:
@@ -489,29 +540,23 @@ class ImageIndex:
             else:
                 unknown.append(position)
         folders = [self._by_path[path] for path in wanted]
-        archive = np.zeros(len(paths), dtype=np.int32)
-        offset = np.zeros(len(paths), dtype=np.int64)
-        size = np.zeros(len(paths), dtype=np.int64)
-        member = [""] * len(paths)
-        for folder, rows in zip(folders, self._read_rows(folders, ["name", "offset", "size"])):
+        locations = MemberLocations.empty(len(paths), rows=self.layout == "parquet")
+        for folder, rows in zip(folders, self._read_rows(folders, ["name", *self.location_columns])):
             positions = wanted[folder.path]
             names = np.array([paths[position].rpartition("/")[2].encode() for position in positions], dtype=bytes)
             found = np.searchsorted(rows["name"], names)
             for position, name, row in zip(positions, names, found):
                 if row >= len(rows["name"]) or rows["name"][row] != name:
                     unknown.append(position)
-                    continue
-                archive[position] = folder.archive
-                offset[position] = rows["offset"][row]
-                size[position] = rows["size"][row]
-                member[position] = join_path(folder.member_dir, name.decode())
+                else:
+                    locations.take(position, folder, rows, row)
         if unknown:
             raise ArchiveError(
                 f"{len(unknown)} of the {len(paths)} images asked for are not in the image index {self.path} "
                 f"(first: {paths[min(unknown)]}); the split table naming them was made from other archives: delete it "
                 f"and re-run to make it again from this index."
             )
-        return MemberLocations(archive, offset, size, member)
+        return locations
 
     def archive_path(self, number: int) -> Path:
         relative = self.archive_paths[number]
@@ -537,12 +582,14 @@ class ImageIndex:
             )
 
     def reader(self, paths: Sequence[str]) -> MemberReader:
-        """A reader of ``paths`` (in that order), its archives checked now."""
+        """A reader of ``paths`` (in that order), its archives checked now: tar members by
+        offset, or rows of parquet files."""
         locations = self.locate(paths)
         used = sorted(set(locations.archive.tolist()))
         for number in used:
             self.check_archive(number)
-        return MemberReader(
+        kind = ParquetReader if self.layout == "parquet" else MemberReader
+        return kind(
             index=str(self.path), archive_paths={number: str(self.archive_path(number)) for number in used},
             archive_identity={number: (int(self.archive_sizes[number]), int(self.archive_mtimes[number])) for number in used},
             locations=locations, paths=list(paths),
@@ -551,10 +598,32 @@ class ImageIndex:
 
 @dataclass(frozen=True)
 class MemberLocations:
+    """Where images lie: archive row, and the data's offset and size in it with the member
+    name (tars, shards), or the row group and row (parquet)."""
+
     archive: np.ndarray
     offset: np.ndarray
     size: np.ndarray
     member: list[str]
+    row_group: np.ndarray | None = None
+    row: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls, count: int, rows: bool = False) -> MemberLocations:
+        zeros = [np.zeros(count, dtype=np.int64) for _ in range(4)]
+        return cls(np.zeros(count, dtype=np.int32), zeros[0], zeros[1], [""] * count,
+                   zeros[2] if rows else None, zeros[3] if rows else None)
+
+    def take(self, position: int, folder: Folder, rows: dict[str, np.ndarray], row: int) -> None:
+        """Fill ``position`` from ``row`` of a folder's member columns (per-member archive and
+        member name where the index has them)."""
+        name = rows["name"][row].decode()
+        self.archive[position] = rows["archive"][row] if "archive" in rows else folder.archive
+        self.member[position] = rows["member"][row].decode() if "member" in rows else join_path(folder.member_dir, name)
+        for column, values in (("offset", self.offset), ("size", self.size), ("row_group", self.row_group),
+                               ("row", self.row)):
+            if column in rows and values is not None:
+                values[position] = rows[column][row]
 
 
 class MemberReader:
@@ -623,7 +692,7 @@ class MemberReader:
         member = self.locations.member[position]
         try:
             info = tarfile.TarInfo.frombuf(header, tarfile.ENCODING, "surrogateescape")
-            name = _member_name(info)
+            name = member_name(info)
             # names too long for the header's field sit in an extra header before it
             named = name == member or (len(member.encode()) > 99 and member.startswith(name))
             found = f"{name!r} of {info.size} bytes"
@@ -642,6 +711,84 @@ class MemberReader:
         for descriptor in self._descriptors.values():
             os.close(descriptor)
         self._descriptors = {}
+
+
+class ParquetReader(MemberReader):
+    """Reads images from parquet rows (the Hub's ``ILSVRC/imagenet-1k``,
+    :mod:`imagenet_cog.core.parquet_images`): an image with its row group's ``image``
+    column, the ``ROW_GROUPS_KEPT`` row groups read last kept (a class's images lie in a few
+    row groups when the files hold them together). Each read checks that the row holds the
+    image the index names. Picklable; each process opens a file once, when first read."""
+
+    ROW_GROUPS_KEPT = 8
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._forget_files()
+
+    def _forget_files(self) -> None:
+        self._files: dict = {}
+        self._groups: OrderedDict = OrderedDict()
+        self._files_process = os.getpid()
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_files"], state["_groups"] = {}, OrderedDict()
+        return state
+
+    def _parquet(self, archive: int):
+        self._descriptor(archive)  # checks the file is the one indexed (size, time)
+        if self._files_process != os.getpid():  # a forked worker opens its own files
+            self._forget_files()
+        if archive not in self._files:
+            self._files[archive] = open_parquet(self.archive_paths[archive])
+        return self._files[archive]
+
+    def _row_group(self, archive: int, group: int):
+        parquet = self._parquet(archive)
+        if (archive, group) not in self._groups:
+            table = parquet.read_row_group(group, columns=["image"])
+            self._groups[(archive, group)] = table.column("image").combine_chunks()
+            while len(self._groups) > self.ROW_GROUPS_KEPT:
+                self._groups.popitem(last=False)
+        self._groups.move_to_end((archive, group))
+        return self._groups[(archive, group)]
+
+    def describe(self, position: int) -> str:
+        locations = self.locations
+        return (f"{self.archive_paths[int(locations.archive[position])]} row group {locations.row_group[position]} "
+                f"row {locations.row[position]} ({locations.member[position]})")
+
+    def read(self, position: int) -> bytes:
+        archive, group = int(self.locations.archive[position]), int(self.locations.row_group[position])
+        row = int(self.locations.row[position])
+        images = self._row_group(archive, group)
+        path = images.field("path")[row].as_py() if row < len(images) else None
+        if path != self.locations.member[position]:
+            raise IndexMismatchError(
+                f"image index {self.index}: {self.paths[position]} should be {self.locations.member[position]} at row "
+                f"{row} of row group {group} of {self.archive_paths[archive]}, but the file holds {path!r} there: the "
+                f"index does not describe this file. Delete {self.index} and re-run: it is rebuilt, and finished "
+                f"splits and features are kept."
+            )
+        return images.field("bytes")[row].as_py()
+
+    def close(self) -> None:
+        super().close()
+        self._forget_files()
+
+
+def open_parquet(path: str):
+    """A ``pyarrow.parquet.ParquetFile``; pyarrow takes about a second to import, so only
+    parquet roots load it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as error:
+        raise ArchiveError(f"{path} is not a readable parquet file ({error}); it is probably cut short (an "
+                           f"interrupted download): download it again.") from None
 
 
 class ImageFiles:

@@ -14,10 +14,14 @@ root                          layout       what the root is
                               ``tar``      the root is one uncompressed tar of ``<wnid>.tar``:
                                            ``fall11_whole.tar``, or ``winter21_whole.tar`` after
                                            ``gunzip winter21_whole.tar.gz``
+                              ``wds``      a Hugging Face Hub copy's webdataset shards
+                                           (``timm/imagenet-22k-wds``: :mod:`imagenet_cog.core.shards`)
 ``data.in1k_root``            ``folders``  ``<root>/train/<wnid>/``, ``<root>/val/<wnid>/``
                               ``tars``     ``<root>/ILSVRC2012_img_train.tar`` (one tar per class
                                            inside) and ``ILSVRC2012_img_val.tar`` (flat),
                                            labelled by the devkit (:mod:`imagenet_cog.core.val_labels`)
+                              ``wds``      ``timm/imagenet-1k-wds``'s shards
+                              ``parquet``  ``ILSVRC/imagenet-1k``'s ``data/*.parquet``
 ``data.in1k_blurred_root``    ``folders``  as IN-1K, or ``train_blurred/<wnid>/``,
                                            ``val_blurred/<wnid>/`` as the face-blurred release's
                                            ``.tar.gz`` files extract
@@ -25,7 +29,7 @@ root                          layout       what the root is
                                            ``.tar.gz`` after ``gunzip`` (``<dir>/<wnid>/*.jpg``)
 ============================  ===========  =====================================================
 
-Tar layouts are read through an index (:mod:`imagenet_cog.core.archives`) built once per root;
+Tar and Hub layouts are read through an index (:mod:`imagenet_cog.core.archives`) built once per root;
 an image's path then names the member, e.g. ``n01440764.tar/n01440764_10026.JPEG`` or
 ``ILSVRC2012_img_val.tar/ILSVRC2012_val_00000001.JPEG``. Folder layouts keep their paths
 (``n01440764/n01440764_10026.JPEG``).
@@ -40,11 +44,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
+from imagenet_cog.core.shards import INFO_FILE, SHARD_LAYOUTS, copy_release, read_info, shard_part
 from imagenet_cog.core.val_labels import LabelError, find_labels, read_val_labels, val_stem
 
 SOURCES = ("in21k", "in1k", "in1k_blurred")
-LAYOUTS = {"in21k": ("folders", "tars", "tar"), "in1k": ("folders", "tars"), "in1k_blurred": ("folders", "tars")}
-ARCHIVE_LAYOUTS = ("tars", "tar")
+LAYOUTS = {"in21k": ("folders", "tars", "tar", "wds"), "in1k": ("folders", "tars", "wds", "parquet"),
+           "in1k_blurred": ("folders", "tars")}
+# layouts read through an image index: the release's tars and the Hub's shards
+ARCHIVE_LAYOUTS = ("tars", "tar", *SHARD_LAYOUTS)
 # IN-1K-like roots: the folder and the tar of each official set, as each release names them
 PART_FOLDERS = {
     "in1k": {"train": ("train",), "val": ("val",)},
@@ -84,6 +91,32 @@ RELEASES = {
 }
 
 
+def root_release(root: str | os.PathLike | None, layout: str = "auto") -> str | None:
+    """The ImageNet-21K release an IN-21K root is, when the copy says (the Hub's webdataset
+    copies name it: ``imagenet22k`` is Fall 2011, ``imagenet_w21`` Winter 2021); None when
+    it does not (folders and tars look the same in both releases)."""
+    path = Path(root) if root else None
+    if path is None or not path.is_dir() or layout not in ("auto", "wds") or hub_layout(path) != "wds":
+        return None
+    shards, _ = hub_files(path)
+    listed = read_info(path) or {}
+    return copy_release(shards + [name for files in listed.values() for name in files])
+
+
+def resolve_release(configured: str, root: str | os.PathLike | None, layout: str = "auto") -> str:
+    """``data.in21k_release``: ``auto`` is the copy's release where it says, else Winter 2021;
+    a release set against what the copy says is an error naming both."""
+    found = root_release(root, layout)
+    if configured == "auto":
+        return found or "winter21"
+    if found and found != configured:
+        raise ImageRootError(
+            f"data.in21k_release is {configured}, but data.in21k_root = '{root}' holds the Hub's "
+            f"{RELEASES[found].title} copy (its shard names say so); set data.in21k_release to {found} or auto."
+        )
+    return configured
+
+
 def layout_setting(source: str) -> str:
     return f"data.{source}_layout"
 
@@ -113,57 +146,99 @@ def _release_files(path: Path) -> list[str]:
     return sorted(name for name in os.listdir(path) if "whole" in name and name.endswith((".tar", ".tar.gz")))
 
 
+def hub_files(path: Path) -> tuple[list[str], list[str]]:
+    """A Hub copy's webdataset shards (``<copy>-<set>-NNNN.tar``) and parquet files
+    (``[data/]<set>-NNNNN-of-NNNNN.parquet``) in ``path``, relative to it, sorted."""
+    shards, parquets = [], []
+    for folder in (path, path / "data"):
+        if not folder.is_dir():
+            continue
+        prefix = "" if folder == path else "data/"
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith(".parquet") and entry.is_file():
+                    parquets.append(prefix + entry.name)
+                elif (folder == path and entry.name.endswith(".tar") and shard_part(entry.name)
+                      and not WNID.match(entry.name[:-4]) and entry.is_file()):
+                    shards.append(entry.name)
+    return sorted(shards), sorted(parquets)
+
+
+def hub_layout(path: Path) -> str | None:
+    """``wds`` or ``parquet`` when ``path`` holds a Hub copy (or just its ``_info.json``)."""
+    shards, parquets = hub_files(path)
+    if shards or (path / INFO_FILE).is_file():
+        return "wds"
+    return "parquet" if parquets else None
+
+
 def detect_layout(source: str, root: str | os.PathLike) -> str:
     """The layout of ``root``, from what it holds; an error naming the setting when no
     layout fits."""
     path = Path(root)
-    setting = root_setting(source)
     if not path.exists():
-        raise ImageRootError(f"{setting} = '{root}' does not exist; point it at your copy of ImageNet.")
+        raise ImageRootError(f"{root_setting(source)} = '{root}' does not exist; point it at your copy of ImageNet.")
     if source == "in21k":
-        if path.is_file():
-            if _is_gzip(path):
-                raise ImageRootError(
-                    f"{setting} = '{root}' is gzip-compressed, and a compressed tar cannot be read by offset. "
-                    f"Either 'gunzip {path.name}' (one uncompressed tar of the same content; point {setting} at it) "
-                    f"or 'tar xzf {path.name}' (a folder of one tar per synset; point {setting} at that folder)."
-                )
-            return "tar"
-        folders, tars = _wnid_entries(path)
-        if folders and tars:
+        return _detect_in21k(path)
+    return _detect_in1k_like(source, path)
+
+
+def _detect_in21k(path: Path) -> str:
+    setting = root_setting("in21k")
+    if path.is_file():
+        if _is_gzip(path):
             raise ImageRootError(
-                f"{setting} = '{root}' holds both synset folders (<wnid>/, {folders}) and synset tars "
-                f"(<wnid>.tar, {tars}); set {layout_setting(source)} to folders or tars to say which to read."
+                f"{setting} = '{path}' is gzip-compressed, and a compressed tar cannot be read by offset. "
+                f"Either 'gunzip {path.name}' (one uncompressed tar of the same content; point {setting} at it) "
+                f"or 'tar xzf {path.name}' (a folder of one tar per synset; point {setting} at that folder)."
             )
-        if tars or folders:
-            return "tars" if tars else "folders"
-        hint = ", ".join(_release_files(path))
+        return "tar"
+    folders, tars = _wnid_entries(path)
+    if folders and tars:
         raise ImageRootError(
-            f"{setting} = '{root}' holds neither synset folders (<root>/n01440764/*.JPEG) nor synset tars "
-            f"(<root>/n01440764.tar)"
-            + (f"; it holds {hint}: point {setting} at that tar (after gunzip if it is a .tar.gz), or at the "
-               f"folder 'tar xzf' makes of it" if hint else "")
-            + f". {layout_setting(source)} can name the layout (folders, tars or tar)."
+            f"{setting} = '{path}' holds both synset folders (<wnid>/, {folders}) and synset tars "
+            f"(<wnid>.tar, {tars}); set {layout_setting('in21k')} to folders or tars to say which to read."
         )
+    if tars or folders:
+        return "tars" if tars else "folders"
+    if hub_layout(path) == "wds":
+        return "wds"
+    hint = ", ".join(_release_files(path))
+    raise ImageRootError(
+        f"{setting} = '{path}' holds neither synset folders (<root>/n01440764/*.JPEG), synset tars "
+        f"(<root>/n01440764.tar) nor webdataset shards (imagenet22k-train-0000.tar)"
+        + (f"; it holds {hint}: point {setting} at that tar (after gunzip if it is a .tar.gz), or at the "
+           f"folder 'tar xzf' makes of it" if hint else "")
+        + f". {layout_setting('in21k')} can name the layout (folders, tars, tar or wds)."
+    )
+
+
+def _detect_in1k_like(source: str, path: Path) -> str:
+    setting = root_setting(source)
     if not path.is_dir():
         raise ImageRootError(
-            f"{setting} = '{root}' is not a folder; point it at the folder holding the release's "
+            f"{setting} = '{path}' is not a folder; point it at the folder holding the release's "
             f"{' and '.join(PART_ARCHIVES[source]['train'] + PART_ARCHIVES[source]['val'])} or its train/ and val/ folders."
         )
     if any((path / name).is_dir() for name in PART_FOLDERS[source]["train"]):
         return "folders"
     if any((path / name).is_file() for part in PARTS for name in PART_ARCHIVES[source][part]):
         return "tars"
+    hub = hub_layout(path)
+    if hub in LAYOUTS[source]:
+        return hub
     compressed = [f"{name}.gz" for part in PARTS for name in PART_ARCHIVES[source][part] if (path / f"{name}.gz").exists()]
     if compressed:
         raise ImageRootError(
-            f"{setting} = '{root}' holds {', '.join(compressed)}, gzip-compressed, which cannot be read by offset: "
+            f"{setting} = '{path}' holds {', '.join(compressed)}, gzip-compressed, which cannot be read by offset: "
             f"'gunzip' them (uncompressed tars of the same content, read in place) or extract them with 'tar xzf'."
         )
     raise ImageRootError(
-        f"{setting} = '{root}' holds neither {' nor '.join(f'{name}/' for name in PART_FOLDERS[source]['train'])} "
-        f"(class folders) nor {' nor '.join(PART_ARCHIVES[source]['train'])}; point it at the folder holding the "
-        f"release's tars or the extracted train/ and val/ folders."
+        f"{setting} = '{path}' holds neither {' nor '.join(f'{name}/' for name in PART_FOLDERS[source]['train'])} "
+        f"(class folders) nor {' nor '.join(PART_ARCHIVES[source]['train'])}"
+        + (" nor a Hub copy (webdataset shards, data/*.parquet)" if source == "in1k" else "")
+        + "; point it at the folder holding the release's tars, the extracted train/ and val/ folders"
+        + (", or the download of timm/imagenet-1k-wds or ILSVRC/imagenet-1k." if source == "in1k" else ".")
     )
 
 
@@ -183,7 +258,7 @@ def resolve_layout(source: str, root: str | os.PathLike, configured: str = "auto
             f"{layout_setting(source)} is tar, but {root_setting(source)} = '{root}' is not a file; point it at the "
             f"uncompressed release tar (e.g. winter21_whole.tar) or set the layout to auto."
         )
-    if configured != "tar" and not path.is_dir():
+    if configured != "tar" and not path.is_dir():  # the Hub's shards lie in a folder too
         raise ImageRootError(
             f"{layout_setting(source)} is {configured}, but {root_setting(source)} = '{root}' is not a folder; fix "
             f"the root or set the layout to auto."
@@ -192,10 +267,13 @@ def resolve_layout(source: str, root: str | os.PathLike, configured: str = "auto
 
 
 def index_archives(source: str, root: str | os.PathLike, layout: str) -> list[str]:
-    """The tar files of a root to index, relative to it (``.``: the root itself)."""
+    """The files of a root to index, relative to it (``.``: the root itself): tars, or a
+    Hub copy's training and validation shards."""
     path = Path(root)
     if layout == "tar":
         return ["."]
+    if layout in SHARD_LAYOUTS:
+        return hub_shards(source, path, layout)
     if layout != "tars":
         raise ImageRootError(f"{root_setting(source)} has layout {layout}, which has no tars to index.")
     if source == "in21k":
@@ -213,6 +291,26 @@ def index_archives(source: str, root: str | os.PathLike, layout: str) -> list[st
             f"both the training and the validation tar of the release are needed."
         )
     return [found[part][0] for part in PARTS]
+
+
+def hub_shards(source: str, path: Path, layout: str) -> list[str]:
+    """A Hub copy's shards of the sets a source reads (train and validation; IN-1K needs
+    both), found by globbing the folder (the cards' shard ranges are not to be trusted)."""
+    shards, parquets = hub_files(path)
+    found = [name for name in (shards if layout == "wds" else parquets) if shard_part(name) in PARTS]
+    setting = root_setting(source)
+    if not found:
+        listed = read_info(path) if layout == "wds" else None
+        raise ImageRootError(
+            f"{setting} = '{path}' holds no {'webdataset shard (<copy>-train-NNNN.tar)' if layout == 'wds' else 'parquet file (data/train-NNNNN-of-NNNNN.parquet)'} "
+            f"to index" + (f" (its {INFO_FILE} lists {sum(len(files) for files in listed.values())})" if listed else "")
+            + "; download the copy's shards into it (docs/imagenet.md)."
+        )
+    missing = [part for part in PARTS if source != "in21k" and not any(shard_part(name) == part for name in found)]
+    if missing:
+        raise ImageRootError(f"{setting} = '{path}' has no {' or '.join(missing)} shards; IN-1K needs its training and "
+                             f"validation sets both.")
+    return found
 
 
 def _list_folder(folder: Path) -> list[str] | None:
@@ -298,6 +396,8 @@ class ImageRoot:
         }
 
     def _where(self, folder: str) -> str:
+        if self.layout in SHARD_LAYOUTS:
+            return f"{self.root} ({self.layout} shards) concept {folder}"
         return str(self.root) + (f" member {folder}" if self.layout == "tar" else f"/{folder}")
 
     # IN-1K-like roots: the official training and validation sets ------------------------------
@@ -315,6 +415,8 @@ class ImageRoot:
                 wnid: None if names is None else ConceptImages([f"{folder_name}/{wnid}/{name}" for name in names], str(folder))
                 for wnid, folder, names in zip(wnids, folders, listings)
             }
+        if self.layout in SHARD_LAYOUTS:
+            return self._shard_part_images(wnids, part)
         archives = [number for number, path in enumerate(self.index.archive_paths)
                     if path in PART_ARCHIVES[self.source][part]]
         if not archives:
@@ -354,6 +456,17 @@ class ImageRoot:
                 )
         return {wnid: ConceptImages(sorted(paths, key=lambda path: path.rsplit("/", 1)[-1]), where[wnid]) if paths else None
                 for wnid, paths in images.items()}
+
+    def _shard_part_images(self, wnids: Sequence[str], part: str) -> dict[str, ConceptImages | None]:
+        """A Hub copy's images of one set: the index's folders ``<part>/<wnid>``."""
+        folders = [self.index.folder(f"{part}/{wnid}") for wnid in wnids]
+        present = [folder for folder in folders if folder is not None]
+        names = dict(zip((folder.path for folder in present), self.index.names(present)))
+        return {
+            wnid: None if folder is None else ConceptImages(
+                [f"{folder.path}/{name}" for name in names[folder.path]], self._where(folder.path))
+            for wnid, folder in zip(wnids, folders)
+        }
 
     def labels_file(self) -> Path:
         path = find_labels(self.root, self.val_labels_setting)

@@ -390,7 +390,7 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
                         help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
-    parser.add_argument("--image-layout", default="folders", choices=("folders", "tars", "tar"))
+    parser.add_argument("--image-layout", default="folders", choices=("folders", "tars", "tar", "wds", "parquet"))
     parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
 
 

@@ -19,6 +19,7 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
 from imagenet_cog.core.image_roots import (
@@ -26,11 +27,13 @@ from imagenet_cog.core.image_roots import (
     ImageRoot,
     ImageRootError,
     check_index_current,
+    hub_files,
     image_count,
     root_setting,
     stale_index_message,
 )
 from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
+from imagenet_cog.core.shards import SHARD_LAYOUTS, ShardDownload, shard_download, shard_part
 from imagenet_cog.levels.concepts import ConceptError, read_image_counts
 from imagenet_cog.splits.image_splits import SplitError, load_published_splits, read_concepts
 
@@ -247,7 +250,38 @@ def preflight_command(argv: Sequence[str]) -> int:
         print(f"note: {len(differing)} level or pool concepts have another number of images than in Fall 2011 (e.g. "
               f"{differing[0].wnid}: {differing[0].images} vs {differing[0].fall11_images}); their drawn splits differ "
               f"from a Fall 2011 copy's (column images vs fall11_images)")
+    for line in hub_copy_notes(checks, roots):
+        print(line)
     return 0
+
+
+# ILSVRC2012 as released: training and validation images of its 1,000 classes
+IN1K_RELEASED = (1_281_167, 50_000, 1000)
+
+
+def hub_copy_notes(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoot]) -> list[str]:
+    """What a Hub copy dropped (images under 32-56 px) against the release, for the run's
+    concepts: IN-21K against the Fall 2011 counts, IN-1K against ILSVRC2012's totals."""
+    notes = []
+    for source, root in sorted(roots.items()):
+        if root.layout not in SHARD_LAYOUTS:
+            continue
+        mine = [check for check in checks if source_of(check.dataset) == source]
+        if source == "in21k":
+            counted = {check.wnid: check for check in mine if check.fall11_images is not None}.values()
+            fewer = [check for check in counted if check.images < check.fall11_images]
+            dropped = sum(check.fall11_images - check.images for check in fewer)
+            notes.append(f"note: {root.describe()} holds {dropped:,} fewer images than Fall 2011 of {len(fewer):,} of the "
+                         f"run's {len(counted):,} IN-21K concepts (the Hub copy dropped small images); those concepts' "
+                         f"draws differ from a Fall 2011 copy's")
+            continue
+        classes = {check.wnid: check for check in mine}.values()
+        train, val = sum(check.images for check in classes), sum(check.val_images or 0 for check in classes)
+        released = (f"; the release has {IN1K_RELEASED[0]:,} and {IN1K_RELEASED[1]:,}: the copy lacks "
+                    f"{IN1K_RELEASED[0] - train:,} and {IN1K_RELEASED[1] - val:,}" if len(classes) == IN1K_RELEASED[2] else "")
+        notes.append(f"note: {root.describe()} holds {train:,} training and {val:,} validation images of the run's "
+                     f"{len(classes):,} {source} classes{released}")
+    return notes
 
 
 def needed_synsets_command(argv: Sequence[str]) -> int:
@@ -260,6 +294,8 @@ def needed_synsets_command(argv: Sequence[str]) -> int:
     parser.add_argument("--table", required=True, help="TSV: wnid, name, tar, fall11_images, datasets")
     parser.add_argument("--list", required=True, help="one <wnid>.tar a line")
     parser.add_argument("--release", choices=sorted(RELEASES), default="winter21", help="the release the copy is of")
+    parser.add_argument("--root", default=None, help="data.in21k_root, when it is a Hub copy's shards (--layout wds)")
+    parser.add_argument("--layout", default=None, choices=["wds"], help="the root's layout: wds (every shard is needed)")
     args = parser.parse_args(argv)
     try:
         datasets = {dataset: read_concepts(path) for dataset, path in _pairs(args.dataset, "--dataset").items()}
@@ -273,11 +309,31 @@ def needed_synsets_command(argv: Sequence[str]) -> int:
         for wnid in wnids:
             used_by.setdefault(wnid, []).append(dataset)
     wnids = sorted(used_by)
-    write_tsv(args.table, NEEDED_HEADER,
-              [(wnid, names.get(wnid, ""), f"{wnid}.tar", counts.get(wnid, ""), ",".join(used_by[wnid])) for wnid in wnids])
-    write_lines(args.list, [f"{wnid}.tar" for wnid in wnids])
+    try:
+        download = None
+        if args.layout:
+            shards, _ = hub_files(Path(args.root))
+            download = shard_download(Path(args.root), [name for name in shards if shard_part(name) in ("train", "val")])
+    except (ImageRootError, ArchiveError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    where = "every shard" if download else None
+    write_tsv(args.table, NEEDED_HEADER, [(wnid, names.get(wnid, ""), where or f"{wnid}.tar", counts.get(wnid, ""),
+                                           ",".join(used_by[wnid])) for wnid in wnids])
+    write_lines(args.list, download.shards if download else [f"{wnid}.tar" for wnid in wnids])
     total = sum(counts.get(wnid, 0) for wnid in wnids)
     release = RELEASES[args.release]
     print(f"{len(wnids):,} of the {release.synsets:,} synsets of {release.title} "
           f"({', '.join(f'{d}: {len(w)}' for d, w in datasets.items())}), {total:,} images (Fall 2011 counts) -> {args.list}")
+    if download:
+        print(shard_download_note(download, args.root))
     return 0
+
+
+def shard_download_note(download: ShardDownload, root: str) -> str:
+    """What to download of a Hub copy: all of it, its samples being shuffled across shards."""
+    size = f"{download.bytes / 1e9:,.1f} GB" if download.bytes is not None else "size not given by _info.json"
+    samples = f"{download.samples:,} samples, " if download.samples is not None else ""
+    return (f"{root} is a Hub copy whose samples are shuffled across its shards: every shard holds images of nearly "
+            f"every concept, so all {len(download.shards):,} training and validation shards are needed ({samples}{size}; "
+            f"from {download.where}), listed in the list file.")

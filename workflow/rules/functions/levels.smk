@@ -6,7 +6,7 @@ import os
 import shlex
 import sys
 
-from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
+from imagenet_cog.core.image_roots import ImageRootError, resolve_layout, resolve_release
 from imagenet_cog.levels.cut import LevelError
 from imagenet_cog.levels.level_sets import check_level_sets
 
@@ -22,10 +22,22 @@ def concept_list_inputs(wildcards):
         raise WorkflowError(f"config.yaml: {error}")
 
 
+def in21k_release():
+    """data.in21k_release, auto resolved: the release a Hub copy says it is, else winter21."""
+    root = config["data"]["in21k_root"] if config["mode"] == "imagenet" else None
+    try:
+        return resolve_release(config["data"]["in21k_release"], root, config["data"]["in21k_layout"])
+    except ImageRootError as error:
+        raise WorkflowError(f"config: {error}") from None
+
+
+IN21K_RELEASE = in21k_release()
+
+
 def counts_images_from_root():
     """Whether the image_counts rule counts the copy's synset folders (data.count_images_from_root)."""
     counting = config["data"]["count_images_from_root"]
-    if counting is True and config["data"]["in21k_release"] == "winter21":
+    if counting is True and IN21K_RELEASE == "winter21":
         # Counting a Winter 2021 copy would silently change the eligible concepts and so the
         # levels; the pre-flight check names what the copy lacks instead.
         print(

@@ -2,6 +2,7 @@
 # functions, config checks and the stage's targets (kept apart from the rules, as
 # snakemake --lint asks).
 
+import os
 import shlex
 
 from imagenet_cog.core.image_roots import ARCHIVE_LAYOUTS, ImageRootError, resolve_layout
@@ -36,7 +37,7 @@ def image_source(dataset):
 
 @functools.cache
 def root_layout(source):
-    """The layout of an image root (folders, tars, tar): data.<source>_layout, or detected
+    """The layout of an image root (folders, tars, tar, wds, parquet): data.<source>_layout, or detected
     from what the root holds; the demo's images are folders."""
     if config["mode"] == "demo":
         return "folders"
@@ -50,6 +51,15 @@ def root_layout(source):
         return resolve_layout(source, root, config["data"][f"{source}_layout"])
     except ImageRootError as error:
         raise WorkflowError(f"config: {error}") from None
+
+
+def hub_copy_options():
+    """needed_synsets on a Hub copy's webdataset shards (every shard is needed, the samples
+    being shuffled across them): its root and layout; nothing for the release's tars."""
+    root = config["data"]["in21k_root"]
+    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout("in21k") != "wds":
+        return ""
+    return f" --root {shlex.quote(root)} --layout wds"
 
 
 def image_layout(dataset):
