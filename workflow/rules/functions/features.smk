@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 from snakemake.exceptions import IncompleteCheckpointException
 
-
 # The extraction rules' shared definitions (extract_features: one shard; extract_split: every
 # shard of a split). Their shell texts and param values are exactly those of the two rules
 # before they were shared, so finished extractions stay current (docs/architecture.md,
