@@ -83,10 +83,8 @@ def interval(rows: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
     if low not in rows.columns:
         nothing = np.full(len(rows), np.nan)
         return nothing, nothing
-    # top-1 lies in [0, 100] and differences of it in [-100, 100]; a t interval over few
-    # seeds (t = 12.7 for two) can reach past them, which the figures do not draw
-    bounds = (0.0, 100.0) if value == "mean" else (-100.0, 100.0)
-    return np.clip(rows[low].to_numpy(float), *bounds), np.clip(rows[high].to_numpy(float), *bounds)
+    # already cut to what a top-1 (or a difference of two) can be: statistics.mean_interval
+    return rows[low].to_numpy(float), rows[high].to_numpy(float)
 
 
 def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelStyles, value: str) -> None:

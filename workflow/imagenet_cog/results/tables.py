@@ -85,7 +85,10 @@ def pivot_cells(
     return table.reset_index(drop=True)
 
 
-INTERVAL_NOTE = "[low, high]: 95% confidence interval of the mean over seeds (Student t, n - 1 df)."
+INTERVAL_NOTE = (
+    "[low, high]: 95% confidence interval of the mean over seeds (Student t, n - 1 df), cut to [0, 100] "
+    "where it reaches past what a top-1 can be."
+)
 SIGNIFICANT_NOTE = (
     f"{SIGNIFICANT_MARK} differs from the baseline: paired t-test over seeds, Holm-corrected over "
     f"every model, dataset and N of the run, p < 0.05 (tables/paired_tests)."
