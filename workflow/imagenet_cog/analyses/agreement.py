@@ -1,4 +1,4 @@
-"""Agreement between models' clusterings (paper 002 Sec. 5.1): the adjusted (normalised)
+"""Agreement between models' clusterings (Laina et al. 2020, Sec. 5.1): the adjusted (normalised)
 mutual information between the k-means test assignments of every pair of models, per
 dataset, as a symmetric matrix (scikit-learn's ``adjusted_mutual_info_score``). One more
 row and column, ``concepts``, compares each clustering with the concept labels.

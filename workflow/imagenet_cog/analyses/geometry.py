@@ -1,4 +1,4 @@
-"""Alignment and uniformity of the test features (paper 000 Sec. 4.3.2, supp. D.2;
+"""Alignment and uniformity of the test features (CoG preprint, Sec. 4.3.2, supp. D.2;
 Wang & Isola, ICML 2020), exact over all pairs, computed in blocks.
 
 On L2-normalised features x (the test set of one dataset):
@@ -9,10 +9,10 @@ On L2-normalised features x (the test set of one dataset):
 - ``uniformity`` = -log E exp(-t ||x - y||^2) over all unordered pairs of distinct test
   images, t = 2. Wang & Isola's uniformity *loss* is the logarithm without the minus sign
   (at most 0, lower is more uniform); this analysis reports its negation, positive and
-  higher for more uniform features, which is the convention of the values 000 reports
+  higher for more uniform features, which is the convention of the values the CoG preprint reports
   (1.8-3.1). ``uniformity_loss`` is recorded too.
 - ``alignment_uniformity_ratio`` = alignment / uniformity; the summary adds it relative to
-  the model's IN-1K ratio (000 Fig. 6).
+  the model's IN-1K ratio (CoG preprint, Fig. 6).
 
 50,000 test images make 1.25e9 pairs: the squared distances are formed one block of rows
 at a time against all rows (``||x||^2 + ||y||^2 - 2 x.y``, matrix products on the GPU when

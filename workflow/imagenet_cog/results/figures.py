@@ -1,4 +1,4 @@
-"""The paper's result figures from the tidy summary (paper 004 Figs. 3, 4, 10 and 11).
+"""The paper's result figures from the tidy summary (ICCV paper, Figs. 3, 4, 10 and 11).
 
 - ``top1_levels``: top-1 on IN-1K and each level with all training images, one line per
   model (Fig. 3a).
@@ -8,7 +8,7 @@
 - ``few_shot_relative``: the same minus the baseline (Figs. 4d-f, 11).
 - ``pca``, ``pca_relative``: top-1 of PCA + linear probes against the number d of principal
   components (log2 axis, "All" = the linear probe on every dimension), one panel per
-  dataset, absolute and minus the baseline (paper 000 Fig. 8); empty panels without the
+  dataset, absolute and minus the baseline (CoG preprint, Fig. 8); empty panels without the
   pca kind.
 
 Error bars (levels figures) and bands (few-shot figures) are the 95% confidence intervals of
@@ -191,7 +191,7 @@ PCA_LABEL = "Principal components d (log$_2$ scale)"
 
 
 def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
-    """000 Fig. 8: the few-shot layout with d in place of N, at N = all."""
+    """CoG preprint, Fig. 8: the few-shot layout with d in place of N, at N = all."""
     full = summary[summary["shots"] == "all"]
     pca = full[full["probe"].str.startswith(PCA_PREFIX)].assign(shots=lambda frame: frame["probe"].map(lambda kind: str(pca_dim(kind))))
     frame = pd.concat([pca, full[full["probe"] == "linear"]], ignore_index=True)

@@ -22,7 +22,7 @@
 - ``rank_agreement``: Kendall's tau-b (``scipy.stats.kendalltau``) between the models'
   ranking on IN-1K and on each level, per N, with its two-sided p-value.
 - ``generalization_drop``: per model and level, top-1 on IN-1K minus top-1 on the level
-  (points) and that drop as a percentage of the model's IN-1K top-1 (000 Fig. 3c).
+  (points) and that drop as a percentage of the model's IN-1K top-1 (CoG preprint, Fig. 3c).
 """
 
 from __future__ import annotations
