@@ -42,7 +42,7 @@ from imagenet_cog.core.plots import (  # noqa: E402
     save_figure,
     set_theme,
 )
-from imagenet_cog.results.statistics import paired_tests  # noqa: E402
+from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
 from imagenet_cog.results.summary import (  # noqa: E402
     INTERVAL_COLUMNS,
     lin_rows,
@@ -83,8 +83,10 @@ def interval(rows: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
     if low not in rows.columns:
         nothing = np.full(len(rows), np.nan)
         return nothing, nothing
-    # already cut to what a top-1 (or a difference of two) can be: statistics.mean_interval
-    return rows[low].to_numpy(float), rows[high].to_numpy(float)
+    # statistics.mean_interval cuts intervals to what a top-1 (or a difference of two) can be;
+    # a summary written before it did is cut here
+    bounds = TOP1_RANGE if value == "mean" else DIFFERENCE_RANGE
+    return np.clip(rows[low].to_numpy(float), *bounds), np.clip(rows[high].to_numpy(float), *bounds)
 
 
 def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelStyles, value: str) -> None:
