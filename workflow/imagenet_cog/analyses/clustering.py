@@ -101,6 +101,8 @@ def entropy_purity(confusion: np.ndarray) -> float:
 
 
 def clustering_metrics(labels: np.ndarray, clusters: np.ndarray, num_clusters: int) -> dict[str, float]:
+    # sklearn, faiss and torch are imported where they are used: analyses/report.py imports this
+    # module for its metric names, and the report commands start without them
     from sklearn.metrics import (
         adjusted_mutual_info_score,
         adjusted_rand_score,

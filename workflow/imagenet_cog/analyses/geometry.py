@@ -27,6 +27,7 @@ import sys
 import time
 
 import numpy as np
+import torch
 
 from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
 from imagenet_cog.core.io import write_json
@@ -44,16 +45,12 @@ log = logging.getLogger("imagenet_cog.analyses.geometry")
 
 
 def _squared_distances(rows, columns, row_norms, column_norms):
-    import torch
-
     distances = row_norms[:, None] + column_norms[None, :] - 2.0 * (rows @ columns.T)
     return torch.clamp_min_(distances, 0.0)
 
 
 def uniformity_loss(features: np.ndarray, t: float = 2.0, block_size: int = 1024, device: str = "auto") -> float:
     """log of the mean of exp(-t ||x_i - x_j||^2) over all pairs i < j, exactly."""
-    import torch
-
     target = resolve_device(device, "analyses.device")
     count = features.shape[0]
     if count < 2:
@@ -75,8 +72,6 @@ def uniformity_loss(features: np.ndarray, t: float = 2.0, block_size: int = 1024
 
 def alignment(features: np.ndarray, labels: np.ndarray, alpha: float = 2.0, device: str = "auto") -> float:
     """Mean ||x_i - x_j||^alpha over all pairs i < j of the same label, pooled over labels."""
-    import torch
-
     target = resolve_device(device, "analyses.device")
     total, pairs = 0.0, 0
     for label in np.unique(labels):
@@ -120,7 +115,6 @@ def geometry_command(argv: list[str]) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    import torch
 
     torch.set_num_threads(max(1, args.threads))
     # Full float32 products on a GPU too: TF32's 10-bit mantissa would move the distances

@@ -24,6 +24,7 @@ import logging
 import sys
 
 import numpy as np
+from scipy.stats import binomtest
 
 from imagenet_cog.core.io import read_tsv, write_json, write_tsv
 
@@ -44,8 +45,6 @@ CONCEPT_COLUMNS = ["label", "wnid", "n_test", "tasks", "random_correct", "random
 
 
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    from scipy.stats import binomtest
-
     interval = binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
     return float(interval.low), float(interval.high)
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection
 
+import yaml
+
 from imagenet_cog.models.checkpoints import load_checkpoint
 
 # The paper's 31 models, shipped next to the workflow (docs/paper-models.md).
@@ -565,8 +567,6 @@ def describe_models_command(argv: list[str]) -> int:
                  "arch": row["arch"], "input_size": row["size"], "feature_dim": row["feature_dim"]}
                 for row in describe_registry()]
     else:
-        import yaml
-
         if not args.config.is_file():
             parser.error(f"--config {args.config}: no such file (relative paths start at {Path.cwd()}: run in the "
                          f"workflow's folder, or name the file)")
