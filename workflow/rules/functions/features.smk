@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 from snakemake.exceptions import IncompleteCheckpointException
 
+from imagenet_cog.models.registry import extract_options, planned_preprocessing, weights_identity
+
 # The extraction rules' shared definitions (extract_features: one shard; extract_split: every
 # shard of a split). Their shell texts and param values are exactly those of the two rules
 # before they were shared, so finished extractions stay current (docs/architecture.md,
@@ -74,8 +76,6 @@ def model_checkpoint_input(wildcards):
 @functools.cache
 def model_weights_identity(model):
     """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
-    from imagenet_cog.models.registry import weights_identity
-
     if made_by_workflow(model):
         # Its digest is unknown until it is made: the settings that make it stand in for it.
         settings = json.dumps({"demo": demo_world_settings(), "pretraining": config["demo"]["pretraining"]}, sort_keys=True)
@@ -104,8 +104,6 @@ def model_extract_options(model):
     """A custom model's factory, a timm model's preprocessing and input size. The rule's
     parameter is still called factory: its name is in the shell command, whose text Snakemake
     compares, so renaming it would re-extract every finished model."""
-    from imagenet_cog.models.registry import extract_options
-
     return shlex.join(extract_options(model_spec(model)))
 
 
@@ -120,8 +118,6 @@ def extract_command_options(wildcards):
 @functools.cache
 def model_preprocessing(model):
     """The registry's or timm's preprocessing as JSON; a custom model's factory is covered by its identity."""
-    from imagenet_cog.models.registry import planned_preprocessing
-
     preprocessing = planned_preprocessing(model_spec(model))
     return preprocessing.to_json() if preprocessing else "factory"
 
