@@ -35,7 +35,7 @@ from PIL import Image
 from torchvision import transforms
 
 from imagenet_cog.core.device import resolve_device
-from imagenet_cog.features.extract import extract_shard
+from imagenet_cog.features.extract import ExtractionOptions, SplitImages, extract_shard
 from imagenet_cog.features.store import read_features
 from imagenet_cog.models.registry import ModelSpec, build_model
 
@@ -128,12 +128,10 @@ def main() -> None:
         baseline_seconds = None if args.skip_baseline else reference_style_extraction(
             spec, root / "images", paths, root / "baseline.npy", args.device, args.num_workers)
         started = time.perf_counter()
-        attributes = extract_shard(
-            spec=spec, split_table=table, image_root=root / "images", dataset="l1", split="train",
-            shard=0, shard_size=args.images, output=root / "ours.h5", batch_size=args.batch_size,
-            num_workers=args.num_workers, device=args.device, threads=args.threads,
-            decode=args.decode,
-        )
+        options = ExtractionOptions(batch_size=args.batch_size, num_workers=args.num_workers, threads=args.threads,
+                                    device=args.device, decode=args.decode)
+        attributes = extract_shard(spec, SplitImages(table, root / "images", "l1", "train"), 0, args.images,
+                                   root / "ours.h5", options)
         ours_seconds = time.perf_counter() - started
         ours = read_features(root / "ours.h5").features
         if baseline_seconds is not None:

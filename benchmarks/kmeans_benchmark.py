@@ -9,7 +9,7 @@ L2-normalised, as the analyses stage clusters them) are clustered twice with the
   picks for ``--device`` (faiss on the CPU; on a GPU faiss-gpu where installed, else the same
   algorithm in torch, ``imagenet_cog.analyses.torch_kmeans``).
 
-It prints the seconds of each, their ratio, and the paper's purity (000 Eq. 3) of the
+It prints the seconds of each, their ratio, and the paper's purity (CoG preprint, Eq. 3) of the
 held-out test features assigned to each one's centroids. ``--compare-rows n`` first runs
 faiss on the CPU and the torch k-means (on ``--device``) from the same initial centroids on
 the first n training rows and prints both times, the largest relative difference of their

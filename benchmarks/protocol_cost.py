@@ -204,7 +204,7 @@ def measure_extraction(arch: str, device: str, decode: str, sizes: tuple[int, in
     sys.path.insert(0, str(REPOSITORY / "benchmarks"))
     from features_benchmark import generate_images
 
-    from imagenet_cog.features.extract import extract_shard
+    from imagenet_cog.features.extract import ExtractionOptions, SplitImages, extract_shard
     from imagenet_cog.models.registry import ModelSpec
 
     spec = ModelSpec(arch, arch, "random")
@@ -214,9 +214,8 @@ def measure_extraction(arch: str, device: str, decode: str, sizes: tuple[int, in
         seconds = []
         for count in (sizes[0], *sizes):  # the first run warms caches and the device up
             started = time.perf_counter()
-            extract_shard(spec=spec, split_table=table, image_root=root / "images", dataset="l1",
-                          split="train", shard=0, shard_size=count, output=root / f"{count}.h5",
-                          batch_size=batch_size, num_workers=num_workers, device=device, decode=decode)
+            extract_shard(spec, SplitImages(table, root / "images", "l1", "train"), 0, count, root / f"{count}.h5",
+                          ExtractionOptions(batch_size=batch_size, num_workers=num_workers, device=device, decode=decode))
             seconds.append(time.perf_counter() - started)
             (root / f"{count}.h5").unlink()
     small, large = seconds[1:]

@@ -61,7 +61,7 @@ def labels_and_clusters(confusion):
 def test_the_papers_purity_on_a_constructed_confusion_matrix():
     labels, clusters = labels_and_clusters(CONFUSION)
     assert np.array_equal(clustering.confusion_matrix(labels, clusters, 3), CONFUSION)
-    # 000 Eq. 3 per concept, normalised by the concept's images: (8/10 + 6/10 + 4/4) / 3
+    # CoG preprint, Eq. 3 per concept, normalised by the concept's images: (8/10 + 6/10 + 4/4) / 3
     assert clustering.paper_purity(CONFUSION) == pytest.approx((0.8 + 0.6 + 1.0) / 3)
     # per cluster: (8 + 3 + 6) / 24
     assert clustering.cluster_purity(CONFUSION) == pytest.approx(17 / 24)
@@ -303,7 +303,7 @@ def test_summary_tables_and_figures(tmp_path):
     report.write_analysis_tables(report.read_analyses_summary(summary_path), layout, models, datasets, analyses, files)
     clustering_table = pd.read_csv(layout.table("analyses_clustering", "csv"))
     assert list(clustering_table.columns) == ["Model", "Metric", "IN-1K", "L1"]
-    assert clustering_table.iloc[0].tolist() == ["M1†", "Purity (000 Eq. 3)", "0.500 ± 0.010", "0.250 ± 0.010"]
+    assert clustering_table.iloc[0].tolist() == ["M1†", "Purity (CoG preprint, Eq. 3)", "0.500 ± 0.010", "0.250 ± 0.010"]
     learn = pd.read_csv(layout.table("analyses_learnability", "csv"))
     assert learn.iloc[0]["L1"] == "90.0 [80.0, 95.0]"
     assert "Adjusted NMI" in (tmp_path / "results/tables/analyses_agreement_l1.md").read_text()

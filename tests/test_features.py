@@ -16,7 +16,13 @@ import torch
 from PIL import Image
 
 from conftest import make_world
-from imagenet_cog.features.extract import MIXED_PRECISION_TOLERANCE, FeatureExtractor, extract_shard
+from imagenet_cog.features.extract import (
+    MIXED_PRECISION_TOLERANCE,
+    ExtractionOptions,
+    FeatureExtractor,
+    SplitImages,
+    extract_shard,
+)
 from imagenet_cog.features.store import merge_shards, read_features, read_metadata
 from imagenet_cog.models.registry import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, ModelSpec, Preprocessing
 
@@ -40,11 +46,8 @@ def tiny(tmp_path, monkeypatch) -> ModelSpec:
 
 
 def extract(spec, table, output, shard=0, shard_size=100, split="train", **options):
-    return extract_shard(
-        spec=spec, split_table=table, image_root=table.parent / "images", dataset="l1", split=split,
-        shard=shard, shard_size=shard_size, output=output, batch_size=4, num_workers=0,
-        device="cpu", **options,
-    )
+    images = SplitImages(table, table.parent / "images", "l1", split)
+    return extract_shard(spec, images, shard, shard_size, output, ExtractionOptions(batch_size=4, device="cpu", **options))
 
 
 def test_shard_holds_its_rows_with_provenance(tmp_path, tiny):

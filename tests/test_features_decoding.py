@@ -16,7 +16,13 @@ from PIL import Image
 
 from imagenet_cog.cli import main
 from imagenet_cog.features.decoding import choose_decode, device_decodable, resize_and_crop
-from imagenet_cog.features.extract import MIXED_PRECISION_TOLERANCE, ImageRows, extract_shard
+from imagenet_cog.features.extract import (
+    MIXED_PRECISION_TOLERANCE,
+    ExtractionOptions,
+    ImageRows,
+    SplitImages,
+    extract_shard,
+)
 from imagenet_cog.models.registry import ModelSpec, Preprocessing
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -107,9 +113,8 @@ def test_device_path_gives_the_host_features_and_flags(tmp_path, caplog):
     for decode in ("host", "device"):
         shards[decode] = tmp_path / f"{decode}.h5"
         with caplog.at_level("WARNING"):
-            extract_shard(spec=spec, split_table=table, image_root=tmp_path / "images", dataset="l1",
-                          split="train", shard=0, shard_size=100, output=shards[decode],
-                          batch_size=4, device="cpu", decode=decode)
+            extract_shard(spec, SplitImages(table, tmp_path / "images", "l1", "train"), 0, 100, shards[decode],
+                          ExtractionOptions(batch_size=4, device="cpu", decode=decode))
     with h5py.File(shards["host"]) as host, h5py.File(shards["device"]) as device:
         paths = list(host["path"].asstr()[...])
         valid = host["valid"][...]

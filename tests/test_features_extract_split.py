@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_features import extract, make_world, tiny  # noqa: F401 - the fixture
 
-from imagenet_cog.features.extract import shard_rows
+from imagenet_cog.features.extract import ExtractionOptions, SplitImages, shard_rows
 from imagenet_cog.features.extract_split import extract_split, shard_is_current
 from imagenet_cog.features.store import read_features
 
@@ -22,9 +22,9 @@ ROW_DATASETS = ("features", "labels", "index", "valid")
 
 
 def split_job(spec, table, folder, **options):
-    return extract_split(spec=spec, split_table=table, image_root=table.parent / "images", dataset="l1", split="train",
-                         shard_size=4, shard_template=str(folder / "shard-{shard}.h5"), merged=folder / "train.h5",
-                         batch_size=4, num_workers=0, device="cpu", **options)
+    images = SplitImages(table, table.parent / "images", "l1", "train")
+    return extract_split(spec, images, 4, str(folder / "shard-{shard}.h5"), folder / "train.h5",
+                         ExtractionOptions(batch_size=4, device="cpu", **options))
 
 
 def test_one_job_writes_the_shards_of_one_job_per_shard(tmp_path, tiny):  # noqa: F811

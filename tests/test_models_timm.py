@@ -22,7 +22,7 @@ from torchvision import transforms
 
 from conftest import make_world
 from imagenet_cog.features.decoding import resize_and_crop
-from imagenet_cog.features.extract import ImageRows, extract_shard
+from imagenet_cog.features.extract import ExtractionOptions, ImageRows, SplitImages, extract_shard
 from imagenet_cog.models.checkpoints import CheckpointMismatch
 from imagenet_cog.models.registry import (
     REGISTRY,
@@ -89,10 +89,8 @@ def test_extracted_features_are_what_the_classifier_reads(family, tmp_path):
     table = make_world(tmp_path, concepts=2, train=3, test=1)
     spec = ModelSpec(family, arch, "random:7", input_size=size)
     output = tmp_path / "shard.h5"
-    attributes = extract_shard(
-        spec=spec, split_table=table, image_root=tmp_path / "images", dataset="l1", split="train",
-        shard=0, shard_size=100, output=output, batch_size=4, device="cpu", dtype="float32",
-    )
+    images = SplitImages(table, tmp_path / "images", "l1", "train")
+    attributes = extract_shard(spec, images, 0, 100, output, ExtractionOptions(batch_size=4, device="cpu", dtype="float32"))
     with h5py.File(output) as handle:
         features = torch.from_numpy(handle["features"][...])
         paths = list(handle["path"].asstr()[...])

@@ -128,3 +128,16 @@ def test_models_command_lists_the_registry():
     assert set(rows) == set(REGISTRY)
     assert rows["t2t_vit_t_14"][1:] == ["architecture", "t2t_vit_t_14", "224", "384"]
     assert rows["resnet50"][1] == "baseline" and rows["clip_resnet50"][1] == "data"
+
+
+def test_models_command_reads_the_workflow_folder_not_the_package_location(tmp_path):
+    """An installed package has no checkout above it: the default is the working directory's
+    config/paper_models.yaml, and elsewhere the error says where it looked."""
+    elsewhere = subprocess.run([sys.executable, "-m", "imagenet_cog", "models"], capture_output=True, text=True,
+                               cwd=tmp_path)
+    assert elsewhere.returncode != 0 and str(tmp_path) in elsewhere.stderr
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "paper_models.yaml").write_text(PAPER_MODELS.read_text())
+    listing = subprocess.run([sys.executable, "-m", "imagenet_cog", "models"], capture_output=True, text=True,
+                             cwd=tmp_path, check=True).stdout.splitlines()
+    assert {line.split("\t")[0] for line in listing[1:]} == TABLE_1

@@ -281,7 +281,7 @@ def test_relative_cell_without_a_complete_baseline(results_root, tmp_path):
 
 def test_other_probe_kinds_get_rows_and_a_table_relative_to_the_linear_probe(results_root, tmp_path):
     """MLP kinds on their own grid (N=all, one seed): summary rows with probe=mlp, the
-    paper's linear tables unchanged, and 000 Tab. 3's 100 x (MLP - LogReg) / LogReg."""
+    paper's linear tables unchanged, and the CoG preprint's Tab. 3, 100 x (MLP - LogReg) / LogReg."""
     write_results(results_root, {("resnet50", "in1k", "all"): [79.2], ("resnet50", "l1", "all"): [54.9]}, "mlp", ["22"])
     write_results(results_root, {("resnet50", "in1k", "all"): [36.0]}, "mlp_noact", ["22"])
     summary_path = tmp_path / "summary.csv"

@@ -13,7 +13,15 @@ from test_results import DATASETS, MODELS, SEEDS, SHOTS, write_results
 
 from imagenet_cog.core.layout import DROP_NAME, FIGURE_FORMATS, STATISTICS_TABLES, TABLE_FORMATS, Layout
 from imagenet_cog.results.drop import drop_command, drop_table
-from imagenet_cog.results.statistics import generalization_drop, holm, mean_interval, paired_tests, rank_agreement
+from imagenet_cog.results.statistics import (
+    DIFFERENCE_RANGE,
+    TOP1_RANGE,
+    generalization_drop,
+    holm,
+    mean_interval,
+    paired_tests,
+    rank_agreement,
+)
 from imagenet_cog.results.summary import aggregate_command, summarise
 from imagenet_cog.results.tables import statistics_command
 
@@ -22,16 +30,27 @@ T_975 = {2: 4.302653, 4: 2.776445}
 
 
 def test_interval_of_a_mean_matches_the_t_table():
-    low, high = mean_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    low, high = mean_interval([1.0, 2.0, 3.0, 4.0, 5.0], (-100.0, 100.0))
     half = T_975[4] * math.sqrt(2.5) / math.sqrt(5)
     assert (low, high) == pytest.approx((3.0 - half, 3.0 + half), abs=1e-5)
-    low, high = mean_interval([70.0, 72.0, 74.0])
+    low, high = mean_interval([70.0, 72.0, 74.0], TOP1_RANGE)
     assert (low, high) == pytest.approx((72.0 - T_975[2] * 2 / math.sqrt(3), 72.0 + T_975[2] * 2 / math.sqrt(3)), abs=1e-5)
 
 
 def test_interval_needs_two_seeds_and_is_a_point_without_variance():
-    assert all(math.isnan(end) for end in mean_interval([50.0]))
-    assert mean_interval([40.0, 40.0, 40.0]) == (40.0, 40.0)
+    assert all(math.isnan(end) for end in mean_interval([50.0], TOP1_RANGE))
+    assert mean_interval([40.0, 40.0, 40.0], TOP1_RANGE) == (40.0, 40.0)
+
+
+def test_interval_of_a_top1_stays_within_0_and_100():
+    # the demo's IN-1K: mean 99.67, t interval [98.2, 101.1] -> its upper end cut at 100
+    values = [100.0, 99.0, 100.0]
+    half = T_975[2] * float(np.std(values, ddof=1)) / math.sqrt(3)
+    assert 100.0 < 99.0 + 2 / 3 + half  # the uncut interval would leave [0, 100]
+    assert mean_interval(values, TOP1_RANGE) == pytest.approx((99.0 + 2 / 3 - half, 100.0))
+    assert mean_interval([0.0, 1.0, 0.0], TOP1_RANGE)[0] == 0.0
+    # a difference of two top-1s stays within [-100, 100]
+    assert mean_interval([-100.0, -99.0, -100.0], DIFFERENCE_RANGE)[0] == -100.0
 
 
 def test_holm_matches_a_hand_computed_example():

@@ -169,7 +169,7 @@ def test_level_set_outputs(demo_run, demo_config):
 
 
 def test_every_configured_probe_kind_ran(demo_run, demo_config):
-    """The demo runs each other kind (000 C.2, C.3) on its own shots and seeds, at small d."""
+    """The demo runs each other kind (CoG preprint, C.2, C.3) on its own shots and seeds, at small d."""
     layout, probes = Layout(), demo_config["probes"]
     kinds = other_probe_kinds(demo_config)
     assert {"mlp", "mlp_noact"} <= set(kinds) and any(kind.startswith("pca-") for kind in kinds)

@@ -36,7 +36,7 @@ COMMANDS: dict[str, str] = {
     "split-summary": "imagenet_cog.splits.summary:split_summary",
     # features stage (features.smk)
     "extract": "imagenet_cog.features.extract:extract_command",
-    "merge-shards": "imagenet_cog.features.extract:merge_command",
+    "merge-shards": "imagenet_cog.features.store:merge_command",
     "extract-split": "imagenet_cog.features.extract_split:extract_split_command",
     "level-set-view": "imagenet_cog.features.views:view_command",
     # the model registry (no rule: paper Table 3 for a config; a checkpoint made tensors-only)

@@ -1,5 +1,5 @@
-# Analyses stage: representation analyses of the features already extracted (paper 000
-# Sec. 4.3 and supp. D; paper 002 Sec. 3 and 5.1), per model x dataset, each switched on or
+# Analyses stage: representation analyses of the features already extracted (the CoG preprint
+# Sec. 4.3 and supp. D; Laina et al. 2020 Sec. 3 and 5.1), per model x dataset, each switched on or
 # off under `analyses:` in config.yaml, and forced-choice sheets for human raters. See
 # imagenet_cog/analyses/ for what each computes.
 #
@@ -172,7 +172,7 @@ rule analyses:
         analysis_outputs(),
 
 
-# human forced-choice sheets (002 Sec. 3) ------------------------------------------------
+# human forced-choice sheets (Laina et al. 2020, Sec. 3) ---------------------------------
 # Per dataset, HTML pages for human raters (images embedded, so a page can be mailed or
 # moved) and the answer key apart from them. Raters' answers are scored outside the
 # workflow: `python -m imagenet_cog score-raters --answers *.csv --key <key.tsv> ...`.

@@ -7,12 +7,18 @@
 include: "functions/features.smk"
 
 
+# The two extraction rules, one per job shape: a shard (extract_features) or every shard of a
+# split (extract_split, features.group: split). What they share is declared once in
+# functions/features.smk: inputs, resources, params and the command's options.
+#
+# Staleness-only params (docs/architecture.md, "Staleness-only params"): settings_weights and
+# settings_preprocessing exist so that new weights or a new preprocessing re-extract; factory
+# keeps its old name (the shell text is compared) and options at their defaults are left out
+# of the command, so that shards made before they existed stay current.
 rule extract_features:
     input:
         unpack(lambda wildcards: image_index_input(wildcards.dataset)),
-        split_table=PATHS.image_splits("{dataset}"),
-        images=lambda wildcards: image_root(wildcards.dataset),
-        checkpoint=model_checkpoint_input,
+        **EXTRACTION_INPUT,
     output:
         PATHS.feature_shard("{model}", "{dataset}", "{split}", "{shard}"),
     log:
@@ -23,36 +29,20 @@ rule extract_features:
         dataset=naming.EXTRACTED_DATASET,
     conda:
         CONDA_ENVIRONMENT
-    # One thread runs the model, the others decode images; with fewer cores than asked
-    # for, Snakemake lowers threads and the loader workers follow.
-    threads: config["features"]["num_workers"] + 1
+    threads: EXTRACTION_THREADS
     resources:
-        gpu=0 if config["features"]["device"] == "cpu" else 1,
-        # Model and framework (~2 GB), 4 prefetched uint8 batches per worker, the shard's features.
-        mem_mb=lambda wildcards, threads: 4000 + threads * 600,
-        runtime=15 + config["features"]["shard_size"] // 400,
+        **EXTRACTION_RESOURCES,
+        runtime=SHARD_EXTRACTION_MINUTES,
     params:
-        arch=lambda wildcards: model_spec(wildcards.model).arch,
-        weights=lambda wildcards: model_spec(wildcards.model).weights,
-        weights_identity=lambda wildcards: model_weights_identity(wildcards.model),
-        preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
-        factory=extract_command_options,
-        weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
+        **EXTRACTION_PARAMS,
         shard=lambda wildcards: int(wildcards.shard),
-        shard_size=config["features"]["shard_size"],
-        batch_size=config["features"]["batch_size"],
-        dtype=config["features"]["dtype"],
-        device=config["features"]["device"],
-        mixed_precision=str(config["features"]["mixed_precision"]).lower(),
     shell:
-        python_command("extract") + " --split-table {input.split_table} --image-root {input.images:q}"
-        " --dataset {wildcards.dataset} --split {wildcards.split}"
-        " --shard {params.shard} --shard-size {params.shard_size}"
-        " --model-name {wildcards.model} --arch {params.arch} --weights {params.weights:q}"
-        " {params.factory} {params.weights_identity_option}"
-        " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
-        " --dtype {params.dtype} --device {params.device}"
-        " --mixed-precision {params.mixed_precision}" + decode_option() + " --output {output} > {log} 2>&1"
+        python_command("extract")
+        + EXTRACTION_SPLIT_OPTIONS
+        + " --shard {params.shard} --shard-size {params.shard_size}"
+        + EXTRACTION_MODEL_OPTIONS
+        + decode_option()
+        + EXTRACTION_OUTPUT
 
 
 rule merge_features:
@@ -76,7 +66,8 @@ rule merge_features:
 # features.group: split: every shard of one (model, dataset, split) in one job
 # (extract_split.py of the features package): the same shard files, then the merged file, its
 # only output. The shards are not outputs, so a failed job keeps those it finished and a new
-# run extracts only the rest.
+# run extracts only the rest. Its decode option is a param (decode), extract_features's part of
+# the shell text: each as its finished jobs were recorded.
 if config["features"]["group"] == "split":
 
     ruleorder: extract_split > merge_features
@@ -84,9 +75,7 @@ if config["features"]["group"] == "split":
     rule extract_split:
         input:
             unpack(lambda wildcards: image_index_input(wildcards.dataset)),
-            split_table=PATHS.image_splits("{dataset}"),
-            images=lambda wildcards: image_root(wildcards.dataset),
-            checkpoint=model_checkpoint_input,
+            **EXTRACTION_INPUT,
         output:
             PATHS.features("{model}", "{dataset}", "{split}"),
         log:
@@ -97,34 +86,21 @@ if config["features"]["group"] == "split":
             dataset=naming.EXTRACTED_DATASET,
         conda:
             CONDA_ENVIRONMENT
-        threads: config["features"]["num_workers"] + 1
+        threads: EXTRACTION_THREADS
         resources:
-            gpu=0 if config["features"]["device"] == "cpu" else 1,
-            mem_mb=lambda wildcards, threads: 4000 + threads * 600,
+            **EXTRACTION_RESOURCES,
             runtime=split_extraction_minutes,
         params:
-            arch=lambda wildcards: model_spec(wildcards.model).arch,
-            weights=lambda wildcards: model_spec(wildcards.model).weights,
-            weights_identity=lambda wildcards: model_weights_identity(wildcards.model),
-            preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
-            factory=extract_command_options,
-            weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
+            **EXTRACTION_PARAMS,
             shard_template=lambda wildcards: PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, "{shard}"),
-            shard_size=config["features"]["shard_size"],
-            batch_size=config["features"]["batch_size"],
-            dtype=config["features"]["dtype"],
-            device=config["features"]["device"],
-            mixed_precision=str(config["features"]["mixed_precision"]).lower(),
             decode=decode_option(),
         shell:
-            python_command("extract-split") + " --split-table {input.split_table} --image-root {input.images:q}"
-            " --dataset {wildcards.dataset} --split {wildcards.split}"
-            " --shard-size {params.shard_size} --shard-template {params.shard_template:q}"
-            " --model-name {wildcards.model} --arch {params.arch} --weights {params.weights:q}"
-            " {params.factory} {params.weights_identity_option}"
-            " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
-            " --dtype {params.dtype} --device {params.device}"
-            " --mixed-precision {params.mixed_precision}{params.decode} --output {output} > {log} 2>&1"
+            python_command("extract-split")
+            + EXTRACTION_SPLIT_OPTIONS
+            + " --shard-size {params.shard_size} --shard-template {params.shard_template:q}"
+            + EXTRACTION_MODEL_OPTIONS
+            + "{params.decode}"
+            + EXTRACTION_OUTPUT
 
 
 rule level_set_view:

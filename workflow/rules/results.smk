@@ -145,7 +145,7 @@ rule result_statistics:
         + " --baseline {params.baseline} > {log} 2>&1"
 
 
-# The drop from IN-1K to each level per model (paper 000 Fig. 3c).
+# The drop from IN-1K to each level per model (CoG preprint, Fig. 3c).
 rule result_drop:
     input:
         PATHS.results_summary(),

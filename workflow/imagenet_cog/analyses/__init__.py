@@ -6,11 +6,11 @@ writes one JSON ``Layout.analysis_result(model, dataset, analysis)`` holding a l
 and provenance; :mod:`.report` gathers every such JSON into one tidy summary CSV.
 
 - :mod:`.clustering`: k-means on the training features, metrics of the test assignments
-  (paper 000 Sec. 3.4, 4.3.1, supp. D.1; paper 002 Sec. 5.1).
-- :mod:`.geometry`: alignment and uniformity of the test features (000 Sec. 4.3.2, supp. D.2).
-- :mod:`.learnability`: forced-choice tasks answered in feature space (002 Eq. 1-2).
-- :mod:`.agreement`: adjusted NMI between models' clusterings (002 Sec. 5.1).
-- :mod:`.raters`: forced-choice HTML sheets for human raters and their scorer (002 Sec. 3).
+  (CoG preprint, Sec. 3.4, 4.3.1, supp. D.1; Laina et al. 2020 Sec. 5.1).
+- :mod:`.geometry`: alignment and uniformity of the test features (CoG preprint, Sec. 4.3.2, supp. D.2).
+- :mod:`.learnability`: forced-choice tasks answered in feature space (Laina et al. 2020, Eq. 1-2).
+- :mod:`.agreement`: adjusted NMI between models' clusterings (Laina et al. 2020, Sec. 5.1).
+- :mod:`.raters`: forced-choice HTML sheets for human raters and their scorer (Laina et al. 2020, Sec. 3).
 - :mod:`.report`: the summary, tables and figures of the analyses.
 - :mod:`.common`: reading a split's features, metric records and provenance.
 """

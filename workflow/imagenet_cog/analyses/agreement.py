@@ -1,4 +1,4 @@
-"""Agreement between models' clusterings (paper 002 Sec. 5.1): the adjusted (normalised)
+"""Agreement between models' clusterings (Laina et al. 2020, Sec. 5.1): the adjusted (normalised)
 mutual information between the k-means test assignments of every pair of models, per
 dataset, as a symmetric matrix (scikit-learn's ``adjusted_mutual_info_score``). One more
 row and column, ``concepts``, compares each clustering with the concept labels.
@@ -7,9 +7,11 @@ row and column, ``concepts``, compares each clustering with the concept labels.
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
+from sklearn.metrics import adjusted_mutual_info_score
 
 from imagenet_cog.core.io import atomic_output, read_tsv
 
@@ -25,8 +27,6 @@ def read_assignments(path: str) -> tuple[list[str], np.ndarray, np.ndarray]:
 
 
 def _adjusted_nmi(pair: tuple[np.ndarray, np.ndarray]) -> float:
-    from sklearn.metrics import adjusted_mutual_info_score
-
     return float(adjusted_mutual_info_score(*pair))
 
 
@@ -53,8 +53,6 @@ def agreement_matrix(assignments: dict[str, str], processes: int = 1) -> pd.Data
     pairs = [(first, second) for row, first in enumerate(names) for second in names[row + 1 :]]
     arguments = [(partitions[first], partitions[second]) for first, second in pairs]
     if processes > 1 and len(pairs) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(min(processes, len(pairs))) as pool:
             scores = list(pool.map(_adjusted_nmi, arguments))
     else:

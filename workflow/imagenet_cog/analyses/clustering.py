@@ -1,4 +1,4 @@
-"""k-means clustering of the features (paper 000 Sec. 3.4, 4.3.1, supp. D.1).
+"""k-means clustering of the features (CoG preprint, Sec. 3.4, 4.3.1, supp. D.1).
 
 Centroids are learnt with faiss (on a GPU without faiss-gpu, with the same algorithm in
 torch: :mod:`.torch_kmeans`; the result's ``backend`` says which) on the training features
@@ -11,12 +11,12 @@ vary between images, and k-means on raw features would mostly cluster by norm.
 Metrics of the test assignments against the concept labels, from the confusion matrix
 ``C[i, j]`` = test images of concept i in cluster j:
 
-- ``paper_purity`` (000 Eq. 3): per concept the largest share of its test images that falls
+- ``paper_purity`` (CoG preprint, Eq. 3): per concept the largest share of its test images that falls
   in one cluster, ``max_j C[i, j] / n_i``, averaged over concepts. The paper writes
   ``1/K sum_i max_j C[i, j]``; divided by the images per concept it is the 0-1 number the
   paper reports (e.g. 0.659 on IN-1K).
 - ``cluster_purity``: the usual purity, ``sum_j max_i C[i, j] / N``.
-- ``entropy_purity`` (002): per cluster ``1 - H(labels in the cluster) / log K``, averaged
+- ``entropy_purity`` (Laina et al.): per cluster ``1 - H(labels in the cluster) / log K``, averaged
   over clusters weighted by their test images.
 - ``nmi``, ``ami``, ``ari``: scikit-learn's normalised and adjusted mutual information and
   adjusted Rand index.
@@ -77,7 +77,7 @@ def confusion_matrix(labels: np.ndarray, clusters: np.ndarray, num_clusters: int
 
 
 def paper_purity(confusion: np.ndarray) -> float:
-    """000 Eq. 3 normalised per concept: mean over concepts of max_j C[i, j] / n_i."""
+    """CoG preprint, Eq. 3 normalised per concept: mean over concepts of max_j C[i, j] / n_i."""
     return float(np.mean(confusion.max(axis=1) / confusion.sum(axis=1)))
 
 
@@ -87,7 +87,7 @@ def cluster_purity(confusion: np.ndarray) -> float:
 
 
 def entropy_purity(confusion: np.ndarray) -> float:
-    """002: 1 - H(labels in cluster) / log K, averaged over clusters weighted by size."""
+    """Laina et al. 2020: 1 - H(labels in cluster) / log K, averaged over clusters weighted by size."""
     concepts = confusion.shape[0]
     if concepts < 2:
         return 1.0
@@ -101,6 +101,8 @@ def entropy_purity(confusion: np.ndarray) -> float:
 
 
 def clustering_metrics(labels: np.ndarray, clusters: np.ndarray, num_clusters: int) -> dict[str, float]:
+    # sklearn, faiss and torch are imported where they are used: analyses/report.py imports this
+    # module for its metric names, and the report commands start without them
     from sklearn.metrics import (
         adjusted_mutual_info_score,
         adjusted_rand_score,

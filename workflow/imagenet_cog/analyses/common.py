@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
@@ -70,8 +71,6 @@ def provenance(split: SplitFeatures) -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
     found = {}
     for package in ("numpy", "scipy", "scikit-learn", "torch", "faiss-cpu"):
         try:

@@ -1,4 +1,4 @@
-"""Alignment and uniformity of the test features (paper 000 Sec. 4.3.2, supp. D.2;
+"""Alignment and uniformity of the test features (CoG preprint, Sec. 4.3.2, supp. D.2;
 Wang & Isola, ICML 2020), exact over all pairs, computed in blocks.
 
 On L2-normalised features x (the test set of one dataset):
@@ -9,10 +9,10 @@ On L2-normalised features x (the test set of one dataset):
 - ``uniformity`` = -log E exp(-t ||x - y||^2) over all unordered pairs of distinct test
   images, t = 2. Wang & Isola's uniformity *loss* is the logarithm without the minus sign
   (at most 0, lower is more uniform); this analysis reports its negation, positive and
-  higher for more uniform features, which is the convention of the values 000 reports
+  higher for more uniform features, which is the convention of the values the CoG preprint reports
   (1.8-3.1). ``uniformity_loss`` is recorded too.
 - ``alignment_uniformity_ratio`` = alignment / uniformity; the summary adds it relative to
-  the model's IN-1K ratio (000 Fig. 6).
+  the model's IN-1K ratio (CoG preprint, Fig. 6).
 
 50,000 test images make 1.25e9 pairs: the squared distances are formed one block of rows
 at a time against all rows (``||x||^2 + ||y||^2 - 2 x.y``, matrix products on the GPU when
@@ -27,6 +27,7 @@ import sys
 import time
 
 import numpy as np
+import torch
 
 from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
 from imagenet_cog.core.io import write_json
@@ -44,16 +45,12 @@ log = logging.getLogger("imagenet_cog.analyses.geometry")
 
 
 def _squared_distances(rows, columns, row_norms, column_norms):
-    import torch
-
     distances = row_norms[:, None] + column_norms[None, :] - 2.0 * (rows @ columns.T)
     return torch.clamp_min_(distances, 0.0)
 
 
 def uniformity_loss(features: np.ndarray, t: float = 2.0, block_size: int = 1024, device: str = "auto") -> float:
     """log of the mean of exp(-t ||x_i - x_j||^2) over all pairs i < j, exactly."""
-    import torch
-
     target = resolve_device(device, "analyses.device")
     count = features.shape[0]
     if count < 2:
@@ -75,8 +72,6 @@ def uniformity_loss(features: np.ndarray, t: float = 2.0, block_size: int = 1024
 
 def alignment(features: np.ndarray, labels: np.ndarray, alpha: float = 2.0, device: str = "auto") -> float:
     """Mean ||x_i - x_j||^alpha over all pairs i < j of the same label, pooled over labels."""
-    import torch
-
     target = resolve_device(device, "analyses.device")
     total, pairs = 0.0, 0
     for label in np.unique(labels):
@@ -120,7 +115,6 @@ def geometry_command(argv: list[str]) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    import torch
 
     torch.set_num_threads(max(1, args.threads))
     # Full float32 products on a GPU too: TF32's 10-bit mantissa would move the distances

@@ -1,4 +1,4 @@
-"""Learnability of each concept in feature space (paper 002 Eq. 1-2, "semantic coherence").
+"""Learnability of each concept in feature space (Laina et al. 2020, Eq. 1-2, "semantic coherence").
 
 For each concept of a dataset, ``tasks`` forced-choice tasks are drawn from its test
 images: ``references`` (M) reference images of the concept, and two queries, one more image
@@ -9,10 +9,10 @@ references and positive query, against two kinds of negatives:
 
 - ``random``: an image of a concept drawn uniformly from the other concepts of the dataset;
 - ``hard``: an image of the concept whose test-feature centroid (of L2-normalised
-  features) is nearest in Euclidean distance (002 Eq. 2).
+  features) is nearest in Euclidean distance (Laina et al. 2020, Eq. 2).
 
 Accuracy per dataset is the share of correct answers over all concepts' tasks, with a
-Clopper-Pearson 95% interval (002 Sec. 5.1; scipy's exact binomial interval); per concept
+Clopper-Pearson 95% interval (Laina et al. 2020, Sec. 5.1; scipy's exact binomial interval); per concept
 in a TSV. The draws come from a generator seeded by (``seed``, concept label), so a
 concept's tasks do not depend on the other concepts. A concept needs M + 1 test images.
 """
@@ -24,6 +24,7 @@ import logging
 import sys
 
 import numpy as np
+from scipy.stats import binomtest
 
 from imagenet_cog.core.io import read_tsv, write_json, write_tsv
 
@@ -44,8 +45,6 @@ CONCEPT_COLUMNS = ["label", "wnid", "n_test", "tasks", "random_correct", "random
 
 
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    from scipy.stats import binomtest
-
     interval = binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
     return float(interval.low), float(interval.high)
 

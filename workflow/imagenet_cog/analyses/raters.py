@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from imagenet_cog.core.archives import ArchiveError, ImageFiles
 from imagenet_cog.core.io import (
@@ -61,6 +62,7 @@ from imagenet_cog.core.io import (
     write_tsv,
 )
 from imagenet_cog.core.sampling import derived_rng
+from imagenet_cog.features.store import read_features
 
 VARIANTS = ("coherence", "describability")
 NEGATIVE_KINDS = ("random", "hard")
@@ -142,8 +144,6 @@ def read_catalogue(path: str | os.PathLike, wnids: Iterable[str]) -> dict[str, t
 
 def concept_centroids(features_path: str | os.PathLike, split_table: str | os.PathLike) -> dict[str, np.ndarray]:
     """wnid -> mean of its L2-normalised test features, the labels mapped through the split table."""
-    from imagenet_cog.features.store import read_features
-
     feature_set = read_features(features_path)
     label_wnids = {int(row["label"]): row["wnid"] for row in read_tsv(split_table) if row["split"] == "test"}
     features = feature_set.features
@@ -255,8 +255,6 @@ def image_data_uri(path: Path, size: int, images: ImageFiles | None = None) -> s
     """The image at ``path`` (relative to ``images``' root when given: a file, or a tar
     member through the root's index) shrunk to fit ``size`` x ``size``, as a base64 JPEG
     data URI."""
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(images.open(str(path)) if images else path) as image:
             image = image.convert("RGB")
@@ -523,6 +521,8 @@ def read_answers(paths: Sequence[str | os.PathLike], keys: Mapping[str, Mapping[
 
 
 def clopper_pearson(correct: int, total: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    # scipy.stats (~2 s to import) and krippendorff only for score-raters: the rater-sheets
+    # jobs of this module start without them
     from scipy.stats import binomtest
 
     interval = binomtest(correct, total).proportion_ci(confidence_level=confidence, method="exact")

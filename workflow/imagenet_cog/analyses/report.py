@@ -1,4 +1,4 @@
-"""Analysis JSONs -> one tidy summary -> tables and figures (paper 000 Figs. 5, 6, 10).
+"""Analysis JSONs -> one tidy summary -> tables and figures (CoG preprint, Figs. 5, 6, 10).
 
 Summary CSV (``Layout.analyses_summary``): one row per model x dataset x metric,
 
@@ -7,7 +7,7 @@ Summary CSV (``Layout.analyses_summary``): one row per model x dataset x metric,
 ``low``/``high`` are a confidence interval where the metric has one (learnability:
 Clopper-Pearson 95%), ``spread`` the standard deviation over seeds where it has one
 (k-means: over the seeds' runs). The summary adds ``alignment_uniformity_ratio_rel_in1k``:
-a model's alignment/uniformity ratio divided by its ratio on IN-1K (000 Fig. 6).
+a model's alignment/uniformity ratio divided by its ratio on IN-1K (CoG preprint, Fig. 6).
 Every analysis JSON with a ``metrics`` list is collected, whichever analysis wrote it.
 """
 
@@ -40,13 +40,13 @@ RATIO_REL_IN1K = "alignment_uniformity_ratio_rel_in1k"
 GEOMETRY_METRICS = ("alignment", "uniformity", "alignment_uniformity_ratio", RATIO_REL_IN1K)
 LEARNABILITY_METRICS = ("learnability_random", "learnability_hard")
 METRIC_TITLES = {
-    "paper_purity": "Purity (000 Eq. 3)", "cluster_purity": "Purity (per cluster)",
-    "entropy_purity": "Entropy purity (002)", "nmi": "NMI", "ami": "AMI", "ari": "ARI",
+    "paper_purity": "Purity (CoG preprint, Eq. 3)", "cluster_purity": "Purity (per cluster)",
+    "entropy_purity": "Entropy purity (Laina et al.)", "nmi": "NMI", "ami": "AMI", "ari": "ARI",
     "alignment": "Alignment", "uniformity": "Uniformity", "alignment_uniformity_ratio": "Alignment/uniformity",
     RATIO_REL_IN1K: "Align./unif. rel. IN-1K",
     "learnability_random": "Random negatives", "learnability_hard": "Hard negatives",
 }
-PURITY_NOTE = "Purity (000 Eq. 3): per concept, the largest share of its test images in one cluster, averaged over concepts."
+PURITY_NOTE = "Purity (CoG preprint, Eq. 3): per concept, the largest share of its test images in one cluster, averaged over concepts."
 
 
 # summary -------------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def write_analysis_tables(summary: pd.DataFrame, layout: Layout, models: dict[st
         write_table(
             layout, "analyses_learnability",
             metric_table(summary, models, datasets, LEARNABILITY_METRICS, interval_cell),
-            "Learnability in feature space (002 Eq. 1-2): forced-choice accuracy (%) with random and "
+            "Learnability in feature space (Laina et al. 2020, Eq. 1-2): forced-choice accuracy (%) with random and "
             "hard negatives, [Clopper-Pearson 95% interval].",
             notes_for(models),
         )
@@ -215,7 +215,7 @@ def levels_figure(summary, datasets, models, panels: Sequence[tuple[str, str, fl
 
 
 def alignment_uniformity_figure(summary, datasets, models):
-    """000 Fig. 10: alignment and uniformity per dataset, and their scatter."""
+    """CoG preprint, Fig. 10: alignment and uniformity per dataset, and their scatter."""
     styles = styles_for(models)
     fig, axes = panel_grid(3, 3)
     for ax, name in zip(axes.flat[:2], ("alignment", "uniformity")):
@@ -262,7 +262,7 @@ def build_analysis_figures(summary, models, datasets, analyses, agreement) -> di
     figures = {}
     if "kmeans" in analyses:
         figures["analyses_purity_levels"] = levels_figure(
-            summary, datasets, models, [("paper_purity", "Purity (000 Eq. 3)", 1.0)],
+            summary, datasets, models, [("paper_purity", "Purity (CoG preprint, Eq. 3)", 1.0)],
             "k-means purity of the test images")
     if "alignment_uniformity" in analyses:
         figures["analyses_ratio_levels"] = levels_figure(

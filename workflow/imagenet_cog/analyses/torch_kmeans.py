@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
 if TYPE_CHECKING:
     import torch
@@ -40,8 +41,6 @@ ROWS_PER_CHUNK = 65536
 @contextmanager
 def exact_float32_products():
     """float32 matrix products without TF32, as faiss multiplies, restored afterwards."""
-    import torch
-
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
     try:
@@ -60,8 +59,6 @@ class TorchKMeans:
 
     def search(self, features) -> tuple[np.ndarray, np.ndarray]:
         """(squared distance, index) of each row's nearest centroid, as faiss's index gives them."""
-        import torch
-
         on_device = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32)).to(self.centroids.device)
         with exact_float32_products():
             distances, indices = nearest_centroids(on_device, self.centroids)
@@ -70,8 +67,6 @@ class TorchKMeans:
 
 def nearest_centroids(features, centroids, chunk: int = ROWS_PER_CHUNK):
     """(squared distance, index) of the nearest centroid of each row, a chunk of rows at a time."""
-    import torch
-
     centroid_norms = centroids.pow(2).sum(dim=1)
     distances = torch.empty(features.shape[0], device=features.device)
     indices = torch.empty(features.shape[0], dtype=torch.int64, device=features.device)
@@ -91,8 +86,6 @@ def fit_torch_kmeans(features, k: int, seed: int, iterations: int, device: str =
 
     ``initial_centroids`` [k, d] (optional) replace the seeded draw of k rows.
     """
-    import torch
-
     data = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32) if isinstance(features, np.ndarray)
                            else features).to(device=device, dtype=torch.float32)
     rows, dim = data.shape
@@ -124,8 +117,6 @@ def fit_torch_kmeans(features, k: int, seed: int, iterations: int, device: str =
 
 def split_empty_clusters(centroids, counts: np.ndarray, rng: np.random.Generator) -> int:
     """Give every empty cluster half of a populous one, as faiss does; returns how many."""
-    import torch
-
     counts = counts.astype(np.int64).copy()
     k = counts.size
     empty = np.flatnonzero(counts == 0)

@@ -12,6 +12,7 @@ class DeviceError(RuntimeError):
 def resolve_device(requested: str, setting: str):
     """``auto`` is the GPU when torch sees one, else the CPU; ``cuda`` without a GPU is an
     error naming ``setting`` (the config key the request comes from)."""
+    # torch (~4 s) only when a device is resolved: light commands import core
     import torch
 
     if requested == "auto":

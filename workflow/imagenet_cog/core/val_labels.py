@@ -77,6 +77,7 @@ def _devkit_files(path: Path) -> dict[str, bytes]:
 
 def _meta_wnids(data: bytes, path: Path) -> dict[int, str]:
     """ILSVRC2012_ID -> wnid from the devkit's meta.mat (leaf synsets only)."""
+    # scipy.io (~0.7 s to import) only for the devkit's .mat: core is imported by light commands
     from scipy.io import loadmat
 
     synsets = loadmat(io.BytesIO(data), squeeze_me=True)["synsets"]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, ImageFilter
 
 from imagenet_cog.core.io import atomic_directory, read_lines
 
@@ -23,8 +24,6 @@ def blurred_copy(source: str | Path, output: str | Path, dropped: int, seed: int
     ``output`` with the central half of each image blurred, leaving out ``dropped`` of them
     (chosen with ``seed``, never a concept's last image of a split); returns the relative
     paths left out."""
-    from PIL import Image, ImageFilter
-
     source = Path(source)
     images = sorted(path.relative_to(source).as_posix() for path in source.glob("*/*/*")
                     if path.is_file() and (concepts is None or path.parent.name in concepts))

@@ -23,7 +23,15 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import torch
+import torch.nn.functional as functional
+
+from imagenet_cog.backbones.demo_cnn import DemoCNN
 from imagenet_cog.core.io import atomic_output, read_lines
+from imagenet_cog.core.sampling import derived_rng
+from imagenet_cog.demo.world import TEXTURE_AMPLITUDE, random_gratings
+from imagenet_cog.features.extract import ImageRows
+from imagenet_cog.models.registry import REGISTRY
 
 log = logging.getLogger("imagenet_cog.demo.pretraining")
 
@@ -35,11 +43,6 @@ JITTER_STRENGTH = 1.5
 
 def read_images(folder: Path, concepts: Sequence[str]):
     """uint8 [N, 3, S, S] pixels and int64 labels of every JPEG of ``folder/<wnid>/``."""
-    import torch
-
-    from imagenet_cog.features.extract import ImageRows
-    from imagenet_cog.models.registry import REGISTRY
-
     paths, labels = [], []
     for label, wnid in enumerate(concepts):
         files = sorted((folder / wnid).glob("*.JPEG"))
@@ -53,10 +56,6 @@ def read_images(folder: Path, concepts: Sequence[str]):
 
 
 def normalise(pixels):
-    import torch
-
-    from imagenet_cog.models.registry import REGISTRY
-
     preprocessing = REGISTRY["demo_cnn"].preprocessing
     mean = torch.tensor(preprocessing.mean).view(1, 3, 1, 1) * 255
     std = torch.tensor(preprocessing.std).view(1, 3, 1, 1) * 255
@@ -64,8 +63,6 @@ def normalise(pixels):
 
 
 def accuracy(network, pixels, labels, batch_size: int) -> float:
-    import torch
-
     network.eval()
     with torch.inference_mode():
         predictions = torch.cat([network(normalise(pixels[start:start + batch_size])).argmax(1)
@@ -76,10 +73,6 @@ def accuracy(network, pixels, labels, batch_size: int) -> float:
 def texture_jitter(count: int, size: int, probability: float, rng):
     """A float32 tensor [count, 1, size, size] of luminance textures in pixel units (0-1 scale), each present
     with ``probability`` at a strength uniform in [0, JITTER_STRENGTH * TEXTURE_AMPLITUDE]."""
-    import torch
-
-    from imagenet_cog.demo.world import TEXTURE_AMPLITUDE, random_gratings
-
     textures = random_gratings(rng, count, size)
     strength = rng.uniform(0, JITTER_STRENGTH * TEXTURE_AMPLITUDE, count) * (rng.random(count) < probability)
     return torch.from_numpy(textures * strength[:, None, None].astype("float32")).unsqueeze(1)
@@ -89,13 +82,6 @@ def pretrain(images: Path, concepts: Sequence[str], output: Path, *, epochs: int
              learning_rate: float, seed: int, texture_jitter_probability: float = TEXTURE_JITTER,
              threads: int = 1) -> dict[str, float]:
     """Train, write the checkpoint, return the last epoch's train and the val top-1."""
-    import torch
-    import torch.nn.functional as functional
-
-    from imagenet_cog.backbones.demo_cnn import DemoCNN
-    from imagenet_cog.core.sampling import derived_rng
-    from imagenet_cog.models.registry import REGISTRY
-
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(seed)

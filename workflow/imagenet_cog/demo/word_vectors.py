@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+from sklearn.feature_extraction.text import CountVectorizer
 
 from imagenet_cog.core.io import atomic_output, read_tsv
 
@@ -19,8 +20,6 @@ from imagenet_cog.core.io import atomic_output, read_tsv
 def write_demo_embeddings(catalogue: Sequence[Mapping[str, str]], output: str | Path, dimension: int, seed: int) -> int:
     """Random vectors for the words of the catalogue's names and glosses, every tenth word
     (by sorted order) left out so that the coverage report has something to count."""
-    from sklearn.feature_extraction.text import CountVectorizer
-
     words = CountVectorizer(lowercase=True).fit([row[key] for row in catalogue for key in ("name", "gloss")]).get_feature_names_out()
     kept = [word for index, word in enumerate(words) if index % 10 != 9]
     matrix = np.random.default_rng(seed).standard_normal((len(kept), dimension)).astype(np.float32)

@@ -21,6 +21,12 @@ from __future__ import annotations
 
 import logging
 
+import torch
+import torch.nn.functional as F
+from torchvision.io import ImageReadMode, decode_jpeg
+
+from imagenet_cog.features.batched_resize import resize_and_crop_batch
+
 log = logging.getLogger("imagenet_cog.features.decoding")
 
 DECODE_CHOICES = ("auto", "host", "device")
@@ -89,9 +95,6 @@ def resize_and_crop(image, preprocessing):
     resized like PIL (antialiased kernel, rounded to uint8) then center-cropped: one image at a
     time, the reference :func:`imagenet_cog.features.batched_resize.resize_and_crop_batch` (which the
     device path runs) is tested and benchmarked against."""
-    import torch
-    import torch.nn.functional as F
-
     size = preprocessing.size
     height, width = image.shape[-2:]
     new_width, new_height, left, top = crop_geometry(width, height, preprocessing)
@@ -112,8 +115,6 @@ class DeviceDecoder:
         self.host_decoded = 0
 
     def _decode(self, encoded: list):
-        from torchvision.io import ImageReadMode, decode_jpeg
-
         device = str(self.device)
         try:
             return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
@@ -129,10 +130,6 @@ class DeviceDecoder:
 
     def __call__(self, items: list, positions: list[int], errors: list[str]):
         """``items[i]`` is an encoded file (1-D uint8, when ``is_encoded[i]``) or host pixels."""
-        import torch
-
-        from imagenet_cog.features.batched_resize import resize_and_crop_batch
-
         size = self.rows.preprocessing.size
         batch = torch.empty((len(items), 3, size, size), dtype=torch.uint8, device=self.device)
         errors = list(errors)
@@ -163,6 +160,4 @@ class DeviceDecoder:
 def read_encoded(data: bytes):
     """An image's bytes (a file's, or a tar member's) as a 1-D uint8 tensor, and whether the
     device may decode them."""
-    import torch
-
     return torch.frombuffer(bytearray(data), dtype=torch.uint8), device_decodable(data)

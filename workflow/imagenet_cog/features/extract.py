@@ -1,4 +1,4 @@
-"""The ``extract`` and ``merge-shards`` commands: frozen-backbone features of one shard.
+"""The ``extract`` command: frozen-backbone features of one shard.
 
 Shard ``k`` of a split holds the split's rows ``[k * shard_size, (k + 1) * shard_size)`` in
 the order of the split table. Images are decoded and resized in DataLoader workers with
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import sys
 import time
@@ -35,12 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
+import torch.utils.data
+from PIL import Image
 
 from imagenet_cog.core.archives import ArchiveError, ImageIndex, MemberReader
 from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
 from imagenet_cog.core.io import read_tsv
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
-from imagenet_cog.features.store import code_version, merge_shards, write_shard
+from imagenet_cog.features.store import code_version, write_shard
 from imagenet_cog.models.registry import LoadedModel, ModelSpec, Preprocessing, build_model, weights_identity
 
 MIXED_PRECISION_TOLERANCE = 1e-2
@@ -133,8 +137,6 @@ class ImageRows:
         return len(self.paths)
 
     def load(self, path: Path | io.BytesIO):
-        from PIL import Image
-
         resample = Image.Resampling.BICUBIC if self.preprocessing.interpolation == "bicubic" else Image.Resampling.BILINEAR
         size = self.preprocessing.size
         with Image.open(path) as image:
@@ -151,8 +153,6 @@ class ImageRows:
     def host_item(self, position: int):
         """``(uint8 [3, size, size] pixels, position, error)``; zeros and the error when the
         image cannot be decoded."""
-        import torch
-
         try:
             pixels = self.load(io.BytesIO(self.reader.read(position)) if self.reader else self.root / self.paths[position])
             error = ""
@@ -181,8 +181,6 @@ class EncodedImageRows(ImageRows):
 
 
 def collate_encoded(batch):
-    import torch
-
     items = [item[0] for item in batch]
     positions = torch.tensor([item[1] for item in batch], dtype=torch.int64)
     errors = [item[2] for item in batch]
@@ -190,8 +188,6 @@ def collate_encoded(batch):
 
 
 def collate(batch):
-    import torch
-
     images = torch.stack([item[0] for item in batch])
     positions = torch.tensor([item[1] for item in batch], dtype=torch.int64)
     errors = [item[2] for item in batch]
@@ -202,8 +198,6 @@ class FeatureExtractor:
     """Normalises uint8 batches on the device and runs the backbone at the chosen precision."""
 
     def __init__(self, model, device, mixed_precision: bool):
-        import torch
-
         self.model = model
         self.device = device
         self.network = model.network.to(device)
@@ -220,15 +214,11 @@ class FeatureExtractor:
         self.checked = not self.autocast
 
     def _forward(self, images, autocast: bool):
-        import torch
-
         x = ((images.float() - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=autocast):
             return self.network(x).float()
 
     def __call__(self, images):
-        import torch
-
         images = images.to(self.device, non_blocking=True)
         with torch.inference_mode():
             if not self.checked:
@@ -248,66 +238,130 @@ class FeatureExtractor:
             return self._forward(images, autocast=self.autocast)
 
 
-def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, dataset: str, split: str,
-                  shard: int, shard_size: int, output: Path, batch_size: int = 256,
-                  num_workers: int = 0, dtype: str = "float16", device: str = "auto",
-                  mixed_precision: bool = True, expected_identity: str | None = None,
-                  threads: int | None = None, decode: str = "auto", image_layout: str = "folders",
-                  image_index: Path | None = None, rows: ShardRows | None = None,
-                  model: LoadedModel | None = None) -> dict:
+@dataclass(frozen=True)
+class ExtractionOptions:
+    """How features are extracted, whatever the images: the options extract (one shard) and
+    extract-split (every shard of a split) share. ``threads``: the job's cores (None: torch's
+    default); ``decode``: where JPEGs are decoded (:mod:`imagenet_cog.features.decoding`)."""
+
+    batch_size: int = 256
+    num_workers: int = 0
+    threads: int | None = None
+    dtype: str = "float16"
+    device: str = "auto"
+    mixed_precision: bool = True
+    decode: str = "auto"
+
+    def requested(self) -> str:
+        """The settings asked for, as the JSON a shard's ``extraction_settings`` records, so
+        that a kept shard is known to match a job's settings."""
+        return json.dumps({"batch_size": self.batch_size, "dtype": self.dtype, "device": self.device,
+                           "mixed_precision": self.mixed_precision, "decode": self.decode}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class SplitImages:
+    """One split of a dataset and where its images are: the split table's paths are relative
+    to ``image_root``, folders or a tar layout (``image_layout``) read through ``image_index``."""
+
+    split_table: Path
+    image_root: Path
+    dataset: str
+    split: str
+    image_layout: str = "folders"
+    image_index: Path | None = None
+
+
+def checked_identity(spec: ModelSpec, expected: str | None, model: LoadedModel | None = None) -> str:
+    """The identity of the model's weights, which must be the one the workflow planned with."""
+    identity = model.weights_identity if model is not None else weights_identity(spec)
+    if expected is not None and identity != expected:
+        raise RuntimeError(
+            f"model '{spec.name}': weights changed since the workflow was planned "
+            f"({expected} -> {identity}); re-run Snakemake to re-plan."
+        )
+    return identity
+
+
+def extract_shard(spec: ModelSpec, images: SplitImages, shard: int, shard_size: int, output: Path,
+                  options: ExtractionOptions = ExtractionOptions(), *, expected_identity: str | None = None,
+                  rows: ShardRows | None = None, model: LoadedModel | None = None) -> dict:
     """Extract one shard and write it; returns the shard's attributes.
 
-    ``image_index``: the root is in a tar layout (``image_layout``), read through that index.
     ``rows`` (the shard's rows, else read from the split table) and ``model`` (built from
     ``spec``, else built here) let one process extract many shards (``extract_split``).
     """
-    import torch
-    from torch.utils.data import DataLoader
-
     started = time.perf_counter()
-    # what was asked for, recorded so that a kept shard is known to match a job's settings
-    settings = extraction_settings(batch_size, dtype, device, mixed_precision, decode)
-    rows = rows or shard_rows(split_table, split, shard, shard_size)
-    if image_index is None:
-        check_images_present(rows, image_root, split_table)
+    rows = rows or shard_rows(images.split_table, images.split, shard, shard_size)
+    if images.image_index is None:
+        check_images_present(rows, images.image_root, images.split_table)
         reader = None
     else:
-        reader = archive_reader(image_root, image_index, rows.paths)
-    identity = model.weights_identity if model is not None else weights_identity(spec)
-    if expected_identity is not None and identity != expected_identity:
-        raise RuntimeError(
-            f"model '{spec.name}': weights changed since the workflow was planned "
-            f"({expected_identity} -> {identity}); re-run Snakemake to re-plan."
-        )
-    target = resolve_device(device, "features.device")
-    if threads:
-        # On a CPU the model needs every core and the decoding workers mostly wait for it;
-        # on a GPU the workers need the cores.
-        torch.set_num_threads(threads if target.type == "cpu" else max(1, threads - num_workers))
-    if target.type == "cuda":
-        # Deterministic convolution algorithms: re-extracting a shard gives the same bytes.
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cudnn.deterministic = True
+        reader = archive_reader(images.image_root, images.image_index, rows.paths)
+    identity = checked_identity(spec, expected_identity, model)
+    target = resolve_device(options.device, "features.device")
+    _configure_torch(target, options)
     if model is None:
         model = build_model(spec, identity)
         for note in model.notes:
             log.info(note)
-    decode = choose_decode(decode, target)
+    decode = choose_decode(options.decode, target)
     log.info("model %s (%s, weights %s%s): %d-d features, preprocessing %s, device %s, decoding on the %s",
              spec.name, spec.arch, identity, " RANDOM" if model.random_weights else "",
              model.feature_dim, model.preprocessing.to_json(), target, decode)
     # CPUs without bfloat16 matrix units run autocast slower than float32: GPU only.
-    extractor = FeatureExtractor(model, target, mixed_precision and target.type == "cuda")
-    image_rows = (EncodedImageRows if decode == "device" else ImageRows)(image_root, rows.paths, model.preprocessing, reader)
+    extractor = FeatureExtractor(model, target, options.mixed_precision and target.type == "cuda")
+    image_rows = (EncodedImageRows if decode == "device" else ImageRows)(
+        images.image_root, rows.paths, model.preprocessing, reader)
     decoder = DeviceDecoder(image_rows, target) if decode == "device" else None
-    loader = DataLoader(
-        image_rows, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+    features, valid = _extract_rows(image_rows, rows, images.split, extractor, decoder, options, model.feature_dim)
+    if not np.isfinite(features).all():
+        raise FloatingPointError(
+            f"model '{spec.name}' produced non-finite features in shard {shard}; with "
+            f"features.dtype float16 the values may overflow: set it to float32."
+        )
+    attributes = {
+        "model": spec.name, "arch": spec.arch, "weights": identity,
+        "random_weights": model.random_weights, "preprocessing": model.preprocessing.to_json(),
+        "feature_dim": model.feature_dim, "features_dtype": options.dtype, "dataset": images.dataset,
+        "split": images.split, "shard": shard, "shard_size": shard_size,
+        "precision": extractor.precision, "mixed_precision_error": extractor.precision_error,
+        "device": str(target), "decode": decode, "image_root": str(images.image_root),
+        "image_layout": images.image_layout, "host_decoded": decoder.host_decoded if decoder else len(rows.paths),
+        "code_version": code_version(), "torch_version": str(torch.__version__),
+        **model.provenance,
+        "extraction_settings": options.requested(),
+    }
+    write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
+    log.info("wrote %s: %d images (%d invalid, %d decoded on the host) in %.1f s", output,
+             len(rows.paths), int((~valid).sum()), attributes["host_decoded"], time.perf_counter() - started)
+    return attributes
+
+
+def _configure_torch(target, options: ExtractionOptions) -> None:
+    """Threads for the model and deterministic GPU convolutions."""
+    if options.threads:
+        # On a CPU the model needs every core and the decoding workers mostly wait for it;
+        # on a GPU the workers need the cores.
+        torch.set_num_threads(options.threads if target.type == "cpu" else max(1, options.threads - options.num_workers))
+    if target.type == "cuda":
+        # Deterministic convolution algorithms: re-extracting a shard gives the same bytes.
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+
+
+def _extract_rows(image_rows: ImageRows, rows: ShardRows, split: str, extractor: FeatureExtractor,
+                  decoder: DeviceDecoder | None, options: ExtractionOptions, feature_dim: int):
+    """``(features, valid)`` of the shard's rows in their order; an undecodable image is a
+    row of zeros marked invalid."""
+    loader = torch.utils.data.DataLoader(
+        image_rows, batch_size=options.batch_size, shuffle=False, num_workers=options.num_workers,
         collate_fn=collate_encoded if decoder else collate,
-        pin_memory=target.type == "cuda", persistent_workers=False,
-        prefetch_factor=4 if num_workers else None,
+        pin_memory=extractor.device.type == "cuda", persistent_workers=False,
+        prefetch_factor=4 if options.num_workers else None,
     )
-    storage = np.float16 if dtype == "float16" else np.float32
-    features = np.zeros((len(rows.paths), model.feature_dim), dtype=storage)
+    storage = np.float16 if options.dtype == "float16" else np.float32
+    features = np.zeros((len(rows.paths), feature_dim), dtype=storage)
     valid = np.ones(len(rows.paths), dtype=bool)
     batches = len(loader)
     report_every = max(1, batches // 10)
@@ -329,35 +383,7 @@ def extract_shard(*, spec: ModelSpec, split_table: Path, image_root: Path, datas
         if number % report_every == 0 or number == batches:
             log.info("batch %d/%d, %d/%d images, %.1f images/s", number, batches, done,
                      len(rows.paths), done / (time.perf_counter() - loop_started))
-    if not np.isfinite(features).all():
-        raise FloatingPointError(
-            f"model '{spec.name}' produced non-finite features in shard {shard}; with "
-            f"features.dtype float16 the values may overflow: set it to float32."
-        )
-    attributes = {
-        "model": spec.name, "arch": spec.arch, "weights": identity,
-        "random_weights": model.random_weights, "preprocessing": model.preprocessing.to_json(),
-        "feature_dim": model.feature_dim, "features_dtype": dtype, "dataset": dataset,
-        "split": split, "shard": shard, "shard_size": shard_size,
-        "precision": extractor.precision, "mixed_precision_error": extractor.precision_error,
-        "device": str(target), "decode": decode, "image_root": str(image_root), "image_layout": image_layout,
-        "host_decoded": decoder.host_decoded if decoder else len(rows.paths), "code_version": code_version(), "torch_version": str(torch.__version__),
-        **model.provenance,
-        "extraction_settings": settings,
-    }
-    write_shard(output, features, rows.labels, rows.index, rows.paths, valid, attributes)
-    elapsed = time.perf_counter() - started
-    log.info("wrote %s: %d images (%d invalid, %d decoded on the host) in %.1f s", output,
-             len(rows.paths), int((~valid).sum()), attributes["host_decoded"], elapsed)
-    return attributes
-
-
-def extraction_settings(batch_size: int, dtype: str, device: str, mixed_precision: bool, decode: str) -> str:
-    """The settings a shard was asked for, as the JSON its ``extraction_settings`` holds."""
-    import json
-
-    return json.dumps({"batch_size": batch_size, "dtype": dtype, "device": device,
-                       "mixed_precision": mixed_precision, "decode": decode}, sort_keys=True)
+    return features, valid
 
 
 def _configure_logging() -> None:
@@ -395,14 +421,15 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def extraction_arguments(args: argparse.Namespace) -> dict:
-    """The keyword arguments of extract_shard and extract_split that add_extraction_arguments declares."""
+    """The arguments of extract_shard and extract_split that add_extraction_arguments declares."""
     return dict(
         spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
                        tuple(args.trusted_globals)),
-        split_table=args.split_table, image_root=args.image_root, dataset=args.dataset, split=args.split,
-        shard_size=args.shard_size, batch_size=args.batch_size, num_workers=args.num_workers, dtype=args.dtype,
-        device=args.device, mixed_precision=args.mixed_precision == "true", expected_identity=args.weights_identity,
-        threads=args.threads, decode=args.decode, image_layout=args.image_layout, image_index=args.image_index,
+        images=SplitImages(args.split_table, args.image_root, args.dataset, args.split, args.image_layout, args.image_index),
+        shard_size=args.shard_size,
+        options=ExtractionOptions(args.batch_size, args.num_workers, args.threads, args.dtype, args.device,
+                                  args.mixed_precision == "true", args.decode),
+        expected_identity=args.weights_identity,
     )
 
 
@@ -419,20 +446,4 @@ def extract_command(argv: list[str]) -> int:
     except ArchiveError as error:
         log.error("%s", error)
         return 1
-    return 0
-
-
-def merge_command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog merge-shards",
-                                     description="Present a split's shards as one HDF5 file.")
-    parser.add_argument("--output", required=True, type=Path)
-    parser.add_argument("shards", nargs="+", type=Path)
-    args = parser.parse_args(argv)
-    _configure_logging()
-    attributes = merge_shards(args.shards, args.output)
-    log.info("wrote %s: %d shards, %d invalid images, model %s, weights %s",
-             args.output, attributes["num_shards"], attributes["num_invalid"],
-             attributes["model"], attributes["weights"])
-    if attributes["random_weights"]:
-        log.warning("%s holds features of RANDOMLY INITIALISED weights", args.output)
     return 0

@@ -27,17 +27,19 @@ from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
 from imagenet_cog.features.extract import (
+    ExtractionOptions,
     ShardRows,
+    SplitImages,
     _configure_logging,
     add_extraction_arguments,
+    checked_identity,
     extract_shard,
     extraction_arguments,
-    extraction_settings,
     shard_rows,
     split_rows,
 )
 from imagenet_cog.features.store import merge_shards, open_feature_file, read_attributes
-from imagenet_cog.models.registry import ModelSpec, build_model, planned_preprocessing, weights_identity
+from imagenet_cog.models.registry import ModelSpec, build_model, planned_preprocessing
 
 log = logging.getLogger("imagenet_cog.features.extract_split")
 
@@ -64,43 +66,32 @@ def shard_is_current(path: Path, expected: dict, rows: ShardRows) -> bool:
     return same_rows and all(attributes.get(key) == value for key, value in expected.items())
 
 
-def extract_split(*, spec: ModelSpec, split_table: Path, image_root: Path, dataset: str, split: str, shard_size: int,
-                  shard_template: str, merged: Path, batch_size: int = 256, num_workers: int = 0,
-                  dtype: str = "float16", device: str = "auto", mixed_precision: bool = True,
-                  expected_identity: str | None = None, threads: int | None = None, decode: str = "auto",
-                  image_layout: str = "folders", image_index: Path | None = None) -> dict:
+def extract_split(spec: ModelSpec, images: SplitImages, shard_size: int, shard_template: str, merged: Path,
+                  options: ExtractionOptions = ExtractionOptions(), *, expected_identity: str | None = None) -> dict:
     """Extract every shard of a split into ``shard_template.format(shard=...)`` (five digits),
     keeping current ones, then merge them into ``merged``; returns the merged attributes."""
     started = time.perf_counter()
-    selected = split_rows(split_table, split)
+    selected = split_rows(images.split_table, images.split)
     count = max(1, math.ceil(len(selected) / shard_size))
     outputs = [Path(shard_template.format(shard=f"{shard:05d}")) for shard in range(count)]
-    identity = weights_identity(spec)
-    if expected_identity is not None and identity != expected_identity:
-        raise RuntimeError(
-            f"model '{spec.name}': weights changed since the workflow was planned "
-            f"({expected_identity} -> {identity}); re-run Snakemake to re-plan."
-        )
-    settings = extraction_settings(batch_size, dtype, device, mixed_precision, decode)
+    identity = checked_identity(spec, expected_identity)
     # a registry or timm model's preprocessing is known without building it; a custom factory's once built
     preprocessing = _planned_preprocessing(spec)
     model, kept = None, 0
     for shard, output in enumerate(outputs):
-        rows = shard_rows(split_table, split, shard, shard_size, selected)
+        rows = shard_rows(images.split_table, images.split, shard, shard_size, selected)
         if preprocessing is None and output.is_file():
             model = model or _built(spec, identity)
             preprocessing = model.preprocessing.to_json()
-        expected = {"weights": identity, "preprocessing": preprocessing, "dataset": dataset, "split": split,
-                    "shard": shard, "shard_size": shard_size, "features_dtype": dtype, "extraction_settings": settings}
+        expected = {"weights": identity, "preprocessing": preprocessing, "dataset": images.dataset,
+                    "split": images.split, "shard": shard, "shard_size": shard_size, "features_dtype": options.dtype,
+                    "extraction_settings": options.requested()}
         if preprocessing is not None and shard_is_current(output, expected, rows):
             kept += 1
             log.info("kept %s: current (same weights, rows and settings)", output)
             continue
         model = model or _built(spec, identity)
-        extract_shard(spec=spec, split_table=split_table, image_root=image_root, dataset=dataset, split=split,
-                      shard=shard, shard_size=shard_size, output=output, batch_size=batch_size, num_workers=num_workers,
-                      dtype=dtype, device=device, mixed_precision=mixed_precision, threads=threads, decode=decode,
-                      image_layout=image_layout, image_index=image_index, rows=rows, model=model)
+        extract_shard(spec, images, shard, shard_size, output, options, rows=rows, model=model)
     attributes = merge_shards(outputs, merged)
     log.info("wrote %s: %d shards (%d kept, %d extracted) in %.1f s", merged, count, kept, count - kept,
              time.perf_counter() - started)

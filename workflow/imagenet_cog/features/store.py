@@ -18,20 +18,30 @@ Merged file (``Layout.features``): the same datasets, ``features``/``labels``/``
 merged file (the results folder can move), and ``path`` copied (HDF5 cannot map
 variable-length strings virtually). It carries the shards' common attributes plus
 ``num_shards`` and ``num_invalid``.
+
+The ``merge-shards`` command writes a merged file; it lives here, apart from the extraction,
+so that it starts without torch.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import h5py
 import numpy as np
 
+import imagenet_cog
 from imagenet_cog.core.io import atomic_output
+
+log = logging.getLogger("imagenet_cog.features.store")
 
 # Attributes every shard of one merged file must agree on.
 IDENTITY_ATTRIBUTES = ("model", "arch", "weights", "random_weights", "preprocessing",
@@ -39,11 +49,11 @@ IDENTITY_ATTRIBUTES = ("model", "arch", "weights", "random_weights", "preprocess
 ROW_DATASETS = ("features", "labels", "index", "valid")
 READ_CHUNK_ROWS = 16384
 
+log = logging.getLogger("imagenet_cog.features.store")
+
 
 def code_version() -> str:
     """The package version, plus ``git describe`` of the checkout when there is one."""
-    import imagenet_cog
-
     version = imagenet_cog.__version__
     try:
         described = subprocess.run(
@@ -61,8 +71,6 @@ def write_shard(path: str | os.PathLike, features: np.ndarray, labels: Sequence[
                 index: Sequence[int], paths: Sequence[str], valid: Sequence[bool],
                 attributes: dict[str, Any]) -> None:
     """Write one shard file atomically (nothing appears at ``path`` unless complete)."""
-    import h5py
-
     rows = len(features)
     if not (len(labels) == len(index) == len(paths) == len(valid) == rows):
         raise ValueError("write_shard: features, labels, index, paths and valid differ in length")
@@ -80,8 +88,6 @@ def write_shard(path: str | os.PathLike, features: np.ndarray, labels: Sequence[
 
 def open_feature_file(path: str | os.PathLike):
     """Open an HDF5 file for reading; a truncated or foreign file is named with the fix."""
-    import h5py
-
     try:
         return h5py.File(path, "r")
     except FileNotFoundError:
@@ -109,8 +115,6 @@ def read_attributes(handle) -> dict[str, Any]:
 
 def merge_shards(shards: Sequence[str | os.PathLike], output: str | os.PathLike) -> dict[str, Any]:
     """Write the merged view of ``shards`` (in order) to ``output``; returns its attributes."""
-    import h5py
-
     if not shards:
         raise ValueError(f"{output}: no shard files to merge")
     output = Path(output)
@@ -258,3 +262,19 @@ def _check_virtual_sources(dataset, path: Path) -> None:
             )
         # HDF5 also reads an unreadable source as zeros: open each one to be sure.
         open_feature_file(candidate).close()
+
+
+def merge_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog merge-shards",
+                                     description="Present a split's shards as one HDF5 file.")
+    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("shards", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    attributes = merge_shards(args.shards, args.output)
+    log.info("wrote %s: %d shards, %d invalid images, model %s, weights %s",
+             args.output, attributes["num_shards"], attributes["num_invalid"],
+             attributes["model"], attributes["weights"])
+    if attributes["random_weights"]:
+        log.warning("%s holds features of RANDOMLY INITIALISED weights", args.output)
+    return 0

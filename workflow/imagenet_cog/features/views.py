@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+import h5py
 import numpy as np
 
 from imagenet_cog.core.io import atomic_output, read_lines, read_tsv
@@ -82,35 +83,11 @@ def write_view(
     """``sources``: (dataset, split table, merged feature file of ``split``) of each source.
     ``keep_paths``: only the rows of these image paths (a sub-sample such as the
     class-balanced variant's), else every row of the chosen concepts."""
-    import h5py
-
     output = Path(output)
-    rows_of: dict[str, tuple[int, list[int], list[str]]] = {}  # wnid -> (source, rows, paths)
-    available: set[str] = set()
-    for number, (_, table, _) in enumerate(sources):
-        position = 0
-        for row in read_tsv(table):
-            available.add(row["wnid"])
-            if row["split"] != split:
-                continue
-            entry = rows_of.setdefault(row["wnid"], (number, [], []))
-            if entry[0] == number and (keep_paths is None or row["path"] in keep_paths):
-                entry[1].append(position)
-                entry[2].append(row["path"])
-            position += 1
+    rows_of, available = _rows_by_concept(sources, split, keep_paths)
     chosen = choose_view_concepts(concepts, available, max_concepts, ", ".join(name for name, _, _ in sources))
     blocks = [shard_blocks(merged) for _, _, merged in sources]
-    attributes = []
-    for name, _, merged in sources:
-        with open_feature_file(merged) as handle:
-            attributes.append(read_attributes(handle) | {"dtypes": {k: handle[k].dtype for k in ("features", "valid")},
-                                                         "dim": handle["features"].shape[1]})
-    first = attributes[0]
-    for (name, _, _), attrs in zip(sources, attributes):
-        for key in IDENTITY_ATTRIBUTES:
-            if key not in ("dataset",) and attrs.get(key) != first.get(key):
-                raise ViewError(f"source {name} disagrees with {sources[0][0]} on '{key}'; re-extract the stale one.")
-
+    first = _agreed_attributes(sources)
     pieces = []  # (source number, start row, stop row, label)
     for label, wnid in enumerate(chosen):
         number, rows, _ = rows_of.get(wnid, (0, [], []))
@@ -124,25 +101,10 @@ def write_view(
         with open_feature_file(merged) as handle:
             source_valid.append(handle["valid"][...].astype(bool))
     invalid = sum(int((~source_valid[number][start:stop]).sum()) for number, start, stop, _ in pieces)
-    dim = first["dim"]
     with atomic_output(output) as temporary:
         with h5py.File(temporary, "w", track_order=True) as handle:
             for dataset_name in ("features", "valid"):
-                shape = (total, dim) if dataset_name == "features" else (total,)
-                layout = h5py.VirtualLayout(shape=shape, dtype=first["dtypes"][dataset_name])
-                at = 0
-                for number, start, stop, _ in pieces:
-                    # a run may cross shard boundaries: map each part to its shard
-                    for shard_start, shard_stop, shard in blocks[number]:
-                        low, high = max(start, shard_start), min(stop, shard_stop)
-                        if low >= high:
-                            continue
-                        rows = shard_stop - shard_start
-                        relative = os.path.relpath(shard.resolve(), output.parent.resolve())
-                        source_shape = (rows, dim) if dataset_name == "features" else (rows,)
-                        source = h5py.VirtualSource(relative, dataset_name, shape=source_shape)
-                        layout[at + low - start:at + high - start] = source[low - shard_start:high - shard_start]
-                    at += stop - start
+                layout = _virtual_layout(dataset_name, pieces, blocks, total, first, output)
                 handle.create_virtual_dataset(dataset_name, layout, fillvalue=0)
             labels = np.concatenate([np.full(stop - start, label) for _, start, stop, label in pieces]) if pieces else np.array([])
             index = np.concatenate([np.arange(start, stop) for _, start, stop, _ in pieces]) if pieces else np.array([])
@@ -160,6 +122,63 @@ def write_view(
                 if value is not None:
                     handle.attrs[key] = value
     return {"concepts": len(chosen), "rows": total}
+
+
+def _rows_by_concept(sources: Sequence[tuple[str, Path, Path]], split: str, keep_paths: set[str] | None):
+    """``(rows_of, available)``: each wnid's (source number, rows in its source split, image
+    paths), from the first source that has it; and every wnid of any source."""
+    rows_of: dict[str, tuple[int, list[int], list[str]]] = {}
+    available: set[str] = set()
+    for number, (_, table, _) in enumerate(sources):
+        position = 0
+        for row in read_tsv(table):
+            available.add(row["wnid"])
+            if row["split"] != split:
+                continue
+            entry = rows_of.setdefault(row["wnid"], (number, [], []))
+            if entry[0] == number and (keep_paths is None or row["path"] in keep_paths):
+                entry[1].append(position)
+                entry[2].append(row["path"])
+            position += 1
+    return rows_of, available
+
+
+def _agreed_attributes(sources: Sequence[tuple[str, Path, Path]]) -> dict:
+    """The first source's attributes (with its datasets' dtypes and the feature dimension),
+    after checking that every source has the same model, weights and preprocessing."""
+    attributes = []
+    for name, _, merged in sources:
+        with open_feature_file(merged) as handle:
+            attributes.append(read_attributes(handle) | {"dtypes": {k: handle[k].dtype for k in ("features", "valid")},
+                                                         "dim": handle["features"].shape[1]})
+    first = attributes[0]
+    for (name, _, _), attrs in zip(sources, attributes):
+        for key in IDENTITY_ATTRIBUTES:
+            if key not in ("dataset",) and attrs.get(key) != first.get(key):
+                raise ViewError(f"source {name} disagrees with {sources[0][0]} on '{key}'; re-extract the stale one.")
+    return first
+
+
+def _virtual_layout(dataset_name: str, pieces: list, blocks: list, total: int, first: dict, output: Path):
+    """The view's ``dataset_name`` (features or valid) as a virtual layout over the shards'
+    rows of ``pieces``, the shards referenced relative to the view's folder."""
+    dim = first["dim"]
+    shape = (total, dim) if dataset_name == "features" else (total,)
+    layout = h5py.VirtualLayout(shape=shape, dtype=first["dtypes"][dataset_name])
+    at = 0
+    for number, start, stop, _ in pieces:
+        # a run may cross shard boundaries: map each part to its shard
+        for shard_start, shard_stop, shard in blocks[number]:
+            low, high = max(start, shard_start), min(stop, shard_stop)
+            if low >= high:
+                continue
+            rows = shard_stop - shard_start
+            relative = os.path.relpath(shard.resolve(), output.parent.resolve())
+            source_shape = (rows, dim) if dataset_name == "features" else (rows,)
+            source = h5py.VirtualSource(relative, dataset_name, shape=source_shape)
+            layout[at + low - start:at + high - start] = source[low - shard_start:high - shard_start]
+        at += stop - start
+    return layout
 
 
 def view_command(argv: list[str]) -> int:

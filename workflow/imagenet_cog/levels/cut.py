@@ -188,25 +188,7 @@ def _format(value) -> str:
 
 
 def cut_levels_command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m imagenet_cog cut-levels",
-        description="Filter eligible unseen concepts, rank them by Lin similarity to IN-1K and cut the levels.",
-    )
-    parser.add_argument("--wordnet", required=True, help="NLTK data folder from wordnet-corpus")
-    parser.add_argument("--catalogue", required=True, help="concepts.tsv from concept-catalogue")
-    parser.add_argument("--image-counts", required=True, help="image_counts.tsv from image-counts")
-    parser.add_argument("--discarded", required=True, help="wnids removed by hand, one a line")
-    parser.add_argument("--excluded-subtrees", nargs="*", default=[], help="wnids whose whole subtree is ineligible")
-    parser.add_argument("--min-images", type=int, required=True)
-    parser.add_argument("--num-levels", type=int, required=True)
-    parser.add_argument("--concepts-per-level", type=int, required=True)
-    parser.add_argument("--similarity", choices=["lin"], default="lin")
-    parser.add_argument("--published-levels", default=None, help="the authors' level pickle: use its levels instead of cutting")
-    parser.add_argument("--eligibility-report", required=True)
-    parser.add_argument("--ranking", required=True)
-    parser.add_argument("--summary", required=True, help="per-level rank span, similarity range and boundary ties")
-    parser.add_argument("--in1k-output", required=True, help="the IN-1K wnids, one a line")
-    parser.add_argument("--level-outputs", nargs="+", required=True, help="one wnid file per level, l1 first")
+    parser = _cut_levels_parser()
     args = parser.parse_args(argv)
 
     graph = load_noun_graph(args.wordnet)
@@ -241,6 +223,41 @@ def cut_levels_command(argv: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
+    summaries = _write_tables(args, steps, ranked, labels, levels, names, names_of_levels)
+    write_lines(args.in1k_output, sorted(in1k))
+    for path, level in zip(args.level_outputs, levels):
+        write_lines(path, level)
+
+    _print_report(steps, ranked, taxonomy, summaries)
+    return 0
+
+
+def _cut_levels_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagenet_cog cut-levels",
+        description="Filter eligible unseen concepts, rank them by Lin similarity to IN-1K and cut the levels.",
+    )
+    parser.add_argument("--wordnet", required=True, help="NLTK data folder from wordnet-corpus")
+    parser.add_argument("--catalogue", required=True, help="concepts.tsv from concept-catalogue")
+    parser.add_argument("--image-counts", required=True, help="image_counts.tsv from image-counts")
+    parser.add_argument("--discarded", required=True, help="wnids removed by hand, one a line")
+    parser.add_argument("--excluded-subtrees", nargs="*", default=[], help="wnids whose whole subtree is ineligible")
+    parser.add_argument("--min-images", type=int, required=True)
+    parser.add_argument("--num-levels", type=int, required=True)
+    parser.add_argument("--concepts-per-level", type=int, required=True)
+    parser.add_argument("--similarity", choices=["lin"], default="lin")
+    parser.add_argument("--published-levels", default=None, help="the authors' level pickle: use its levels instead of cutting")
+    parser.add_argument("--eligibility-report", required=True)
+    parser.add_argument("--ranking", required=True)
+    parser.add_argument("--summary", required=True, help="per-level rank span, similarity range and boundary ties")
+    parser.add_argument("--in1k-output", required=True, help="the IN-1K wnids, one a line")
+    parser.add_argument("--level-outputs", nargs="+", required=True, help="one wnid file per level, l1 first")
+    return parser
+
+
+def _write_tables(args: argparse.Namespace, steps, ranked: Sequence[RankedConcept], labels: Sequence[str],
+                  levels: Sequence[Sequence[str]], names: dict[str, str], names_of_levels: Sequence[str]) -> list[LevelSummary]:
+    """The eligibility report, the ranking and the level summary; returns the summaries."""
     write_tsv(
         args.eligibility_report,
         ["step", "description", "remaining"],
@@ -268,10 +285,10 @@ def cut_levels_command(argv: list[str]) -> int:
             for s in summaries
         ],
     )
-    write_lines(args.in1k_output, sorted(in1k))
-    for path, level in zip(args.level_outputs, levels):
-        write_lines(path, level)
+    return summaries
 
+
+def _print_report(steps, ranked: Sequence[RankedConcept], taxonomy: Taxonomy, summaries: Sequence[LevelSummary]) -> None:
     for number, step in enumerate(steps, 1):
         print(f"step {number}: {step.description}: {len(step.remaining)}")
     distinct = len({r.similarity for r in ranked})
@@ -279,4 +296,3 @@ def cut_levels_command(argv: list[str]) -> int:
     for s in summaries:
         print(f"{s.level}: ranks {s.first_rank}-{s.last_rank}, sim {s.sim_max}..{s.sim_min}, "
               f"tied outside: {s.tied_outside_top} at top, {s.tied_outside_bottom} at bottom; not ranked: {s.unranked}")
-    return 0

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 from itertools import groupby
 
+import matplotlib
+import matplotlib.pyplot as plt
+
 from imagenet_cog.core.io import atomic_output, read_tsv
 from imagenet_cog.core.naming import is_level, level_number
 
@@ -21,11 +24,7 @@ def level_runs(labels: list[str]) -> list[tuple[str, int, int]]:
 
 
 def draw_levels_figure(ranking: list[dict[str, str]], outputs: list[str], measure: str = "Lin") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # before the first figure, when pyplot picks its backend
     ranks = [int(row["rank"]) for row in ranking]
     similarity = [float(row["sim_in1k"]) for row in ranking]
     labels = [row["level"] for row in ranking]

@@ -42,6 +42,7 @@ from imagenet_cog.levels.cut import (
     summarise_levels,
 )
 from imagenet_cog.levels.similarity import Taxonomy, max_similarity
+from imagenet_cog.levels.word_vectors import WordVectorError, max_cosine_similarity
 from imagenet_cog.levels.wordnet import load_noun_graph, nltk_synset_names
 
 
@@ -82,24 +83,7 @@ def random_draw(eligible: Sequence[str], draw: int, size: int, seed: int) -> lis
 
 
 def level_set_command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m imagenet_cog level-set",
-        description="Rank the eligible concepts by another similarity to IN-1K and cut its levels.",
-    )
-    parser.add_argument("--measure", required=True, choices=RANKED_LEVEL_SETS)
-    parser.add_argument("--wordnet", required=True, help="NLTK data folder from wordnet-corpus")
-    parser.add_argument("--catalogue", required=True, help="concepts.tsv from concept-catalogue")
-    parser.add_argument("--lin-ranking", required=True, help="ranking.tsv of cut-levels: the eligible concepts")
-    parser.add_argument("--lin-levels", nargs="+", required=True, help="Lin's level files, l1 first")
-    parser.add_argument("--num-levels", type=int, required=True)
-    parser.add_argument("--concepts-per-level", type=int, required=True)
-    parser.add_argument("--embeddings", help="word2vec: a word2vec-format file of word vectors")
-    parser.add_argument("--binary", action="store_true", help="word2vec: the file is in the binary format")
-    parser.add_argument("--ranking", required=True)
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--overlap", required=True, help="Lin level x this set's level concept counts")
-    parser.add_argument("--level-outputs", nargs="+", required=True, help="one wnid file per level, l1 first")
-    args = parser.parse_args(argv)
+    args = _level_set_parser().parse_args(argv)
 
     catalogue = read_tsv(args.catalogue)
     names = {row["wnid"]: row["name"] for row in catalogue}
@@ -107,30 +91,7 @@ def level_set_command(argv: list[str]) -> int:
     lin_levels = [read_lines(path) for path in args.lin_levels]
     names_of_levels = level_names(args.num_levels)
     try:
-        if args.measure == "word2vec":
-            from imagenet_cog.levels.word_vectors import WordVectorError, max_cosine_similarity
-
-            concepts = sorted(w for level in lin_levels for w in level)
-            try:
-                result, report = max_cosine_similarity(
-                    args.embeddings, args.binary, catalogue, concepts, in1k
-                )
-            except WordVectorError as error:
-                raise LevelError(str(error)) from None
-            print(report)
-            ranked = rank(concepts, result.similarity.tolist(), result.nearest)
-        else:
-            eligible = [row["wnid"] for row in read_tsv(args.lin_ranking)]
-            graph = load_noun_graph(args.wordnet)
-            taxonomy = Taxonomy(graph, [row["wnid"] for row in catalogue])
-            synset_names = None
-            if args.measure == "wup":
-                if (Path(args.wordnet) / "corpora" / "wordnet" / "index.noun").is_file():
-                    synset_names = nltk_synset_names(args.wordnet, graph.closure(in1k))
-                else:  # a hand-made noun graph (tests) has no sense index, hence no NLTK names
-                    print("no index.noun: Wu-Palmer subsumer ties broken by wnid instead of NLTK's synset name")
-            result = max_similarity(taxonomy, eligible, in1k, args.measure, names=synset_names)
-            ranked = rank(eligible, result.similarity.tolist(), result.nearest)
+        ranked = _ranked_by_measure(args, catalogue, in1k, lin_levels)
         labels = assign_levels(len(ranked), args.num_levels, args.concepts_per_level)
     except LevelError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -164,6 +125,54 @@ def level_set_command(argv: list[str]) -> int:
     for name, row in zip(names_of_levels, matrix):
         print(f"Lin {name} in {args.measure} levels: {row}")
     return 0
+
+
+def _level_set_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagenet_cog level-set",
+        description="Rank the eligible concepts by another similarity to IN-1K and cut its levels.",
+    )
+    parser.add_argument("--measure", required=True, choices=RANKED_LEVEL_SETS)
+    parser.add_argument("--wordnet", required=True, help="NLTK data folder from wordnet-corpus")
+    parser.add_argument("--catalogue", required=True, help="concepts.tsv from concept-catalogue")
+    parser.add_argument("--lin-ranking", required=True, help="ranking.tsv of cut-levels: the eligible concepts")
+    parser.add_argument("--lin-levels", nargs="+", required=True, help="Lin's level files, l1 first")
+    parser.add_argument("--num-levels", type=int, required=True)
+    parser.add_argument("--concepts-per-level", type=int, required=True)
+    parser.add_argument("--embeddings", help="word2vec: a word2vec-format file of word vectors")
+    parser.add_argument("--binary", action="store_true", help="word2vec: the file is in the binary format")
+    parser.add_argument("--ranking", required=True)
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--overlap", required=True, help="Lin level x this set's level concept counts")
+    parser.add_argument("--level-outputs", nargs="+", required=True, help="one wnid file per level, l1 first")
+    return parser
+
+
+def _ranked_by_measure(args: argparse.Namespace, catalogue: list[dict], in1k: list[str],
+                       lin_levels: list[list[str]]) -> list[RankedConcept]:
+    """The concepts ranked by ``args.measure``: word2vec re-ranks Lin's level concepts, the
+    WordNet measures every eligible concept of Lin's ranking."""
+    if args.measure == "word2vec":
+        concepts = sorted(w for level in lin_levels for w in level)
+        try:
+            result, report = max_cosine_similarity(
+                args.embeddings, args.binary, catalogue, concepts, in1k
+            )
+        except WordVectorError as error:
+            raise LevelError(str(error)) from None
+        print(report)
+        return rank(concepts, result.similarity.tolist(), result.nearest)
+    eligible = [row["wnid"] for row in read_tsv(args.lin_ranking)]
+    graph = load_noun_graph(args.wordnet)
+    taxonomy = Taxonomy(graph, [row["wnid"] for row in catalogue])
+    synset_names = None
+    if args.measure == "wup":
+        if (Path(args.wordnet) / "corpora" / "wordnet" / "index.noun").is_file():
+            synset_names = nltk_synset_names(args.wordnet, graph.closure(in1k))
+        else:  # a hand-made noun graph (tests) has no sense index, hence no NLTK names
+            print("no index.noun: Wu-Palmer subsumer ties broken by wnid instead of NLTK's synset name")
+    result = max_similarity(taxonomy, eligible, in1k, args.measure, names=synset_names)
+    return rank(eligible, result.similarity.tolist(), result.nearest)
 
 
 def random_level_command(argv: list[str]) -> int:

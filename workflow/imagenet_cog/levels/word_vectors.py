@@ -31,6 +31,7 @@ class WordVectorError(ValueError):
 
 
 def load_word_vectors(path: str | Path | None, binary: bool):
+    # gensim and scikit-learn only for the word2vec set: level-set imports this module for every measure
     from gensim.models import KeyedVectors
 
     if not path:

@@ -104,6 +104,7 @@ class WordNetSource:
 
 def _nltk_wordnet():
     """NLTK's downloaded WordNet as a path pointer, or None."""
+    # nltk takes ~3 s to import: only the commands that read NLTK's corpus pay for it
     import nltk
 
     try:

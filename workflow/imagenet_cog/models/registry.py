@@ -44,10 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection
 
+import yaml
+
 from imagenet_cog.models.checkpoints import check_checkpoint_safety, load_checkpoint
 
-# The paper's 31 models, shipped next to the workflow (docs/paper-models.md).
-PAPER_MODELS_CONFIG = Path(__file__).resolve().parents[3] / "config" / "paper_models.yaml"
+# The paper's 31 models, in the workflow's folder (where Snakemake runs, next to config.yaml):
+# the default of the models command, run there; an installed package has no checkout to look in.
+PAPER_MODELS_CONFIG = Path("config") / "paper_models.yaml"
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -563,7 +566,8 @@ def describe_models_command(argv: list[str]) -> int:
         description="Paper Table 3 for the models of a config: name, category, input size S, "
                     "feature dim (a tab-separated table); without --config, the registry.")
     parser.add_argument("--config", type=Path, default=PAPER_MODELS_CONFIG,
-                        help="a config with 'models:' (default: the paper's 31, %(default)s); "
+                        help="a config with 'models:' (default: the paper's 31, %(default)s of the "
+                             "workflow's folder, the working directory); "
                              "'registry' lists the registry's architectures instead")
     args = parser.parse_args(argv)
     if str(args.config) == "registry":
@@ -573,10 +577,9 @@ def describe_models_command(argv: list[str]) -> int:
                  "arch": row["arch"], "input_size": row["size"], "feature_dim": row["feature_dim"]}
                 for row in describe_registry()]
     else:
-        import yaml
-
         if not args.config.is_file():
-            parser.error(f"--config {args.config}: no such file")
+            parser.error(f"--config {args.config}: no such file (relative paths start at {Path.cwd()}: run in the "
+                         f"workflow's folder, or name the file)")
         rows = describe_models(kept_models(yaml.safe_load(args.config.read_text())["models"]))
     columns = ["name", "category", "arch", "input_size", "feature_dim"]
     print("\t".join(columns))

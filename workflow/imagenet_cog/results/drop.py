@@ -1,4 +1,4 @@
-"""The concept-generalization drop (paper 000 Fig. 3c): how much of its IN-1K top-1 a model
+"""The concept-generalization drop (CoG preprint, Fig. 3c): how much of its IN-1K top-1 a model
 loses on each level.
 
 Per model and level, with all training images (or, without N=all, the largest N): the drop

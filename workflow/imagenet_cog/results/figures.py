@@ -1,4 +1,4 @@
-"""The paper's result figures from the tidy summary (paper 004 Figs. 3, 4, 10 and 11).
+"""The paper's result figures from the tidy summary (ICCV paper, Figs. 3, 4, 10 and 11).
 
 - ``top1_levels``: top-1 on IN-1K and each level with all training images, one line per
   model (Fig. 3a).
@@ -8,7 +8,7 @@
 - ``few_shot_relative``: the same minus the baseline (Figs. 4d-f, 11).
 - ``pca``, ``pca_relative``: top-1 of PCA + linear probes against the number d of principal
   components (log2 axis, "All" = the linear probe on every dimension), one panel per
-  dataset, absolute and minus the baseline (paper 000 Fig. 8); empty panels without the
+  dataset, absolute and minus the baseline (CoG preprint, Fig. 8); empty panels without the
   pca kind.
 
 Error bars (levels figures) and bands (few-shot figures) are the 95% confidence intervals of
@@ -42,7 +42,7 @@ from imagenet_cog.core.plots import (  # noqa: E402
     save_figure,
     set_theme,
 )
-from imagenet_cog.results.statistics import paired_tests  # noqa: E402
+from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
 from imagenet_cog.results.summary import (  # noqa: E402
     INTERVAL_COLUMNS,
     lin_rows,
@@ -83,9 +83,9 @@ def interval(rows: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
     if low not in rows.columns:
         nothing = np.full(len(rows), np.nan)
         return nothing, nothing
-    # top-1 lies in [0, 100] and differences of it in [-100, 100]; a t interval over few
-    # seeds (t = 12.7 for two) can reach past them, which the figures do not draw
-    bounds = (0.0, 100.0) if value == "mean" else (-100.0, 100.0)
+    # statistics.mean_interval cuts intervals to what a top-1 (or a difference of two) can be;
+    # a summary written before it did is cut here
+    bounds = TOP1_RANGE if value == "mean" else DIFFERENCE_RANGE
     return np.clip(rows[low].to_numpy(float), *bounds), np.clip(rows[high].to_numpy(float), *bounds)
 
 
@@ -193,7 +193,7 @@ PCA_LABEL = "Principal components d (log$_2$ scale)"
 
 
 def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
-    """000 Fig. 8: the few-shot layout with d in place of N, at N = all."""
+    """CoG preprint, Fig. 8: the few-shot layout with d in place of N, at N = all."""
     full = summary[summary["shots"] == "all"]
     pca = full[full["probe"].str.startswith(PCA_PREFIX)].assign(shots=lambda frame: frame["probe"].map(lambda kind: str(pca_dim(kind))))
     frame = pd.concat([pca, full[full["probe"] == "linear"]], ignore_index=True)

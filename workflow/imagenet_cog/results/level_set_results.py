@@ -18,6 +18,8 @@ from imagenet_cog.core.naming import MEASURE_TITLES, RANDOM, level_number, view_
 from imagenet_cog.core.plots import save_figure
 from imagenet_cog.core.tables import write_table
 from imagenet_cog.results.summary import read_summary
+import matplotlib
+import matplotlib.pyplot as plt
 
 
 def level_set_frame(summary: pd.DataFrame, shots: str) -> pd.DataFrame:
@@ -55,11 +57,7 @@ def level_set_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def level_set_figure(frame: pd.DataFrame, shots: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # before the first figure, when pyplot picks its backend
     models = list(dict.fromkeys(frame["model"]))
     labels = frame.drop_duplicates("model").set_index("model")["label"]
     band = random_band(frame)

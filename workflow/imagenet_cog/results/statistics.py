@@ -1,8 +1,14 @@
 """Statistics over seeds: intervals, paired tests against the baseline, rank agreement.
 
 - ``mean_interval``: the 95% confidence interval of a mean over seeds, Student t with n - 1
-  degrees of freedom and the sample std (ddof=1). One seed gives no interval; seeds that
-  all agree give the zero-width interval [mean, mean].
+  degrees of freedom and the sample std (ddof=1), intersected with the values' range
+  (``TOP1_RANGE`` for top-1, ``DIFFERENCE_RANGE`` for differences of it): a mean of
+  percentages cannot leave [0, 100], and with three seeds (t = 4.3) the t interval of a
+  model near 100% reaches past it. Cutting it there keeps its coverage (the mean is inside
+  the range) and is the honest choice here: a proportion's interval (Wilson, Clopper-Pearson)
+  would describe the test images' sampling, not the spread over seeds that the interval is
+  about. One seed gives no interval; seeds that all agree give the zero-width interval
+  [mean, mean].
 - ``paired_tests``: each model against the baseline on the same dataset and N. Probes of the
   same seed share the validation split and the few-shot sample, so the seeds are pairs: the
   test is the paired t-test (``scipy.stats.ttest_rel``) on the per-seed differences. With
@@ -16,7 +22,7 @@
 - ``rank_agreement``: Kendall's tau-b (``scipy.stats.kendalltau``) between the models'
   ranking on IN-1K and on each level, per N, with its two-sided p-value.
 - ``generalization_drop``: per model and level, top-1 on IN-1K minus top-1 on the level
-  (points) and that drop as a percentage of the model's IN-1K top-1 (000 Fig. 3c).
+  (points) and that drop as a percentage of the model's IN-1K top-1 (CoG preprint, Fig. 3c).
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ CONFIDENCE = 0.95
 # Top-1 values (percentages) that differ by less than this are equal: far below one test
 # image in a million (1e-4 points), far above float64 rounding of percentages (~1e-14).
 ROUNDING = 1e-9
+# What a top-1 (percent) and a difference of two can be: mean_interval's bounds.
+TOP1_RANGE = (0.0, 100.0)
+DIFFERENCE_RANGE = (-100.0, 100.0)
 # the columns that identify one cell of the grid besides the model; a seed of one cell is
 # paired with the same seed of the baseline's cell with equal keys
 CELL_KEYS = ("dataset", "shots")
@@ -49,8 +58,10 @@ def equal_up_to_rounding(values: np.ndarray) -> bool:
     return bool(np.all(np.abs(values - values[0]) <= ROUNDING))
 
 
-def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Student-t interval of the mean of ``values`` (NaN, NaN with fewer than 2)."""
+def mean_interval(values: Sequence[float], bounds: tuple[float, float],
+                  confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Student-t interval of the mean of ``values`` cut to ``bounds``, the range the values
+    lie in (NaN, NaN with fewer than 2)."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return math.nan, math.nan
@@ -59,7 +70,7 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tu
         return mean, mean
     sem = float(stats.sem(values))
     low, high = stats.t.interval(confidence, len(values) - 1, loc=mean, scale=sem)
-    return float(low), float(high)
+    return max(float(low), bounds[0]), min(float(high), bounds[1])
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -110,7 +121,7 @@ def paired_tests(seed_results: pd.DataFrame, summary: pd.DataFrame, baseline: st
         if len(differences) < 2:
             rows.append({**row, "note": "fewer than 2 seeds: no test"})
             continue
-        low, high = mean_interval(differences)
+        low, high = mean_interval(differences, DIFFERENCE_RANGE)
         row.update(std_diff=float(differences.std(ddof=1)), ci95_low=low, ci95_high=high)
         if equal_up_to_rounding(differences):
             rows.append({**row, "note": "equal differences on every seed (zero variance): no t-test"})

@@ -18,7 +18,7 @@ the ``lin`` rows of the linear probe.
 ``mean``/``std`` are the test top-1 (percent) over the seeds, ``std`` with ddof=0 (the
 population standard deviation, as the authors' result script computes it over its 5 seeds);
 ``ci95_low``/``ci95_high`` the 95% confidence interval of the mean (Student t, n - 1 degrees
-of freedom, sample std; empty with one seed; see ``statistics.mean_interval``).
+of freedom, sample std, cut to [0, 100]; empty with one seed; see ``statistics.mean_interval``).
 A cell is only given a mean when *every* configured seed has a result: with a seed missing
 ``mean``/``std`` are empty, ``complete`` is False and ``missing_seeds`` lists the seeds, so
 an incomplete cell never passes for a mean over fewer seeds.
@@ -48,7 +48,7 @@ from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import level_set_of
 from imagenet_cog.models.registry import is_random_weights
-from imagenet_cog.results.statistics import mean_interval
+from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
 
 SUMMARY_COLUMNS = [
     "model", "label", "category", "random_weights", "probe", "dataset", "shots",
@@ -163,7 +163,7 @@ def summarise(
                 present = set(cell["seed"])
                 missing = [seed for seed in seeds if seed not in present]
                 complete = not missing
-                low, high = mean_interval(cell["test_top1"]) if complete else (math.nan, math.nan)
+                low, high = mean_interval(cell["test_top1"], TOP1_RANGE) if complete else (math.nan, math.nan)
                 rows.append({
                     "model": model,
                     "label": model_label(model, metadata),

@@ -6,9 +6,9 @@ tables: of the paired per-seed difference to the baseline) and mark it where the
 t-test finds the difference after Holm's correction over the table
 (``statistics.paired_tests``). A cell with a seed missing reads ``— (3/5 seeds)``.
 
-Table ``probe_kinds`` (000 Tab. 3) gives each MLP kind's top-1 relative to the linear
+Table ``probe_kinds`` (CoG preprint, Tab. 3) gives each MLP kind's top-1 relative to the linear
 probe's at N=all: 100 x (kind - linear) / linear; tables ``pca_top1`` / ``pca_relative``
-(000 Tab. 5, Fig. 8) the pca-<d> probes' top-1 against d, absolute and minus the
+(CoG preprint, Tab. 5, Fig. 8) the pca-<d> probes' top-1 against d, absolute and minus the
 baseline's at the same d.
 """
 
@@ -85,7 +85,10 @@ def pivot_cells(
     return table.reset_index(drop=True)
 
 
-INTERVAL_NOTE = "[low, high]: 95% confidence interval of the mean over seeds (Student t, n - 1 df)."
+INTERVAL_NOTE = (
+    "[low, high]: 95% confidence interval of the mean over seeds (Student t, n - 1 df), cut to [0, 100] "
+    "where it reaches past what a top-1 can be."
+)
 SIGNIFICANT_NOTE = (
     f"{SIGNIFICANT_MARK} differs from the baseline: paired t-test over seeds, Holm-corrected over "
     f"every model, dataset and N of the run, p < 0.05 (tables/paired_tests)."
@@ -116,7 +119,7 @@ KIND_TITLES = {"linear": "LogReg", "mlp": "MLP", "mlp_noact": "MLP-NoAct"}
 
 
 def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """000 Tab. 3: per model, each other kind's top-1 relative to the linear probe's, in
+    """CoG preprint, Tab. 3: per model, each other kind's top-1 relative to the linear probe's, in
     percent of the linear top-1, per dataset at N=all; and the table's notes."""
     full = summary[summary["shots"] == "all"]
     datasets = list(dict.fromkeys(summary["dataset"]))
@@ -146,7 +149,7 @@ def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """000 Tab. 5: top-1 of PCA + linear probes per model and dataset against d, the last
+    """CoG preprint, Tab. 5: top-1 of PCA + linear probes per model and dataset against d, the last
     column the linear probe on all dimensions; absolute, and relative to ``baseline``."""
     full = summary[summary["shots"] == "all"]
     dims = sorted(dim for dim in map(pca_dim, dict.fromkeys(summary["probe"])) if dim is not None)
@@ -178,7 +181,7 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_resu
     write_table(
         layout, "probe_kinds", table,
         "Top-1 of the MLP probes relative to the linear probe (LogReg), all training images: "
-        "100 x (kind - LogReg) / LogReg, in percent (paper 000, Tab. 3).",
+        "100 x (kind - LogReg) / LogReg, in percent (CoG preprint, Tab. 3).",
         notes,
     )
     baseline_rows = summary.loc[summary["model"] == baseline, "label"]
@@ -187,7 +190,7 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_resu
     write_table(
         layout, "pca_top1", pca_absolute,
         "Top-1 accuracy (%) of linear probes on features projected onto their first d principal "
-        "components, all training images (paper 000, Tab. 5, Fig. 8).",
+        "components, all training images (CoG preprint, Tab. 5, Fig. 8).",
         pca_notes,
     )
     write_table(

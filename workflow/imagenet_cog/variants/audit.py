@@ -18,11 +18,16 @@ import logging
 import sys
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+import torch
+from PIL import Image
 
 from imagenet_cog.core.archives import ImageFiles
 from imagenet_cog.core.io import atomic_output, read_tsv, write_tsv
 from imagenet_cog.core.layout import Layout
+from imagenet_cog.features.store import open_feature_file, read_features
 from imagenet_cog.probes.classifier import Classifier, ClassifierError, load_or_refit
 
 log = logging.getLogger("imagenet_cog.variants.audit")
@@ -45,8 +50,6 @@ def check_threshold(threshold: float) -> None:
 def confident_predictions(classifier: Classifier, features: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, predicted class index, confidence) of the rows whose top softmax probability
     exceeds ``threshold``; features are L2-normalised as in training."""
-    import torch
-
     check_threshold(threshold)
     x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
     x = torch.nn.functional.normalize(x, dim=1)
@@ -58,8 +61,6 @@ def confident_predictions(classifier: Classifier, features: np.ndarray, threshol
 
 def image_features(feature_path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
     """(features, path, wnid) of a test feature file's valid rows."""
-    from imagenet_cog.features.store import open_feature_file, read_features
-
     test = read_features(feature_path)
     with open_feature_file(feature_path) as handle:
         valid = handle["valid"][...].astype(bool)
@@ -104,12 +105,7 @@ def write_predictions(path: str | Path, predictions: list[list]) -> None:
 def contact_sheet(predictions: list[list], images: dict[str, ImageFiles], output: str | Path, count: int) -> None:
     """The ``count`` most confident predictions (one per image): image, own and predicted
     label; ``images``: each image dataset's root, in any layout."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from PIL import Image
-
+    matplotlib.use("Agg")  # before the first figure, when pyplot picks its backend
     seen, chosen = set(), []
     for row in predictions:
         key = (row[2], row[3])

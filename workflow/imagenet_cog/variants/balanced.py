@@ -18,14 +18,17 @@ beside the default ones, so both variants share one results tree.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from imagenet_cog.core.io import read_tsv, write_tsv
+from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import balanced_dataset
 from imagenet_cog.core.sampling import derived_rng
+from imagenet_cog.features.views import write_view
 from imagenet_cog.splits.image_splits import HEADER, SplitError
 
 
@@ -70,8 +73,6 @@ def balanced_split_command(argv: Sequence[str]) -> int:
 
 def balanced_view_command(argv: Sequence[str]) -> int:
     """Feature views of a balanced dataset's train and test splits over the default shards."""
-    from imagenet_cog.features.views import write_view
-
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog balanced-view", description=balanced_view_command.__doc__)
     parser.add_argument("--dataset", required=True, help="the variant's name, e.g. balanced-l3")
     parser.add_argument("--balanced-table", required=True)
@@ -92,8 +93,8 @@ def balanced_view_command(argv: Sequence[str]) -> int:
 
 def comparison_table(layout, models: Mapping[str, Mapping], datasets: Sequence[str], seeds: Sequence[str]):
     """Per model and dataset: mean N = all top-1 over ``seeds``, default and balanced."""
-    import json
-
+    # pandas and matplotlib (~3 s with the plot helpers) only for balanced-results: the
+    # balanced-split and balanced-view jobs of this module start without them
     import pandas as pd
 
     def mean_top1(model: str, dataset: str) -> float:
@@ -129,9 +130,6 @@ def comparison_figure(table):
 
 
 def balanced_results_command(argv: Sequence[str]) -> int:
-    import json
-
-    from imagenet_cog.core.layout import Layout
     from imagenet_cog.core.plots import save_figure
     from imagenet_cog.core.tables import write_table
 

@@ -123,7 +123,7 @@ def analysis_figure_report(name):
     )
 
 
-# human forced-choice sheets (002 Sec. 3) --------------------------------------------------
+# human forced-choice sheets (Laina et al. 2020, Sec. 3) ---------------------------------
 
 
 def rater_model():

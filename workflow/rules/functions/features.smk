@@ -11,6 +11,54 @@ from types import SimpleNamespace
 
 from snakemake.exceptions import IncompleteCheckpointException
 
+from imagenet_cog.models.registry import extract_options, planned_preprocessing, weights_identity
+
+# The extraction rules' shared definitions (extract_features: one shard; extract_split: every
+# shard of a split). Their shell texts and param values are exactly those of the two rules
+# before they were shared, so finished extractions stay current (docs/architecture.md,
+# "Staleness-only params").
+EXTRACTION_INPUT = {
+    "split_table": PATHS.image_splits("{dataset}"),
+    "images": lambda wildcards: image_root(wildcards.dataset),
+    "checkpoint": lambda wildcards: model_checkpoint_input(wildcards),
+}
+# One thread runs the model, the others decode images; with fewer cores than asked for,
+# Snakemake lowers threads and the loader workers follow.
+EXTRACTION_THREADS = config["features"]["num_workers"] + 1
+EXTRACTION_RESOURCES = dict(
+    gpu=0 if config["features"]["device"] == "cpu" else 1,
+    # Model and framework (~2 GB), 4 prefetched uint8 batches per worker, the shard's features.
+    mem_mb=lambda wildcards, threads: 4000 + threads * 600,
+)
+# A shard's time limit: start-up plus its images (features.group: split adds one per shard).
+SHARD_EXTRACTION_MINUTES = 15 + config["features"]["shard_size"] // 400
+EXTRACTION_PARAMS = dict(
+    arch=lambda wildcards: model_spec(wildcards.model).arch,
+    weights=lambda wildcards: model_spec(wildcards.model).weights,
+    # staleness-only: new weights (a checkpoint's digest) or a new preprocessing re-extract
+    settings_weights=lambda wildcards: model_weights_identity(wildcards.model),
+    settings_preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
+    # the model's and the image root's options; named factory for its place in the shell text
+    factory=lambda wildcards: extract_command_options(wildcards),
+    weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
+    shard_size=config["features"]["shard_size"],
+    batch_size=config["features"]["batch_size"],
+    dtype=config["features"]["dtype"],
+    device=config["features"]["device"],
+    mixed_precision=str(config["features"]["mixed_precision"]).lower(),
+)
+EXTRACTION_SPLIT_OPTIONS = (
+    " --split-table {input.split_table} --image-root {input.images:q} --dataset {wildcards.dataset} --split {wildcards.split}"
+)
+EXTRACTION_MODEL_OPTIONS = (
+    " --model-name {wildcards.model} --arch {params.arch} --weights {params.weights:q}"
+    " {params.factory} {params.weights_identity_option}"
+    " --batch-size {params.batch_size} --num-workers $(({threads} - 1)) --threads {threads}"
+    " --dtype {params.dtype} --device {params.device}"
+    " --mixed-precision {params.mixed_precision}"
+)
+EXTRACTION_OUTPUT = " --output {output} > {log} 2>&1"
+
 
 def feature_shards(wildcards):
     """All shard files of one (model, dataset, split)."""
@@ -28,8 +76,6 @@ def model_checkpoint_input(wildcards):
 @functools.cache
 def model_weights_identity(model):
     """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
-    from imagenet_cog.models.registry import weights_identity
-
     if made_by_workflow(model):
         # Its digest is unknown until it is made: the settings that make it stand in for it.
         settings = json.dumps({"demo": demo_world_settings(), "pretraining": config["demo"]["pretraining"]}, sort_keys=True)
@@ -58,8 +104,6 @@ def model_extract_options(model):
     """A custom model's factory, a timm model's preprocessing and input size. The rule's
     parameter is still called factory: its name is in the shell command, whose text Snakemake
     compares, so renaming it would re-extract every finished model."""
-    from imagenet_cog.models.registry import extract_options
-
     return shlex.join(extract_options(model_spec(model)))
 
 
@@ -74,8 +118,6 @@ def extract_command_options(wildcards):
 @functools.cache
 def model_preprocessing(model):
     """The registry's or timm's preprocessing as JSON; a custom model's factory is covered by its identity."""
-    from imagenet_cog.models.registry import planned_preprocessing
-
     preprocessing = planned_preprocessing(model_spec(model))
     return preprocessing.to_json() if preprocessing else "factory"
 
@@ -110,4 +152,4 @@ def split_extraction_minutes(wildcards):
         shards = len(feature_shards(wildcards))
     except IncompleteCheckpointException:
         return 0  # sized once the split table exists, as probe_feature_mb
-    return shards * (15 + config["features"]["shard_size"] // 400)
+    return shards * SHARD_EXTRACTION_MINUTES
