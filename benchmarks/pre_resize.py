@@ -67,7 +67,7 @@ from PIL import Image, ImageDraw
 from imagenet_cog.core.sampling import derived_rng, spread
 from imagenet_cog.demo.pretraining import pretrain
 from imagenet_cog.demo.world import concept_look, draw_images, prototype, render
-from imagenet_cog.features.extract import ImageRows, extract_shard
+from imagenet_cog.features.extract import ExtractionOptions, ImageRows, SplitImages, extract_shard
 from imagenet_cog.features.store import read_features
 from imagenet_cog.models.registry import REGISTRY, ModelSpec
 from imagenet_cog.probes.linear import l2_normalise
@@ -183,9 +183,8 @@ def extract(spec: ModelSpec, folder: Path, rows: list[dict], variant: str, threa
     lines = ["path\twnid\tlabel\tsplit"] + [f"{row['paths'][variant]}\t{row['wnid']}\t{row['label']}\tall" for row in rows]
     table.write_text("\n".join(lines) + "\n")
     output = table.with_suffix(".h5")
-    extract_shard(spec=spec, split_table=table, image_root=folder, dataset="pre-resize", split="all", shard=0,
-                  shard_size=len(rows), output=output, batch_size=32, num_workers=0, dtype="float32",
-                  device="cpu", threads=threads)
+    extract_shard(spec, SplitImages(table, folder, "pre-resize", "all"), shard=0, shard_size=len(rows), output=output,
+                  options=ExtractionOptions(batch_size=32, threads=threads, dtype="float32", device="cpu"))
     return read_features(output).features
 
 
