@@ -86,7 +86,7 @@ RELEASES = {
     "winter21": Release(
         "winter21", "Winter 2021", 19167, "winter21_whole.tar.gz",
         "what can be downloaded today: 2,674 synsets removed in 2019, the 'person' sub-tree among "
-        "them; every ImageNet-CoG concept is in it with the same images (paper 004, supp. E)",
+        "them; every ImageNet-CoG concept is in it with the same images (the ICCV paper, supp. E)",
     ),
 }
 

@@ -8,7 +8,7 @@ images than its split needs, with the counts. It deletes and re-runs nothing: th
 runs it before the split jobs, which wait for it, and a failing check stops the run there.
 
 ``needed-synsets`` writes, from the levels alone (no image read), the ImageNet-21K synsets a
-run needs with their image counts (the shipped Fall 2011 counts, which supp. E of paper 004
+run needs with their image counts (the shipped Fall 2011 counts, which supp. E of the ICCV paper
 finds unchanged in Winter 2021 for every level concept), and the list of their tars, one
 ``nXXXXXXXX.tar`` a line, to fetch or extract just those.
 """
