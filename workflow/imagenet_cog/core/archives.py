@@ -49,6 +49,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from imagenet_cog.core.io import atomic_output
@@ -411,8 +412,6 @@ def build_index(root: str | os.PathLike, archives: Sequence[str], output: str | 
 
 def write_index(output, root: Path, tables: IndexTables, attributes: dict) -> None:
     """The index file, written atomically (format: the module's docstring)."""
-    import h5py
-
     strings = h5py.string_dtype()
 
     def rows_dataset(group, name, data):
@@ -459,8 +458,6 @@ class ImageIndex:
     """An index file: its archive and folder tables on opening, members when asked."""
 
     def __init__(self, path: str | os.PathLike):
-        import h5py
-
         self.path = Path(path)
         try:
             handle = h5py.File(self.path, "r")
@@ -513,8 +510,6 @@ class ImageIndex:
         return {wnid: sum(folder.count for folder in folders) for wnid, folders in self._by_wnid.items()}
 
     def _read_rows(self, folders: Sequence[Folder], datasets: Sequence[str]) -> list[dict[str, np.ndarray]]:
-        import h5py
-
         ordered = sorted(range(len(folders)), key=lambda number: folders[number].start)
         result: list[dict[str, np.ndarray]] = [{} for _ in folders]
         with h5py.File(self.path, "r", rdcc_nbytes=64 * 2**20) as handle:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from imagenet_cog.core.io import atomic_output
 
 # The generic fallback for checkpoints no layout of CHECKPOINT_LAYOUTS describes: key
@@ -389,7 +391,6 @@ def tensors_only(value: Any, where: str, dropped: list[str]) -> Any:
     """``value`` with only what tensors-only loading builds: tensors, containers, numbers and
     strings; a module becomes its state dict, argparse options a dict, numpy values tensors or
     numbers; anything else is left out (None in a sequence) and listed in ``dropped``."""
-    import numpy as np
     import torch
 
     if isinstance(value, torch.Tensor):
