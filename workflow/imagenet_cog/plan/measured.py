@@ -109,29 +109,35 @@ def compare(config: dict, image_counts: Path, split_summary: Path | None, rates:
 
 
 def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) -> Rates:
-    """The rates scaled so that the measured jobs' projections equal their times: extraction
-    per architecture (its default by all architectures), the probes' rates by one ratio."""
+    """The rates scaled so that the measured jobs' projections equal their times: the probes'
+    rates by one ratio (job starts included), then each architecture's extraction rates by
+    the ratio of what is left once those starts are taken out (the default: all archs')."""
     def ratio(selected: list[Measured]) -> float | None:
         projected = sum(row.projected for row in selected)
         return sum(row.seconds for row in selected) / projected if projected > 0 else None
 
     values = {key: (dict(value) if isinstance(value, dict) else value) for key, value in rates.values.items()}
-    extraction = [row for row in rows if row.stage == "extraction"]
-    by_arch = defaultdict(list)
-    for row in extraction:
-        by_arch[widths[row.model][0]].append(row)
-    for arch, selected in [*by_arch.items(), ("default", extraction)]:
-        factor = ratio(selected)
-        if factor:
-            for key in PER_ARCH_KEYS:
-                base = values[key].get(arch, values[key].get("default"))
-                values[key][arch] = base / factor if key == "extraction_images_per_s" else base * factor
     factor = ratio([row for row in rows if row.stage == "probes"])
     if factor:
         for key in PROBE_TIMES:
             values[key] *= factor
         for key in PROBE_SPEEDS:
             values[key] /= factor
+    starts_before = rates.values["job_start_s"] + rates.values["cuda_start_s"]
+    starts_after = values["job_start_s"] + values["cuda_start_s"]
+    extraction = [row for row in rows if row.stage == "extraction"]
+    by_arch = defaultdict(list)
+    for row in extraction:
+        by_arch[widths[row.model][0]].append(row)
+    for arch, selected in [*by_arch.items(), ("default", extraction)]:
+        jobs = sum(row.jobs for row in selected)
+        own = sum(row.projected for row in selected) - jobs * starts_before
+        if own <= 0:
+            continue
+        factor = max(sum(row.seconds for row in selected) - jobs * starts_after, 1e-3 * own) / own
+        for key in PER_ARCH_KEYS:
+            base = rates.values[key].get(arch, rates.values[key].get("default"))
+            values[key][arch] = base / factor if key == "extraction_images_per_s" else base * factor
     values["device"] = device
     where = f"calibrated on {len(rows)} measured rule x model x dataset groups of a run (imagenet_cog.plan.measured)"
     return Rates(device, values, {key: MEASURED for key in RATE_KEYS}, {key: where for key in RATE_KEYS}, where)
