@@ -1,5 +1,5 @@
-# Plan stage: what the rule of plan.smk uses, besides common.smk's: the plan command's
-# options (kept apart from the rule, as snakemake --lint asks).
+# Plan stage: what plan.smk uses besides common.smk, the plan command's options (kept
+# apart from its rule file, as snakemake --lint asks).
 
 import json
 import shlex
