@@ -70,7 +70,9 @@ def like(template: Dataset, name: str, classes: int) -> Dataset:
 
 
 def probed_datasets(config: dict, image_counts: Path, split_summary: Path | None) -> tuple[list[ProbedDatasets], str]:
-    """Every probed dataset group of a config, and where the sizes come from."""
+    """Every probed dataset group of a config, and where the sizes come from. probes.group
+    groups the probes of IN-1K and the levels; the level sets and the variants keep one job
+    per seed (workflow/rules/probes.smk)."""
     datasets, basis = default_datasets(config, image_counts, split_summary)
     probes = config["probes"]
     groups = [ProbedDatasets("probes", datasets, probes, True)]
@@ -84,15 +86,14 @@ def probed_datasets(config: dict, image_counts: Path, split_summary: Path | None
         pool_concepts = (sets["demo_pool_concepts"] if config["mode"] == "demo"
                          else PAPER_ELIGIBLE_CONCEPTS - len(levels) * levels[0].classes)
         groups.append(ProbedDatasets("level sets", [like(levels[0], naming.POOL, pool_concepts)], None, True))
-        groups.append(ProbedDatasets("level sets", views,
-                                     {**probes, "shots": sets["shots"], "seeds": sets["seeds"] or probes["seeds"]},
-                                     False))
+        groups.append(ProbedDatasets("level sets", views, {**probes, "shots": sets["shots"], "group": "seed",
+                                                           "seeds": sets["seeds"] or probes["seeds"]}, False))
     balanced = config["balanced"]
     if balanced["enabled"]:
         per_concept = balanced["train_per_concept"]
         views = [Dataset(f"balanced-{data.name}", data.classes * per_concept, data.test, data.classes,
                          data.classes * int(probes["val_fraction"] * per_concept)) for data in datasets]
-        groups.append(ProbedDatasets("balanced", views, {**probes, "shots": ["all"],
+        groups.append(ProbedDatasets("balanced", views, {**probes, "shots": ["all"], "group": "seed",
                                                          "seeds": balanced["seeds"] or probes["seeds"][:1]}, False))
     return groups, basis
 
