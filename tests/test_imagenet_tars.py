@@ -180,6 +180,7 @@ def test_preflight_names_every_missing_concept_then_the_outdated_index(world, tm
     assert failed.returncode != 0
     log = (workdir / LAYOUT.log("splits/preflight.log")).read_text()
     assert log.count("error:") == 1 and "2 concepts missing from your copy" in log
+    assert f"in {LAYOUT.needed_synset_tars()})" in log  # the tar list's real place
     for wnid, level in zip(missing, ("l1", "l2")):
         assert f"  {wnid} ({level}); Fall 2011: " in log
     assert not (workdir / "results/splits/l1.tsv").exists() and not (workdir / LAYOUT.log("features")).exists()
