@@ -77,7 +77,7 @@ def measured_jobs(benchmarks: Path, models: set[str]) -> list[Measured]:
 def projected_jobs(config: dict, image_counts: Path, split_summary: Path | None, rates: Rates):
     """(stage, model, dataset) -> (projected seconds, jobs) of every extracted or probed dataset."""
     groups, _ = probed_datasets(config, image_counts, split_summary)
-    widths, _ = model_widths(config["models"], config.get("checkpoints_dir"))
+    widths, _ = model_widths(config["models"])
     features = config["features"]
     projected = {}
     for model, (arch, dim) in widths.items():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,7 +102,7 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     """Every row of the plan (models, then the total and the wall time) and the notes: where
     the sizes come from and what could not be priced."""
     groups, basis = probed_datasets(config, image_counts, split_summary)
-    widths, unpriced = model_widths(config["models"], config.get("checkpoints_dir"))
+    widths, unpriced = model_widths(config["models"])
     rows = []
     for model, (arch, dim) in widths.items():
         rows += model_rows(model, arch, dim, groups, config["features"], rates)
@@ -179,4 +178,4 @@ def plan_command(argv: list[str]) -> int:
     print(format_table(rows, notes))
     if args.benchmarks:
         compare_command_part(config, args, rates)
-    return 0 if math.isfinite(sum(row.seconds for row in rows)) else 1
+    return 0

@@ -98,7 +98,7 @@ def probed_datasets(config: dict, image_counts: Path, split_summary: Path | None
     return groups, basis
 
 
-def model_widths(models: dict, checkpoints_dir: str | None) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:
+def model_widths(models: dict) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:
     """(model -> (arch, feature width)) of every model whose width is known before its
     checkpoint is fetched, and (model -> why not) of the others."""
     widths, unpriced = {}, {}

@@ -16,7 +16,6 @@ def plan_config_json():
         "splits",
         "demo",
         "models",
-        "checkpoints_dir",
         "features",
         "probes",
         "balanced",
