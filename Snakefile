@@ -10,6 +10,7 @@
 #   analyses k-means, alignment/uniformity, learnability and clustering agreement per model x
 #            dataset; forced-choice sheets for human raters
 #   variants class-balanced, IN-1K-blurred and the label-noise audit
+#   plan     what a run costs before it starts (snakemake plan; no image read)
 # Each includes its input functions, checks and targets from rules/functions/<stage>.smk;
 # common.smk holds what they share. docs/architecture.md draws the whole.
 #
@@ -29,8 +30,8 @@ min_version("9.3")
 
 # From this folder, or from any other (`-s path/to/Snakefile`, `--directory run/`): the working
 # directory's config.yaml when it has one, else this workflow's own (the demo); --configfile
-# files are laid over it and the schema's defaults fill what none of them sets. results/ and
-# logs/ are written under the working directory.
+# files are laid over it and the schema's defaults fill what none of them sets. Every output,
+# log and benchmark is written under results_dir (default results/) in the working directory.
 configfile: "config.yaml" if os.path.exists("config.yaml") else os.path.join(workflow.basedir, "config.yaml")
 
 
@@ -56,6 +57,7 @@ include: "workflow/rules/probes.smk"
 include: "workflow/rules/results.smk"
 include: "workflow/rules/analyses.smk"
 include: "workflow/rules/variants.smk"
+include: "workflow/rules/plan.smk"
 
 
 # Each stage's own list of what a full run makes (the rest are inputs of later stages).

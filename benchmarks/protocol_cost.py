@@ -43,8 +43,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -54,53 +52,20 @@ import yaml
 REPOSITORY = Path(__file__).resolve().parent.parent
 SCHEMA = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"
 IMAGE_COUNTS = REPOSITORY / "resources" / "imagenet21k_fall11_image_counts.tsv"
+sys.path.insert(0, str(REPOSITORY / "workflow"))
 
-IN1K_TRAIN, IN1K_TEST = 1_281_167, 50_000  # the official training and validation sets
-LEVELS, CONCEPTS_PER_LEVEL, TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT, MIN_IMAGES = 5, 1000, 50, 1300, 782
-
-# Authors' README (protocol-facts.md): V100 with 8 CPU cores.
-AUTHORS_EXTRACTION_MIN_PER_DATASET = 60
-AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED = 75
-RATE_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s",
-             "probe_step_fixed_s", "probe_step_per_row_s", "probe_epoch_s", "scoring_flops_per_s",
-             "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s", "compile_s")
-
-
-@dataclass(frozen=True)
-class Dataset:
-    name: str
-    train: int
-    test: int
-    classes: int
-    validation: int  # rows held out for validation: int(val_fraction * n_c) summed over concepts
-
-
-def level_train_counts() -> list[int]:
-    """Training images of each eligible concept (>= 782 images): min(n - 50, 1300)."""
-    counts = [int(line.split("\t")[1]) for line in IMAGE_COUNTS.read_text().splitlines()[1:]]
-    return [min(count - TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT) for count in counts if count >= MIN_IMAGES]
-
-
-def paper_datasets(split_summary: Path | None, val_fraction: float) -> list[Dataset]:
-    """IN-1K and five levels; a level's 1000 concepts are estimated by the mean over the
-    eligible concepts (the exact totals of a real run come from --split-summary, the
-    validation rows then from the mean concept of each dataset)."""
-    if split_summary:
-        lines = [line.split("\t") for line in split_summary.read_text().splitlines()]
-        header, rows = lines[0], lines[1:]
-        column = {name: header.index(name) for name in ("dataset", "concepts", "train_images", "test_images")}
-        datasets = []
-        for row in rows:
-            train, classes = int(row[column["train_images"]]), int(row[column["concepts"]])
-            datasets.append(Dataset(row[column["dataset"]], train, int(row[column["test_images"]]), classes,
-                                    classes * int(val_fraction * train / classes)))
-        return datasets
-    per_concept = level_train_counts()
-    level_train = round(CONCEPTS_PER_LEVEL * np.mean(per_concept))
-    level_validation = round(CONCEPTS_PER_LEVEL * np.mean([int(val_fraction * n) for n in per_concept]))
-    in1k = Dataset("in1k", IN1K_TRAIN, IN1K_TEST, 1000, 1000 * int(val_fraction * IN1K_TRAIN / 1000))
-    return [in1k] + [Dataset(f"l{level}", level_train, CONCEPTS_PER_LEVEL * TEST_PER_CONCEPT, CONCEPTS_PER_LEVEL,
-                             level_validation) for level in range(1, LEVELS + 1)]
+# The counting and projecting arithmetic is the workflow's plan stage's (one copy).
+from imagenet_cog.plan.cost import (  # noqa: E402
+    AUTHORS_EXTRACTION_MIN_PER_DATASET,
+    AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED,
+    STAGES,
+    count_work,
+    hours,
+    overlapped,
+    paper_datasets,
+    project,
+    stacking,
+)
 
 
 def protocol_settings(config: Path | None) -> dict:
@@ -114,80 +79,6 @@ def protocol_settings(config: Path | None) -> dict:
             settings[section].update(given.get(section) or {})
     return settings
 
-
-def stacking(probes: dict) -> tuple[int, int]:
-    """(candidates, runs) of a search pass: trials_per_batch candidates of each seed a job trains
-    together (every seed of the job unless probes.group is seed)."""
-    return probes["trials_per_batch"], 1 if probes.get("group", "seed") == "seed" else len(probes["seeds"])
-
-
-# counting ----------------------------------------------------------------------------------
-
-
-@dataclass
-class DatasetWork:
-    images: int = 0
-    shards: int = 0
-    extraction_jobs: int = 0
-    probe_jobs: int = 0
-    train_flops: float = 0.0
-    scoring_flops: float = 0.0
-    trial_steps: Counter = field(default_factory=Counter)  # batch size -> one candidate's SGD steps
-    pass_epochs: int = 0  # epochs of a pass (its fixed costs are paid once for the candidates it stacks)
-    file_bytes: float = 0.0
-    prepared_bytes: float = 0.0
-
-
-def batches(rows: int, batch: int) -> Counter:
-    """Mini-batch sizes of one epoch over ``rows`` rows."""
-    sizes = Counter({batch: rows // batch})
-    if rows % batch:
-        sizes[rows % batch] += 1
-    return sizes
-
-
-def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) -> dict[str, DatasetWork]:
-    """The work of one model through the whole protocol, per dataset."""
-    trials, epochs, batch = probes["trials"], probes["epochs"], probes["batch_size"]
-    bytes_per_value = 2 if features["dtype"] == "float16" else 4
-    seeds = len(probes["seeds"])
-    group = probes.get("group", "seed")
-    candidates, runs = stacking(probes)
-    passes = math.ceil(trials / candidates)
-    work = {}
-    for data in datasets:
-        counted = work[data.name] = DatasetWork()
-        counted.images = data.train + data.test
-        shards = [math.ceil(data.train / features["shard_size"]), math.ceil(data.test / features["shard_size"])]
-        counted.shards = sum(shards)
-        counted.extraction_jobs = 2 if features.get("group", "shard") == "split" else counted.shards
-        dataset_rows = 0
-        for shots in probes["shots"]:
-            if shots == "all":
-                search, final, rows = data.train - data.validation, data.train, data.train
-            else:
-                search = final = int(shots) * data.classes
-                # a few-shot job reads its validation rows and two N-shot samples of each seed
-                # (each row in a seed's validation split with chance val_fraction)
-                held_out = 1.0 - (1.0 - probes["val_fraction"]) ** runs
-                rows = min(data.train, int(held_out * data.train) + runs * (search + final))
-            counted.train_flops += seeds * 4.0 * dim * data.classes * epochs * (trials * search + final)
-            counted.scoring_flops += seeds * 2.0 * dim * data.classes * (trials * data.validation + data.test)
-            for size, count in batches(search, batch).items():
-                counted.trial_steps[size] += seeds * trials * epochs * count
-            for size, count in batches(final, batch).items():
-                counted.trial_steps[size] += seeds * epochs * count
-            counted.pass_epochs += seeds // runs * epochs * (passes + 1)
-            dataset_rows = max(dataset_rows, rows)
-            if group != "dataset":
-                jobs = seeds // runs
-                counted.probe_jobs += jobs
-                counted.file_bytes += jobs * (data.train + data.test) * dim * bytes_per_value
-                counted.prepared_bytes += jobs * (rows + data.test) * dim * bytes_per_value
-        if group == "dataset":  # one resident job reads and prepares every row once
-            counted.probe_jobs = 1
-            counted.file_bytes = counted.prepared_bytes = (data.train + data.test) * dim * bytes_per_value
-    return work
 
 
 # measuring ---------------------------------------------------------------------------------
@@ -384,6 +275,8 @@ def measure_rates(device_name: str, models: list[str], decode: str, quick: bool,
               f"{built:.2f} s, checkpoint loaded in {loaded:.2f} s", flush=True)
     dim, classes = (64, 100) if quick else (REGISTRY[models[0]].feature_dim, 1000)
     steps = 8 if gpu else (2 if quick else 3)
+    if not quick:  # the plan scales a step from this shape to a model's (quick shapes are launch-bound)
+        rates["probe_shape"] = [classes, dim]
     rates.update(measure_probe(device, dim, classes, probes["batch_size"], precision, fused, candidates, runs, steps))
     print(f"  probe step ({candidates} candidates x {runs} runs, {'fused' if fused else 'reference'}, {precision}, "
           f"{classes} classes x {dim} dims): {rates['probe_step_fixed_s'] * 1e6:.1f} us + "
@@ -400,51 +293,6 @@ def measure_rates(device_name: str, models: list[str], decode: str, quick: bool,
     print(f"  per job: start {rates['job_start_s']:.1f} s, CUDA start {rates['cuda_start_s']:.1f} s, compile "
           f"{rates['compile_s']:.1f} s", flush=True)
     return rates
-
-
-# projecting --------------------------------------------------------------------------------
-
-
-STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring", "probe loading", "probe job starts")
-
-
-def project(work: dict[str, DatasetWork], rates: dict, arch: str) -> dict[str, dict[str, float]]:
-    """Seconds per stage and dataset on one device."""
-    missing = [key for key in RATE_KEYS if key not in rates]
-    if missing:
-        raise SystemExit(f"the rates lack {', '.join(missing)} (written by an older protocol_cost.py): measure them again")
-    per_dataset = {}
-    for name, counted in work.items():
-        probe_job = rates["job_start_s"] + rates["cuda_start_s"] + rates["compile_s"]
-        extraction_job = rates["job_start_s"] + rates["cuda_start_s"] + rates["model_build_s"][arch] \
-            + rates["checkpoint_load_s"][arch]
-        per_dataset[name] = {
-            "extraction": counted.images / rates["extraction_images_per_s"][arch]
-                          + counted.shards * rates["extraction_shard_fixed_s"][arch],
-            "extraction job starts": counted.extraction_jobs * extraction_job,
-            "probe steps": sum(count * (rates["probe_step_fixed_s"] + size * rates["probe_step_per_row_s"])
-                               for size, count in counted.trial_steps.items())
-                           + counted.pass_epochs * rates["probe_epoch_s"],
-            "probe scoring": counted.scoring_flops / rates["scoring_flops_per_s"],
-            "probe loading": counted.file_bytes / rates["read_bytes_per_s"]
-                             + counted.prepared_bytes / rates["prepare_bytes_per_s"],
-            "probe job starts": counted.probe_jobs * probe_job,
-        }
-    return per_dataset
-
-
-def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
-    """Wall time with extraction and probes side by side, datasets in order: the probes of a
-    dataset start once it is extracted and the probes before it are done (a two-stage flow
-    shop; assumes neither slows the other: extraction is bound by decoding on the host,
-    probes by the GPU's memory)."""
-    extraction = [sum(v for k, v in times.items() if k.startswith("extraction")) for times in per_dataset.values()]
-    probes = [sum(v for k, v in times.items() if k.startswith("probe")) for times in per_dataset.values()]
-    return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
-
-
-def hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds / 60:.1f} min"
 
 
 def main() -> None:
@@ -466,7 +314,7 @@ def main() -> None:
 
     settings = protocol_settings(args.config)
     probes = settings["probes"]
-    datasets = paper_datasets(args.split_summary, probes["val_fraction"])
+    datasets = paper_datasets(IMAGE_COUNTS, args.split_summary, probes["val_fraction"])
     print(f"protocol: {len(datasets)} datasets ({', '.join(f'{d.name} {d.train}+{d.test}' for d in datasets)}), "
           f"shots {probes['shots']}, {len(probes['seeds'])} seeds, {probes['trials']} trials x "
           f"{probes['epochs']} epochs, batch {probes['batch_size']}, features {settings['features']['dtype']}, "
@@ -497,7 +345,8 @@ def main() -> None:
               f"extraction jobs; {total['probe_jobs']} probe jobs, {total['train_flops'] / 1e15:.1f} PFLOP training + "
               f"{total['scoring_flops'] / 1e15:.2f} PFLOP scoring, {trial_steps / 1e6:.1f}M trial-steps; probe jobs "
               f"read {total['file_bytes'] / 1e12:.2f} TB of files and prepare {total['prepared_bytes'] / 1e12:.2f} TB")
-        projected = [(rates["device"], project(work, rates, arch)) for rates in columns]
+        dim = REGISTRY[arch].feature_dim
+        projected = [(rates["device"], project(work, rates, arch, dim)) for rates in columns]
         authors = {"extraction": AUTHORS_EXTRACTION_MIN_PER_DATASET * 60 * len(datasets),
                    "probe steps": AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED * 60 * len(datasets) * len(probes["seeds"])}
         print(f"{'stage':<24}" + "".join(f"{name[:34]:>36}" for name, _ in projected) + f"{'authors, V100 (N = all)':>28}")

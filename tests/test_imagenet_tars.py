@@ -178,16 +178,17 @@ def test_preflight_names_every_missing_concept_then_the_outdated_index(world, tm
 
     failed = snakemake(workdir, *targets, "--cores", "2", "--configfile", "tars.yaml", check=False)
     assert failed.returncode != 0
-    log = (workdir / "logs/splits/preflight.log").read_text()
+    log = (workdir / LAYOUT.log("splits/preflight.log")).read_text()
     assert log.count("error:") == 1 and "2 concepts missing from your copy" in log
+    assert f"in {LAYOUT.needed_synset_tars()})" in log  # the tar list's real place
     for wnid, level in zip(missing, ("l1", "l2")):
         assert f"  {wnid} ({level}); Fall 2011: " in log
-    assert not (workdir / "results/splits/l1.tsv").exists() and not (workdir / "logs/features").exists()
+    assert not (workdir / "results/splits/l1.tsv").exists() and not (workdir / LAYOUT.log("features")).exists()
 
     write_synset_tars(tars, {wnid: world["in21k"][wnid] for wnid in missing})
     stale = snakemake(workdir, *targets, "--cores", "2", "--configfile", "tars.yaml", check=False)
     assert stale.returncode != 0
-    log = (workdir / "logs/splits/preflight.log").read_text()
+    log = (workdir / LAYOUT.log("splits/preflight.log")).read_text()
     assert "2 tars added" in log and "Delete results/images/in21k.index.h5 and re-run" in log
 
     os.remove(workdir / "results/images/in21k.index.h5")
@@ -199,7 +200,7 @@ def test_preflight_names_every_missing_concept_then_the_outdated_index(world, tm
     with h5py.File(workdir / LAYOUT.features(MODEL, "l1", split), "r") as handle:
         paths = list(handle["path"].asstr()[...])
         assert not handle["valid"][paths.index(cut_path)] and handle["valid"][...].sum() == len(paths) - 1
-    logs = "".join(path.read_text() for path in (workdir / "logs/features" / MODEL / "l1" / split).glob("shard-*.log"))
+    logs = "".join(path.read_text() for path in (workdir / LAYOUT.log("features") / MODEL / "l1" / split).glob("shard-*.log"))
     assert f"{tars / f'{cut}.tar'} member {last_name}" in logs
 
 
@@ -220,7 +221,7 @@ def test_a_corrupt_index_stops_the_job_reading_it_and_keeps_the_rest(tars_run, w
     os.remove(shard)
     failed = snakemake(workdir, "--cores", "2", "--configfile", "tars.yaml", check=False)
     assert failed.returncode != 0
-    log = (workdir / f"logs/features/{MODEL}/l2/test/shard-00000.log").read_text()
+    log = (workdir / LAYOUT.log(f"features/{MODEL}/l2/test/shard-00000.log")).read_text()
     assert "image index results/images/in21k.index.h5" in log and f"{first} should be {first.rsplit('/', 1)[1]}" in log
     assert str(world["outer_tar"]) in log and "Delete results/images/in21k.index.h5 and re-run" in log
     assert {path: path.stat().st_mtime_ns for path in kept} == kept

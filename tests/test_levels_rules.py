@@ -36,8 +36,8 @@ def test_stage_writes_every_output(levels_run):
         assert (levels_run / path).stat().st_size > 0, path
     assert (levels_run / LAYOUT.wordnet_corpus() / "corpora" / "wordnet" / "lexnames").is_file()
     for log in ("wordnet_corpus", "concept_catalogue", "image_counts", "cut_levels", "levels_figure"):
-        assert (levels_run / "logs" / "levels" / f"{log}.log").is_file(), log
-    assert "5146 eligible concepts" in (levels_run / "logs/levels/cut_levels.log").read_text()
+        assert (levels_run / LAYOUT.log(f"levels/{log}.log")).is_file(), log
+    assert "5146 eligible concepts" in (levels_run / LAYOUT.log("levels/cut_levels.log")).read_text()
 
 
 def test_changed_level_settings_rerun_the_cut_only(levels_run, tmp_path):

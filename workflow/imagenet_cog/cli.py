@@ -70,6 +70,8 @@ COMMANDS: dict[str, str] = {
     "balanced-results": "imagenet_cog.variants.balanced:balanced_results_command",
     "blurred-results": "imagenet_cog.variants.blurred:blurred_results_command",
     "label-audit": "imagenet_cog.variants.audit:label_audit_command",
+    # plan stage (plan.smk): what a run costs before it starts
+    "plan": "imagenet_cog.plan.table:plan_command",
 }
 
 

@@ -24,7 +24,12 @@ def shipped_file(path):
     return beside if os.path.exists(beside) else path
 
 
-for section, key in (("concepts", "image_counts"), ("concepts", "discarded_wnids"), ("results", "published_top1")):
+for section, key in (
+    ("concepts", "image_counts"),
+    ("concepts", "discarded_wnids"),
+    ("results", "published_top1"),
+    ("plan", "rates"),
+):
     config[section][key] = shipped_file(config[section][key])
 
 
@@ -34,7 +39,8 @@ LEVEL_NAMES = naming.level_names(config["levels"]["num_levels"])
 SPLITS = ["train", "test"]
 SHOTS = [str(shots) for shots in config["probes"]["shots"]]
 SEEDS = [str(seed) for seed in config["probes"]["seeds"]]
-PATHS = Layout("results")
+# Every output, log and benchmark of this run, under its own folder (results_dir).
+PATHS = Layout(config["results_dir"].rstrip("/"))
 # One environment for every rule (--sdm conda); the package itself comes from the checkout.
 CONDA_ENVIRONMENT = "../../envs/imagenet-cog.yaml"
 
@@ -138,18 +144,25 @@ def made_by_workflow(model):
 
 
 @functools.cache
-def model_spec(model):
-    """The registry spec of a ``models:`` entry; fails early on an unknown arch or path."""
+def model_spec(model, check_checkpoint=True):
+    """The registry spec of a ``models:`` entry; fails on an unknown arch or, unless told
+    not to, a checkpoint file that is not there yet."""
     from imagenet_cog.models.registry import ModelSpec
 
     try:
         return ModelSpec.from_config(
-            model, config["models"][model], config["checkpoints_dir"], made_by_workflow=workflow_checkpoints()
+            model,
+            config["models"][model],
+            config["checkpoints_dir"],
+            made_by_workflow=workflow_checkpoints(),
+            check_checkpoint=check_checkpoint,
         )
     except (ValueError, FileNotFoundError) as error:
         raise WorkflowError(str(error))
 
 
-# Every model entry is checked now, so that a typo fails the run before any job starts.
+# Every model entry is checked now, so that a typo fails the run before any job starts; a
+# checkpoint not yet downloaded fails once a job that reads it is scheduled (model_spec from
+# the features stage's input functions), so that `snakemake plan` prices a run before it.
 for configured_model in MODELS:
-    model_spec(configured_model)
+    model_spec(configured_model, check_checkpoint=False)

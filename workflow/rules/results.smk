@@ -211,7 +211,9 @@ rule result_timings:
         CONDA_ENVIRONMENT
     params:
         grid=grid_arguments(),
-        benchmarks="logs/benchmarks",
+        # relative to the run's results folder (--results-root of the grid): the same value
+        # for every results_dir, so that Snakemake sees no changed param in a finished run
+        benchmarks=os.path.relpath(PATHS.benchmarks(), PATHS.root),
     shell:
         python_command("results-timings")
         + " {params.grid} --benchmark-root {params.benchmarks} --output {output.csv} > {log} 2>&1"

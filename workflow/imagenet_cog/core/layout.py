@@ -1,7 +1,10 @@
-"""The workflow's file layout under ``results/``, in one place.
+"""The workflow's file layout under a run's results folder (``results_dir``, default
+``results/``), in one place.
 
 Rules (through ``PATHS`` in ``workflow/rules/common.smk``), the package and the tests all
 build paths with :class:`Layout`, so the layout documented in the README is the one used.
+Every output, log and benchmark of a run is under its root, so two configurations with
+their own roots never touch each other's files.
 """
 
 from __future__ import annotations
@@ -74,6 +77,24 @@ def result_table_names(datasets: list[str]) -> list[str]:
 @dataclass(frozen=True)
 class Layout:
     root: str = "results"
+
+    # every stage: the jobs' logs and Snakemake's benchmark files --------------------
+    def log(self, relative: str) -> str:
+        """A job's log (or, under ``benchmarks/``, its benchmark file) below the run's logs."""
+        return f"{self.root}/logs/{relative}"
+
+    def benchmarks(self) -> str:
+        """Snakemake's benchmark files of the extraction, probe and other timed jobs."""
+        return self.log("benchmarks")
+
+    # plan stage ---------------------------------------------------------------------
+    def plan(self) -> str:
+        """stage, model, jobs, images_read, bytes_written, trial_epochs, gpu_hours, rates."""
+        return f"{self.root}/plan.tsv"
+
+    def plan_measured(self) -> str:
+        """rule, model, dataset, jobs, measured_s, projected_s, ratio: a run's measured jobs."""
+        return f"{self.root}/plan_measured.tsv"
 
     # levels stage ---------------------------------------------------------------
     def wordnet_corpus(self) -> str:

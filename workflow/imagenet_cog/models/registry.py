@@ -226,11 +226,12 @@ class ModelSpec:
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any],
                     checkpoints_dir: str | os.PathLike | None = None,
-                    made_by_workflow: Collection[str] = ()) -> "ModelSpec":
+                    made_by_workflow: Collection[str] = (), check_checkpoint: bool = True) -> "ModelSpec":
         """The spec of a ``models:`` entry; a relative checkpoint path is taken under
         ``checkpoints_dir`` (config key ``checkpoints_dir``) when that is set. A checkpoint
         in ``made_by_workflow`` (written by a rule, e.g. the demo's pretrained network) is
-        taken as it is and need not exist yet."""
+        taken as it is and need not exist yet; nor need any with ``check_checkpoint`` false
+        (the entry is checked all the same)."""
         weights = str(entry.get("weights", "pretrained"))
         if (checkpoints_dir and not (is_random_weights(weights) or weights == "pretrained")
                 and not Path(weights).is_absolute()):
@@ -238,9 +239,9 @@ class ModelSpec:
         spec = cls(name, entry["arch"], weights, entry.get("factory"), entry.get("preprocessing"),
                    entry.get("input_size"), tuple(entry.get("trusted_globals") or ()))
         try:
-            spec.check(checkpoint_made_later=weights in made_by_workflow)
+            spec.check(checkpoint_made_later=weights in made_by_workflow or not check_checkpoint)
             # a custom factory reads its file itself; every other checkpoint goes through read_checkpoint
-            if spec.is_checkpoint() and spec.arch != "custom" and weights not in made_by_workflow:
+            if check_checkpoint and spec.is_checkpoint() and spec.arch != "custom" and weights not in made_by_workflow:
                 check_checkpoint_safety(weights, spec.trusted_globals, f"config.yaml: model '{name}'")
         except FileNotFoundError as missing:
             if entry.get("source"):

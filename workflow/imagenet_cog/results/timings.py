@@ -54,12 +54,13 @@ def timings_command(argv: list[str]) -> int:
         prog="results-timings", description="Per-model extraction and probe seconds."
     )
     grid_arguments(parser)
-    parser.add_argument("--benchmark-root", required=True, help="folder of Snakemake benchmark files")
+    parser.add_argument("--benchmark-root", required=True,
+                        help="folder of Snakemake benchmark files; a relative one is taken under --results-root")
     parser.add_argument("--output", required=True, help="the timings CSV; a .md rendering is written beside it")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
     runs = load_all_probe_results(args, list(models))
-    benchmarks = benchmark_seconds(Path(args.benchmark_root), list(models), args.datasets)
+    benchmarks = benchmark_seconds(Path(args.results_root) / args.benchmark_root, list(models), args.datasets)
     table = timings_table(runs, benchmarks, models)
     with atomic_output(args.output) as temporary:
         table.to_csv(temporary, index=False)

@@ -33,6 +33,7 @@ from imagenet_cog.core.image_roots import (
     stale_index_message,
 )
 from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
+from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.shards import SHARD_LAYOUTS, ShardDownload, shard_download, shard_part
 from imagenet_cog.levels.concepts import ConceptError, read_image_counts
 from imagenet_cog.splits.image_splits import SplitError, load_published_splits, read_concepts
@@ -146,7 +147,8 @@ def _concept_line(check: ConceptCheck, datasets: Sequence[str]) -> str:
     return line
 
 
-def failure_message(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoot], release: str) -> str:
+def failure_message(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoot], release: str,
+                    needed_tars: str = Layout().needed_synset_tars()) -> str:
     """One message naming every concept the copy lacks or has too few images of."""
     lines = []
     for status, heading in (("missing", "missing from your copy"), ("too_few", "with fewer images than their split needs")):
@@ -166,10 +168,15 @@ def failure_message(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoo
         "pre-flight check: this run's concepts do not all fit your copy of ImageNet; nothing was deleted or run.\n"
         + "\n".join(lines)
         + "\nFix: add the missing synsets to the copy (`snakemake --cores 1 needed_synsets` lists every tar this run "
-        f"needs, in results/levels/needed_synsets.txt), point the data settings at a complete copy, or lower "
+        f"needs, in {needed_tars}), point the data settings at a complete copy, or lower "
         f"splits.test_per_concept / balanced.train_per_concept. The levels come from the shipped Fall 2011 image counts "
         f"whatever the copy ({release_note.title}: {release_note.note})."
     )
+
+
+def needed_tars_beside(preflight_table: str) -> str:
+    """The needed synsets' tar list of the run whose pre-flight table this is (<results>/splits/)."""
+    return Layout(str(Path(preflight_table).parent.parent)).needed_synset_tars()
 
 
 def run_preflight(datasets: Mapping[str, Sequence[str]], roots: Mapping[str, ImageRoot], requirements: Requirements,
@@ -240,7 +247,7 @@ def preflight_command(argv: Sequence[str]) -> int:
         print(f"error: pre-flight check: no --root/--layout for image source {error}", file=sys.stderr)
         return 1
     if any(check.status != "ok" for check in checks):
-        print(f"error: {failure_message(checks, roots, args.release)}", file=sys.stderr)
+        print(f"error: {failure_message(checks, roots, args.release, needed_tars_beside(args.output))}", file=sys.stderr)
         return 1
     write_tsv(args.output, PREFLIGHT_HEADER, [check.row() for check in checks])
     differing = [check for check in checks if check.fall11_images is not None and check.images != check.fall11_images]

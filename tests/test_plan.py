@@ -1,0 +1,180 @@
+"""The plan stage: the cost model's counts and seconds on a problem counted by hand, the
+plan table of a small config, rate files, the comparison with measured jobs and its
+calibration, and `snakemake plan` on the real-data config before any download."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from conftest import REPOSITORY, copy_workflow, snakemake
+from imagenet_cog.plan.cost import Dataset, count_work, project
+from imagenet_cog.plan.measured import calibrated, compare
+from imagenet_cog.plan.rates import RatesError, read_rates, write_rates
+from imagenet_cog.plan.table import format_table, plan_rows
+
+SCHEMA = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"
+IMAGE_COUNTS = REPOSITORY / "resources" / "imagenet21k_fall11_image_counts.tsv"
+PROBES = {"trials": 2, "epochs": 3, "batch_size": 1024, "seeds": [1], "shots": ["all"], "val_fraction": 0.2,
+          "trials_per_batch": 1, "group": "seed"}
+FEATURES = {"shard_size": 1000, "dtype": "float16", "group": "shard"}
+SIMPLE_RATES = {"extraction_images_per_s": {"default": 100.0}, "extraction_shard_fixed_s": {"default": 1.0},
+                "model_build_s": {"default": 2.0}, "checkpoint_load_s": {"default": 3.0},
+                "probe_step_fixed_s": 1e-3, "probe_step_per_row_s": 1e-6, "probe_epoch_s": 0.01,
+                "scoring_flops_per_s": 1e9, "read_bytes_per_s": 1e6, "prepare_bytes_per_s": 1e6,
+                "job_start_s": 1.0, "cuda_start_s": 1.0, "compile_s": 1.0}
+
+
+def test_count_work_by_hand():
+    data = Dataset("d", train=2048, test=100, classes=10, validation=400)
+    work = count_work([data], 8, PROBES, FEATURES)["d"]
+    # 3 train shards of 1000 + 1 test shard, one job each
+    assert (work.images, work.shards, work.extraction_jobs, work.probe_jobs) == (2148, 4, 4, 1)
+    # search on 2048 - 400 = 1648 rows: a batch of 1024 and one of 624, 2 trials x 3 epochs;
+    # the final fit on 2048 rows: 2 batches of 1024, 3 epochs
+    assert dict(work.trial_steps) == {1024: 6 + 6, 624: 6}
+    assert work.trial_epochs == (2 + 1) * 3
+    assert work.pass_epochs == 3 * (2 + 1)
+    assert work.train_flops == 4.0 * 8 * 10 * 3 * (2 * 1648 + 2048)
+    assert work.scoring_flops == 2.0 * 8 * 10 * (2 * 400 + 100)
+    assert work.file_bytes == work.prepared_bytes == 2148 * 8 * 2
+
+
+def test_project_by_hand_and_width_scaling():
+    data = Dataset("d", train=2048, test=100, classes=10, validation=400)
+    work = count_work([data], 8, PROBES, FEATURES)
+    seconds = project(work, SIMPLE_RATES, "resnet50")["d"]
+    assert seconds["extraction"] == pytest.approx(2148 / 100 + 4 * 1.0)
+    assert seconds["extraction job starts"] == pytest.approx(4 * (1 + 1 + 2 + 3))
+    steps = 12 * (1e-3 + 1024e-6) + 6 * (1e-3 + 624e-6) + 9 * 0.01
+    assert seconds["probe steps"] == pytest.approx(steps)
+    assert seconds["probe scoring"] == pytest.approx(2.0 * 8 * 10 * 900 / 1e9)
+    assert seconds["probe loading"] == pytest.approx(2 * 2148 * 8 * 2 / 1e6)
+    assert seconds["probe job starts"] == pytest.approx(3.0)
+    # measured at 10 classes x 4 dims: a step of 10 x 8 costs twice as much
+    scaled = project(work, {**SIMPLE_RATES, "probe_shape": [10, 4]}, "resnet50", 8, {"d": 10})["d"]
+    assert scaled["probe steps"] == pytest.approx(2 * steps)
+
+
+def small_config(**overrides) -> dict:
+    config = {"mode": "demo", "datasets": ["in1k", "l1"], "results_dir": "results",
+              "demo": {"concepts_per_dataset": 4, "train_images_per_concept": 10, "test_images_per_concept": 5},
+              "models": {"m": {"arch": "resnet50"}, "mine": {"arch": "custom", "factory": "my.module:build"}},
+              "probes": {"seeds": [1, 2], "shots": [1, "all"], "trials": 2, "epochs": 3, "group": "seed"},
+              "features": {"group": "shard"}, **overrides}
+    validate(config, str(SCHEMA))  # fills the schema's defaults
+    return config
+
+
+def rates_file(tmp_path: Path, values: dict = SIMPLE_RATES) -> Path:
+    path = tmp_path / "rates.yaml"
+    path.write_text(yaml.safe_dump({"device": "Test GPU", "rates": {
+        key: {"value": value, "kind": "measured" if key != "compile_s" else "projection", "where": "by hand"}
+        for key, value in values.items()}}))
+    return path
+
+
+def test_plan_rows_of_a_small_config(tmp_path):
+    rows, notes = plan_rows(small_config(), IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=2)
+    by_stage = {(row.stage, row.model): row for row in rows}
+    extraction, probes = by_stage[("extraction", "m")], by_stage[("probes", "m")]
+    # two datasets of 4 concepts x (10 + 5) images, one shard per split
+    assert (extraction.jobs, extraction.images_read) == (4, 120)
+    assert extraction.bytes_written == 120 * 2048 * 2
+    # 2 datasets x 2 N x 2 seeds, each (2 trials + final fit) x 3 epochs
+    assert (probes.jobs, probes.trial_epochs) == (8, 72)
+    # journals and results of every run, float32 classifiers of the N = all runs
+    assert probes.bytes_written == 2 * (4 * (2 * 1000 + 2500) + 2 * 4 * 2049 * 4)
+    total = by_stage[("total", "all models")]
+    assert total.seconds == pytest.approx(extraction.seconds + probes.seconds)
+    wall = rows[-1]
+    assert wall.stage == "wall time on 2 GPUs" and wall.seconds == pytest.approx(max(total.seconds / 2,
+                                                                                      probes.longest_job_s,
+                                                                                      extraction.longest_job_s))
+    assert any("not priced: model mine" in note for note in notes)
+    assert any("compile_s" in note for note in notes if note.startswith("projected rates"))
+    table = format_table(rows, notes)
+    assert "Test GPU" in table and "wall time on 2 GPUs" in table
+
+
+def test_rates_files(tmp_path):
+    shipped = read_rates(REPOSITORY / "resources" / "rates" / "h100.yaml")
+    assert "H100" in shipped.device and "probe_step_fixed_s" in shipped.projected_keys()
+    assert "scoring_flops_per_s" not in shipped.projected_keys()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({"device": "x", "rates": {"job_start_s": {"value": 1}}}))
+    with pytest.raises(RatesError, match="broken.yaml' lacks extraction_images_per_s"):
+        read_rates(broken)
+    written = tmp_path / "again.yaml"
+    write_rates(written, shipped, "by hand")
+    assert read_rates(written).values == shipped.values
+
+
+def test_measured_jobs_against_projection_and_calibration(tmp_path):
+    config = small_config(datasets=["in1k"])
+    rates = read_rates(rates_file(tmp_path))
+    benchmarks = tmp_path / "benchmarks"
+    for relative, seconds in (("features/m/in1k/train/shard-0.tsv", 40.0), ("features/m/in1k/test/shard-0.tsv", 40.0),
+                              ("probes/m/in1k/shots-all/seed-1.tsv", 9.0), ("probes/m/in1k/mlp/shots-1/seed-1.tsv", 1.0)):
+        (benchmarks / relative).parent.mkdir(parents=True, exist_ok=True)
+        (benchmarks / relative).write_text(f"s\th:m:s\n{seconds}\t0:00:{seconds:02.0f}\n")
+    rows, widths = compare(config, IMAGE_COUNTS, None, rates, benchmarks)
+    assert {(row.rule, row.jobs) for row in rows} == {("extract_features", 2), ("probe", 1)}  # mlp left out
+    extraction = next(row for row in rows if row.stage == "extraction")
+    assert extraction.seconds == 80.0 and extraction.projected > 0
+    mine = calibrated(rates, rows, widths, "my GPU")
+    again, _ = compare(config, IMAGE_COUNTS, None, mine, benchmarks)
+    for row in again:
+        assert row.seconds == pytest.approx(row.projected, rel=1e-6), row
+
+
+def test_plan_target_before_any_download(tmp_path):
+    """config/imagenet.yaml with data roots that do not exist (a tar layout named) and the 31
+    models' checkpoints not fetched: the plan is written, no image read."""
+    workdir = copy_workflow(tmp_path / "copy")
+    (workdir / "later.yaml").write_text(yaml.safe_dump({"data": {
+        "in21k_root": str(tmp_path / "nowhere" / "winter21_whole"), "in1k_root": str(tmp_path / "nowhere" / "in1k"),
+        "in1k_layout": "tars"}}))
+    result = snakemake(workdir, "--cores", "1", "--configfile", str(REPOSITORY / "config" / "imagenet.yaml"),
+                       str(REPOSITORY / "config" / "paper_models.yaml"),
+                       "later.yaml", "--config", "plan_gpus=8", "--", "plan")
+    results = yaml.safe_load((REPOSITORY / "config" / "imagenet.yaml").read_text())["results_dir"]
+    with open(workdir / results / "plan.tsv", newline="") as stream:
+        rows = list(csv.DictReader(stream, delimiter="\t"))
+    models = {row["model"] for row in rows} - {"all models"}
+    assert len(models) == 31
+    resnet = next(row for row in rows if row["stage"] == "extraction" and row["model"] == "resnet50")
+    # IN-1K's 1,331,167 images and five levels of ~1.18M and the pool, 2048-d float16 features
+    assert 7_000_000 < int(resnet["images_read"]) < 7_500_000
+    assert int(resnet["bytes_written"]) == int(resnet["images_read"]) * 2048 * 2
+    assert rows[-1]["stage"] == "wall time on 8 GPUs"
+    assert "wall time on 8 GPUs" in result.stdout
+    assert not (workdir / "results").exists() and not list((workdir / results).glob("splits/*"))
+
+
+def file_state(root: Path) -> dict[str, int]:
+    """Every file under root (Snakemake's own metadata left out) with its mtime."""
+    return {str(path.relative_to(root)): path.stat().st_mtime_ns for path in root.rglob("*")
+            if path.is_file() and ".snakemake" not in path.relative_to(root).parts}
+
+
+def test_runs_with_their_own_results_folder_leave_the_demo_alone(demo_run):
+    """Another configuration plans and runs a job beside a finished demo: every file of the
+    demo keeps its content and mtime, and the new run's files are all under its folder."""
+    before = file_state(demo_run)
+    other = demo_run / "elsewhere"
+    try:
+        for target in ("plan", "elsewhere/levels/nltk_data"):
+            snakemake(demo_run, "--cores", "1", "--config", "results_dir=elsewhere", "--", target)
+        assert (other / "plan.tsv").is_file() and (other / "levels" / "nltk_data").is_dir()
+        assert (other / "logs" / "levels" / "wordnet_corpus.log").is_file()
+        assert (other / "logs" / "benchmarks" / "levels" / "wordnet_corpus.tsv").is_file()
+        after = {name: mtime for name, mtime in file_state(demo_run).items() if not name.startswith("elsewhere/")}
+        assert after == before
+    finally:  # the session's demo stays as other tests expect it
+        shutil.rmtree(other, ignore_errors=True)

@@ -1,0 +1,239 @@
+"""The protocol's cost model: counted work per dataset times a device's rates.
+
+One copy of the arithmetic, used by the workflow's ``plan`` target and by
+``benchmarks/protocol_cost.py`` (which measures the rates). Work is counted from the
+probes and features settings and the datasets' sizes; seconds come from :func:`project`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IN1K_TRAIN, IN1K_TEST = 1_281_167, 50_000  # the official training and validation sets
+CONCEPTS_PER_LEVEL, TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT, MIN_IMAGES = 1000, 50, 1300, 782
+
+# Authors' README (protocol-facts.md): V100 with 8 CPU cores.
+AUTHORS_EXTRACTION_MIN_PER_DATASET = 60
+AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED = 75
+RATE_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s",
+             "probe_step_fixed_s", "probe_step_per_row_s", "probe_epoch_s", "scoring_flops_per_s",
+             "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s", "compile_s")
+# rates measured per architecture; a rates file may give a "default" for the others
+PER_ARCH_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s")
+STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring", "probe loading", "probe job starts")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    train: int
+    test: int
+    classes: int
+    validation: int  # rows held out for validation: int(val_fraction * n_c) summed over concepts
+
+
+def level_train_counts(image_counts: Path, test_per_concept: int = TEST_PER_CONCEPT,
+                       max_train: int = MAX_TRAIN_PER_CONCEPT, min_images: int = MIN_IMAGES) -> list[int]:
+    """Training images of each eligible concept (>= min_images): min(n - test, max_train),
+    from a ``wnid<TAB>n_images`` file with a header (the shipped Fall 2011 counts)."""
+    counts = [int(line.split("\t")[1]) for line in Path(image_counts).read_text().splitlines()[1:] if line.strip()]
+    return [min(count - test_per_concept, max_train) for count in counts if count >= min_images]
+
+
+def estimated_level(name: str, per_concept: list[int], val_fraction: float, concepts: int = CONCEPTS_PER_LEVEL,
+                    test_per_concept: int = TEST_PER_CONCEPT) -> Dataset:
+    """A level of ``concepts`` concepts estimated by the mean eligible concept."""
+    mean_train = sum(per_concept) / len(per_concept)
+    mean_validation = sum(int(val_fraction * n) for n in per_concept) / len(per_concept)
+    return Dataset(name, round(concepts * mean_train), concepts * test_per_concept, concepts,
+                   round(concepts * mean_validation))
+
+
+def in1k_dataset(val_fraction: float) -> Dataset:
+    return Dataset("in1k", IN1K_TRAIN, IN1K_TEST, 1000, 1000 * int(val_fraction * IN1K_TRAIN / 1000))
+
+
+def summary_datasets(split_summary: Path, val_fraction: float) -> list[Dataset]:
+    """Exact image counts of a real run's split summary (dataset, concepts, train_images,
+    test_images); validation rows from the mean concept of each dataset."""
+    lines = [line.split("\t") for line in Path(split_summary).read_text().splitlines() if line.strip()]
+    header, rows = lines[0], lines[1:]
+    column = {name: header.index(name) for name in ("dataset", "concepts", "train_images", "test_images")}
+    datasets = []
+    for row in rows:
+        train, classes = int(row[column["train_images"]]), int(row[column["concepts"]])
+        datasets.append(Dataset(row[column["dataset"]], train, int(row[column["test_images"]]), classes,
+                                classes * int(val_fraction * train / classes)))
+    return datasets
+
+
+def paper_datasets(image_counts: Path, split_summary: Path | None, val_fraction: float,
+                   levels: int = 5) -> list[Dataset]:
+    """IN-1K and the levels: exact from a split summary, else a level's 1000 concepts
+    estimated by the mean eligible concept of the shipped counts."""
+    if split_summary:
+        return summary_datasets(split_summary, val_fraction)
+    per_concept = level_train_counts(image_counts)
+    return [in1k_dataset(val_fraction)] + [estimated_level(f"l{level}", per_concept, val_fraction)
+                                           for level in range(1, levels + 1)]
+
+
+def stacking(probes: dict) -> tuple[int, int]:
+    """(candidates, runs) of a search pass: trials_per_batch candidates of each seed a job trains
+    together (every seed of the job unless probes.group is seed)."""
+    return probes["trials_per_batch"], 1 if probes.get("group", "seed") == "seed" else len(probes["seeds"])
+
+
+# counting ----------------------------------------------------------------------------------
+
+
+@dataclass
+class DatasetWork:
+    images: int = 0
+    shards: int = 0
+    extraction_jobs: int = 0
+    probe_jobs: int = 0
+    train_flops: float = 0.0
+    scoring_flops: float = 0.0
+    trial_steps: Counter = field(default_factory=Counter)  # batch size -> one candidate's SGD steps
+    trial_epochs: int = 0  # one candidate's epochs (a search's trials and the final fit)
+    pass_epochs: int = 0  # epochs of a pass (its fixed costs are paid once for the candidates it stacks)
+    file_bytes: float = 0.0
+    prepared_bytes: float = 0.0
+
+
+def batches(rows: int, batch: int) -> Counter:
+    """Mini-batch sizes of one epoch over ``rows`` rows."""
+    sizes = Counter({batch: rows // batch})
+    if rows % batch:
+        sizes[rows % batch] += 1
+    return sizes
+
+
+def bytes_per_value(dtype: str) -> int:
+    return 2 if dtype == "float16" else 4
+
+
+def count_extraction(data: Dataset, features: dict) -> DatasetWork:
+    """Images, shards and extraction jobs of one dataset (``features.group``)."""
+    counted = DatasetWork(images=data.train + data.test)
+    counted.shards = math.ceil(data.train / features["shard_size"]) + math.ceil(data.test / features["shard_size"])
+    counted.extraction_jobs = 2 if features.get("group", "shard") == "split" else counted.shards
+    return counted
+
+
+def count_probes(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dtype: str) -> DatasetWork:
+    """Adds one dataset's linear probes (every N and seed of ``probes``) to ``counted``."""
+    trials, epochs, batch = probes["trials"], probes["epochs"], probes["batch_size"]
+    width = dim * bytes_per_value(dtype)
+    seeds = len(probes["seeds"])
+    group = probes.get("group", "seed")
+    candidates, runs = stacking(probes)
+    passes = math.ceil(trials / candidates)
+    dataset_rows = 0
+    for shots in probes["shots"]:
+        if shots == "all":
+            search, final, rows = data.train - data.validation, data.train, data.train
+        else:
+            search = final = int(shots) * data.classes
+            # a few-shot job reads its validation rows and two N-shot samples of each seed
+            # (each row in a seed's validation split with chance val_fraction)
+            held_out = 1.0 - (1.0 - probes["val_fraction"]) ** runs
+            rows = min(data.train, int(held_out * data.train) + runs * (search + final))
+        counted.train_flops += seeds * 4.0 * dim * data.classes * epochs * (trials * search + final)
+        counted.scoring_flops += seeds * 2.0 * dim * data.classes * (trials * data.validation + data.test)
+        for size, count in batches(search, batch).items():
+            counted.trial_steps[size] += seeds * trials * epochs * count
+        for size, count in batches(final, batch).items():
+            counted.trial_steps[size] += seeds * epochs * count
+        counted.trial_epochs += seeds * (trials + 1) * epochs
+        counted.pass_epochs += seeds // runs * epochs * (passes + 1)
+        dataset_rows = max(dataset_rows, rows)
+        if group != "dataset":
+            jobs = seeds // runs
+            counted.probe_jobs += jobs
+            counted.file_bytes += jobs * (data.train + data.test) * width
+            counted.prepared_bytes += jobs * (rows + data.test) * width
+    if group == "dataset":  # one resident job reads and prepares every row once
+        counted.probe_jobs += 1
+        counted.file_bytes += (data.train + data.test) * width
+        counted.prepared_bytes += (data.train + data.test) * width
+    return counted
+
+
+def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) -> dict[str, DatasetWork]:
+    """The work of one model through the whole protocol, per dataset."""
+    return {data.name: count_probes(count_extraction(data, features), data, dim, probes, features["dtype"])
+            for data in datasets}
+
+
+def feature_bytes(data: Dataset, dim: int, dtype: str) -> int:
+    """Bytes of a dataset's features (both splits) for one model, HDF5 overhead left out."""
+    return (data.train + data.test) * dim * bytes_per_value(dtype)
+
+
+# projecting --------------------------------------------------------------------------------
+
+
+def arch_rate(rates: dict, key: str, arch: str) -> float:
+    """A per-architecture rate: the arch's own figure, else the file's default."""
+    values = rates[key]
+    if arch in values:
+        return values[arch]
+    if "default" in values:
+        return values["default"]
+    raise KeyError(f"the rates give no {key} for {arch} and no default")
+
+
+def step_scale(rates: dict, dim: int | None, classes: int) -> float:
+    """A probe step's cost relative to the shape its rate was measured at (classes x width):
+    the step is bound by passes over the C x D weights, so it scales with their size."""
+    shape = rates.get("probe_shape")
+    if not shape or dim is None:
+        return 1.0
+    return (classes * dim) / (shape[0] * shape[1])
+
+
+def project(work: dict[str, DatasetWork], rates: dict, arch: str, dim: int | None = None,
+            classes: dict[str, int] | None = None) -> dict[str, dict[str, float]]:
+    """Seconds per stage and dataset on one device; with ``dim`` (and each dataset's
+    classes) the probe steps are scaled from the shape the rates were measured at."""
+    missing = [key for key in RATE_KEYS if key not in rates]
+    if missing:
+        raise ValueError(f"the rates lack {', '.join(missing)} (written by an older protocol_cost.py): measure them again")
+    probe_job = rates["job_start_s"] + rates["cuda_start_s"] + rates["compile_s"]
+    extraction_job = rates["job_start_s"] + rates["cuda_start_s"] + arch_rate(rates, "model_build_s", arch) \
+        + arch_rate(rates, "checkpoint_load_s", arch)
+    per_dataset = {}
+    for name, counted in work.items():
+        scale = step_scale(rates, dim, (classes or {}).get(name, 1000))
+        per_dataset[name] = {
+            "extraction": counted.images / arch_rate(rates, "extraction_images_per_s", arch)
+                          + counted.shards * arch_rate(rates, "extraction_shard_fixed_s", arch),
+            "extraction job starts": counted.extraction_jobs * extraction_job,
+            "probe steps": scale * (sum(count * (rates["probe_step_fixed_s"] + size * rates["probe_step_per_row_s"])
+                                        for size, count in counted.trial_steps.items())
+                                    + counted.pass_epochs * rates["probe_epoch_s"]),
+            "probe scoring": counted.scoring_flops / rates["scoring_flops_per_s"],
+            "probe loading": counted.file_bytes / rates["read_bytes_per_s"]
+                             + counted.prepared_bytes / rates["prepare_bytes_per_s"],
+            "probe job starts": counted.probe_jobs * probe_job,
+        }
+    return per_dataset
+
+
+def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
+    """Wall time with extraction and probes side by side, datasets in order: the probes of a
+    dataset start once it is extracted and the probes before it are done (a two-stage flow
+    shop; assumes neither slows the other: extraction is bound by decoding on the host,
+    probes by the GPU's memory)."""
+    extraction = [sum(v for k, v in times.items() if k.startswith("extraction")) for times in per_dataset.values()]
+    probes = [sum(v for k, v in times.items() if k.startswith("probe")) for times in per_dataset.values()]
+    return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds / 60:.1f} min"

@@ -1,0 +1,181 @@
+"""The plan table: per stage and model the jobs, images read, bytes written, trial-epochs and
+GPU-hours on the rates' device, the total, and the wall time on G GPUs; the ``plan``
+command writes it as TSV and prints it (rule ``plan``, workflow/rules/plan.smk)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imagenet_cog.core.io import write_tsv
+from imagenet_cog.plan.cost import count_extraction, count_probes, feature_bytes, project
+from imagenet_cog.plan.measured import compare_command_part
+from imagenet_cog.plan.rates import Rates, read_rates
+from imagenet_cog.plan.work import model_widths, probed_datasets
+
+COLUMNS = ("stage", "model", "jobs", "images_read", "bytes_written", "trial_epochs", "gpu_hours", "rates")
+# Bytes a probe writes besides its classifier (measured on the demo's files): a journal line
+# per Optuna event, ~1 kB a trial; the result JSON ~2.5 kB
+JOURNAL_BYTES_PER_TRIAL, RESULT_BYTES = 1000, 2500
+TABLE_BYTES = 5_000_000  # every table and figure of the results and analyses stages together
+
+
+@dataclass
+class Row:
+    stage: str
+    model: str
+    jobs: int = 0
+    images_read: int = 0
+    bytes_written: float = 0.0
+    trial_epochs: int = 0
+    seconds: float = 0.0
+    projected_rates: set[str] = field(default_factory=set)
+    longest_job_s: float = 0.0
+    wall: bool = False  # the wall-time row: hours of wall time, no counts
+
+    def values(self) -> list:
+        counts = ["", "", "", ""] if self.wall else [self.jobs, self.images_read, round(self.bytes_written),
+                                                     self.trial_epochs]
+        return [self.stage, self.model, *counts, f"{self.seconds / 3600:.3f}",
+                "projection" if self.projected_rates else "measured"]
+
+    def cells(self) -> list[str]:
+        """The row as the printed table shows it (readable bytes, thousands separated)."""
+        counts = ["", "", "", ""] if self.wall else [f"{self.jobs:,}", f"{self.images_read:,}",
+                                                     human_bytes(self.bytes_written), f"{self.trial_epochs:,}"]
+        return [self.stage, self.model, *counts, f"{self.seconds / 3600:.2f}",
+                "projection" if self.projected_rates else "measured"]
+
+
+EXTRACTION_RATES = {"extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s",
+                    "job_start_s", "cuda_start_s"}
+PROBE_RATES = {"probe_step_fixed_s", "probe_step_per_row_s", "probe_epoch_s", "scoring_flops_per_s",
+               "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s", "compile_s"}
+
+
+def probe_bytes(probes: dict, classes: int, dim: int) -> float:
+    """A dataset's journals, result files and N = all classifiers (float32 weights and biases)."""
+    runs = len(probes["seeds"]) * len(probes["shots"])
+    classifiers = len(probes["seeds"]) * ("all" in probes["shots"]) * classes * (dim + 1) * 4
+    return runs * (probes["trials"] * JOURNAL_BYTES_PER_TRIAL + RESULT_BYTES) + classifiers
+
+
+def model_rows(model: str, arch: str, dim: int, groups, features: dict, rates: Rates) -> list[Row]:
+    """The extraction row and one probe row per stage of probed datasets of one model."""
+    projected = set(rates.projected_keys())
+    extraction = Row("extraction", model, projected_rates=projected & EXTRACTION_RATES)
+    probe_rows: dict[str, Row] = {}
+    for group in groups:
+        for data in group.datasets:
+            work = count_extraction(data, features)
+            if group.probes is not None:
+                count_probes(work, data, dim, group.probes, features["dtype"])
+            seconds = project({data.name: work}, rates.values, arch, dim, {data.name: data.classes})[data.name]
+            if group.extracted:
+                extraction_s = seconds["extraction"] + seconds["extraction job starts"]
+                merge(extraction, Row("extraction", model, work.extraction_jobs, work.images,
+                                      feature_bytes(data, dim, features["dtype"]), 0, extraction_s,
+                                      longest_job_s=extraction_s / max(work.extraction_jobs, 1)))
+            if group.probes is not None:
+                probe_s = sum(value for key, value in seconds.items() if key.startswith("probe"))
+                row = probe_rows.setdefault(group.stage, Row(group.stage, model,
+                                                             projected_rates=projected & PROBE_RATES))
+                merge(row, Row(group.stage, model, work.probe_jobs, 0, probe_bytes(group.probes, data.classes, dim),
+                               work.trial_epochs, probe_s, longest_job_s=probe_s / max(work.probe_jobs, 1)))
+    return [extraction, *probe_rows.values()]
+
+
+def merge(into: Row, row: Row) -> None:
+    into.jobs += row.jobs
+    into.images_read += row.images_read
+    into.bytes_written += row.bytes_written
+    into.trial_epochs += row.trial_epochs
+    into.seconds += row.seconds
+    into.projected_rates |= row.projected_rates
+    into.longest_job_s = max(into.longest_job_s, row.longest_job_s)
+
+
+def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rates: Rates,
+              gpus: int) -> tuple[list[Row], list[str]]:
+    """Every row of the plan (models, then the total and the wall time) and the notes: where
+    the sizes come from and what could not be priced."""
+    groups, basis = probed_datasets(config, image_counts, split_summary)
+    widths, unpriced = model_widths(config["models"])
+    rows = []
+    for model, (arch, dim) in widths.items():
+        rows += model_rows(model, arch, dim, groups, config["features"], rates)
+    total = Row("total", "all models", bytes_written=TABLE_BYTES)
+    for row in rows:
+        merge(total, row)
+    wall = Row(f"wall time on {gpus} GPU{'s' if gpus > 1 else ''}", "all models",
+               projected_rates=set(total.projected_rates), wall=True)
+    # jobs spread over the GPUs, but no faster than the longest single job
+    wall.seconds = max(total.seconds / gpus, max((row.longest_job_s for row in rows), default=0.0))
+    notes = [f"device: {rates.device} (rates from {rates.source})", f"dataset sizes: {basis}",
+             "bytes_written: features (float16 or float32 per features.dtype) and the probes' journals, results and "
+             f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
+    if rates.projected_keys():
+        notes.append(f"projected rates (not measured on {rates.device}): {', '.join(rates.projected_keys())}")
+    notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
+    notes += not_priced(config)
+    return rows + [total, wall], notes
+
+
+def not_priced(config: dict) -> list[str]:
+    """What a run does that the cost model has no rates for."""
+    missing = ["not priced: the levels, splits, results and figures stages (CPU jobs, minutes; the splits read "
+               "the tar indexes, no image)"]
+    analyses = [name for name in ("kmeans", "alignment_uniformity", "learnability")
+                if config["analyses"].get(name, {}).get("enabled", True)]
+    if analyses:
+        missing.append(f"not priced: the analyses ({', '.join(analyses)}) of every model and dataset")
+    other_kinds = [kind for kind in config["probes"]["kinds"] if kind != "linear"]
+    if other_kinds:
+        missing.append(f"not priced: the probe kinds {', '.join(other_kinds)}")
+    if config["in1k_blurred"]["enabled"]:
+        missing.append("not priced: IN-1K-blurred (in1k_blurred.enabled)")
+    if config.get("label_audit", {}).get("enabled"):
+        missing.append("not priced: the label-noise audit")
+    return missing
+
+
+def human_bytes(count: float) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count:.0f} B"
+
+
+def format_table(rows: list[Row], notes: list[str]) -> str:
+    """The plan as an aligned text table (bytes and counts in readable units) with its notes."""
+    header = ["stage", "model", "jobs", "images read", "written", "trial-epochs", "hours", "rates"]
+    body = [row.cells() for row in rows]
+    widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(str(cell).ljust(width) if i < 2 else str(cell).rjust(width)
+                       for i, (cell, width) in enumerate(zip(line, widths))) for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines + [""] + [f"- {note}" for note in notes]) + "\n"
+
+
+def plan_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="the run's config as JSON (the rule passes it)")
+    parser.add_argument("--image-counts", type=Path, required=True, help="the shipped Fall 2011 image counts")
+    parser.add_argument("--split-summary", type=Path, help="a run's split summary: exact sizes where it exists")
+    parser.add_argument("--rates", type=Path, required=True, help="a rates file (resources/rates/)")
+    parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--benchmarks", type=Path, help="the run's benchmark folder: measured against projected")
+    parser.add_argument("--write-rates", type=Path, help="write rates calibrated on the measured jobs here")
+    parser.add_argument("--device-name", help="the hardware the calibrated rates are for (default: the host)")
+    parser.add_argument("--output", type=Path, required=True, help="plan.tsv")
+    args = parser.parse_args(argv)
+    config = json.loads(args.config)
+    rates = read_rates(args.rates)
+    rows, notes = plan_rows(config, args.image_counts, args.split_summary, rates, args.gpus)
+    write_tsv(args.output, COLUMNS, [row.values() for row in rows])
+    print(format_table(rows, notes))
+    if args.benchmarks:
+        compare_command_part(config, args, rates)
+    return 0
