@@ -21,9 +21,9 @@ rule analyses_kmeans:
         result=PATHS.analysis_result("{model}", "{dataset}", "kmeans"),
         assignments=PATHS.kmeans_assignments("{model}", "{dataset}"),
     log:
-        "logs/analyses/{model}/{dataset}/kmeans.log",
+        PATHS.log("analyses/{model}/{dataset}/kmeans.log"),
     benchmark:
-        "logs/analyses/benchmarks/{model}/{dataset}/kmeans.tsv"
+        PATHS.log("analyses/benchmarks/{model}/{dataset}/kmeans.tsv")
     conda:
         CONDA_ENVIRONMENT
     threads: ANALYSES_CONFIG["threads"]
@@ -53,9 +53,9 @@ rule analyses_alignment_uniformity:
     output:
         PATHS.analysis_result("{model}", "{dataset}", "alignment_uniformity"),
     log:
-        "logs/analyses/{model}/{dataset}/alignment_uniformity.log",
+        PATHS.log("analyses/{model}/{dataset}/alignment_uniformity.log"),
     benchmark:
-        "logs/analyses/benchmarks/{model}/{dataset}/alignment_uniformity.tsv"
+        PATHS.log("analyses/benchmarks/{model}/{dataset}/alignment_uniformity.tsv")
     conda:
         CONDA_ENVIRONMENT
     threads: ANALYSES_CONFIG["threads"]
@@ -77,9 +77,9 @@ rule analyses_learnability:
         result=PATHS.analysis_result("{model}", "{dataset}", "learnability"),
         concepts=PATHS.learnability_concepts("{model}", "{dataset}"),
     log:
-        "logs/analyses/{model}/{dataset}/learnability.log",
+        PATHS.log("analyses/{model}/{dataset}/learnability.log"),
     benchmark:
-        "logs/analyses/benchmarks/{model}/{dataset}/learnability.tsv"
+        PATHS.log("analyses/benchmarks/{model}/{dataset}/learnability.tsv")
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -97,7 +97,7 @@ rule analyses_agreement:
     output:
         PATHS.agreement_matrix("{dataset}"),
     log:
-        "logs/analyses/agreement/{dataset}.log",
+        PATHS.log("analyses/agreement/{dataset}.log"),
     conda:
         CONDA_ENVIRONMENT
     threads: ANALYSES_CONFIG["threads"]
@@ -120,7 +120,7 @@ rule analyses_summary:
             labels={"table": "summary (tidy CSV)", "dataset": "all"},
         ),
     log:
-        "logs/analyses/analyses_summary.log",
+        PATHS.log("analyses/analyses_summary.log"),
     conda:
         CONDA_ENVIRONMENT
     shell:
@@ -138,7 +138,7 @@ rule analyses_tables:
             for extension in TABLE_FORMATS
         ],
     log:
-        "logs/analyses/analyses_tables.log",
+        PATHS.log("analyses/analyses_tables.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -155,9 +155,9 @@ rule analyses_figures:
         [analysis_figure_report(name) for name in analysis_figure_names(analyses_switched_on())],
         [PATHS.figure(name, "pdf") for name in analysis_figure_names(analyses_switched_on())],
     log:
-        "logs/analyses/analyses_figures.log",
+        PATHS.log("analyses/analyses_figures.log"),
     benchmark:
-        "logs/analyses/benchmarks/analyses_figures.tsv"
+        PATHS.log("analyses/benchmarks/analyses_figures.tsv")
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -186,9 +186,9 @@ rule rater_sheets:
         sheets=directory(PATHS.rater_sheets("{dataset}")),
         key=PATHS.rater_key("{dataset}"),
     log:
-        "logs/analyses/raters/{dataset}.log",
+        PATHS.log("analyses/raters/{dataset}.log"),
     benchmark:
-        "logs/analyses/benchmarks/raters/{dataset}.tsv"
+        PATHS.log("analyses/benchmarks/raters/{dataset}.tsv")
     wildcard_constraints:
         dataset=naming.DEFAULT_DATASET,
     conda:

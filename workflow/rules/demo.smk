@@ -20,9 +20,9 @@ rule demo_world:
         pretraining=PATHS.demo_pretraining_concepts(),
         preview=report(PATHS.demo_preview(), caption="../report/demo_world.rst", category="Demo world"),
     log:
-        "logs/splits/demo_world.log",
+        PATHS.log("splits/demo_world.log"),
     benchmark:
-        "logs/benchmarks/splits/demo_world.tsv"
+        PATHS.log("benchmarks/splits/demo_world.tsv")
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -53,9 +53,9 @@ rule pretrain_demo_model:
     output:
         PATHS.demo_checkpoint(),
     log:
-        "logs/demo/pretrain_demo_model.log",
+        PATHS.log("demo/pretrain_demo_model.log"),
     benchmark:
-        "logs/benchmarks/demo/pretrain_demo_model.tsv"
+        PATHS.log("benchmarks/demo/pretrain_demo_model.tsv")
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -79,7 +79,7 @@ if config["mode"] == "demo":
             images=directory(PATHS.demo_images("pool")),
             concepts=PATHS.demo_concepts("pool"),
         log:
-            "logs/splits/demo_pool.log",
+            PATHS.log("splits/demo_pool.log"),
         conda:
             CONDA_ENVIRONMENT
         params:
@@ -98,7 +98,7 @@ if config["mode"] == "demo":
         output:
             PATHS.word_vectors_demo(),
         log:
-            "logs/splits/demo_word_vectors.log",
+            PATHS.log("splits/demo_word_vectors.log"),
         conda:
             CONDA_ENVIRONMENT
         shell:
@@ -112,7 +112,7 @@ if config["mode"] == "demo":
         output:
             directory(PATHS.demo_images("in1k_blurred")),
         log:
-            "logs/splits/demo_blurred.log",
+            PATHS.log("splits/demo_blurred.log"),
         conda:
             CONDA_ENVIRONMENT
         params:

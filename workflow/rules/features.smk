@@ -22,9 +22,9 @@ rule extract_features:
     output:
         PATHS.feature_shard("{model}", "{dataset}", "{split}", "{shard}"),
     log:
-        "logs/features/{model}/{dataset}/{split}/shard-{shard}.log",
+        PATHS.log("features/{model}/{dataset}/{split}/shard-{shard}.log"),
     benchmark:
-        "logs/benchmarks/features/{model}/{dataset}/{split}/shard-{shard}.tsv"
+        PATHS.log("benchmarks/features/{model}/{dataset}/{split}/shard-{shard}.tsv")
     wildcard_constraints:
         dataset=naming.EXTRACTED_DATASET,
     conda:
@@ -51,7 +51,7 @@ rule merge_features:
     output:
         PATHS.features("{model}", "{dataset}", "{split}"),
     log:
-        "logs/features/{model}/{dataset}/{split}.merge.log",
+        PATHS.log("features/{model}/{dataset}/{split}.merge.log"),
     wildcard_constraints:
         dataset=naming.EXTRACTED_DATASET,
     conda:
@@ -79,9 +79,9 @@ if config["features"]["group"] == "split":
         output:
             PATHS.features("{model}", "{dataset}", "{split}"),
         log:
-            "logs/features/{model}/{dataset}/{split}.log",
+            PATHS.log("features/{model}/{dataset}/{split}.log"),
         benchmark:
-            "logs/benchmarks/features/{model}/{dataset}/{split}.tsv"
+            PATHS.log("benchmarks/features/{model}/{dataset}/{split}.tsv")
         wildcard_constraints:
             dataset=naming.EXTRACTED_DATASET,
         conda:
@@ -113,7 +113,7 @@ rule level_set_view:
     output:
         PATHS.features("{model}", "{dataset}", "{split}"),
     log:
-        "logs/features/{model}/{dataset}/{split}.view.log",
+        PATHS.log("features/{model}/{dataset}/{split}.view.log"),
     wildcard_constraints:
         dataset=naming.VIEW_DATASET,
     conda:

@@ -13,9 +13,9 @@ rule wordnet_corpus:
     output:
         directory(PATHS.wordnet_corpus()),
     log:
-        "logs/levels/wordnet_corpus.log",
+        PATHS.log("levels/wordnet_corpus.log"),
     benchmark:
-        "logs/benchmarks/levels/wordnet_corpus.tsv"
+        PATHS.log("benchmarks/levels/wordnet_corpus.tsv")
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -32,7 +32,7 @@ rule concept_catalogue:
     output:
         PATHS.concept_catalogue(),
     log:
-        "logs/levels/concept_catalogue.log",
+        PATHS.log("levels/concept_catalogue.log"),
     conda:
         CONDA_ENVIRONMENT
     shell:
@@ -48,9 +48,9 @@ rule image_counts:
     output:
         PATHS.image_counts(),
     log:
-        "logs/levels/image_counts.log",
+        PATHS.log("levels/image_counts.log"),
     benchmark:
-        "logs/benchmarks/levels/image_counts.tsv"
+        PATHS.log("benchmarks/levels/image_counts.tsv")
     conda:
         CONDA_ENVIRONMENT
     # Counting 21,841 folders waits on the file system, not the CPU.
@@ -84,9 +84,9 @@ rule cut_levels:
         in1k=PATHS.level_concepts("in1k"),
         levels=[PATHS.level_concepts(level) for level in LEVEL_NAMES],
     log:
-        "logs/levels/cut_levels.log",
+        PATHS.log("levels/cut_levels.log"),
     benchmark:
-        "logs/benchmarks/levels/cut_levels.tsv"
+        PATHS.log("benchmarks/levels/cut_levels.tsv")
     conda:
         CONDA_ENVIRONMENT
     resources:
@@ -116,7 +116,7 @@ rule levels_figure:
         png=report(PATHS.levels_figure("png"), caption="../report/levels_figure.rst", category="Levels"),
         pdf=PATHS.levels_figure("pdf"),
     log:
-        "logs/levels/levels_figure.log",
+        PATHS.log("levels/levels_figure.log"),
     conda:
         CONDA_ENVIRONMENT
     shell:
@@ -142,9 +142,9 @@ rule level_set:
         ),
         levels=[PATHS.dataset_concepts(f"{{level_set}}-{level}") for level in LEVEL_NAMES],
     log:
-        "logs/levels/{level_set}/level_set.log",
+        PATHS.log("levels/{level_set}/level_set.log"),
     benchmark:
-        "logs/benchmarks/levels/{level_set}/level_set.tsv"
+        PATHS.log("benchmarks/levels/{level_set}/level_set.tsv")
     conda:
         CONDA_ENVIRONMENT
     # gensim holds the whole embeddings file (Wikipedia2Vec's 300-d export: ~6 GB)
@@ -178,7 +178,7 @@ rule level_set_figure:
         ),
         pdf=PATHS.level_set_figure("{level_set}", "pdf"),
     log:
-        "logs/levels/{level_set}/levels_figure.log",
+        PATHS.log("levels/{level_set}/levels_figure.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -196,7 +196,7 @@ rule random_level:
         concepts=PATHS.random_draw("{draw}"),
         overlap=PATHS.random_draw_overlap("{draw}"),
     log:
-        "logs/levels/random/draw-{draw}.log",
+        PATHS.log("levels/random/draw-{draw}.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -220,7 +220,7 @@ if config["mode"] != "demo":
         output:
             PATHS.level_concepts("pool"),
         log:
-            "logs/levels/pool_concepts.log",
+            PATHS.log("levels/pool_concepts.log"),
         conda:
             CONDA_ENVIRONMENT
         shell:

@@ -28,9 +28,9 @@ rule probe:
     output:
         PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}"),
     log:
-        "logs/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.log",
+        PATHS.log("probes/{model}/{dataset}/shots-{shots}/seed-{seed}.log"),
     benchmark:
-        "logs/benchmarks/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.tsv"
+        PATHS.log("benchmarks/probes/{model}/{dataset}/shots-{shots}/seed-{seed}.tsv")
     conda:
         CONDA_ENVIRONMENT
     threads: PROBE_THREADS
@@ -56,9 +56,9 @@ if PROBE_GROUP == "shots":
         output:
             [PATHS.probe_result("{model}", "{dataset}", "{shots}", seed) for seed in SEEDS],
         log:
-            "logs/probes/{model}/{dataset}/shots-{shots}/seeds.log",
+            PATHS.log("probes/{model}/{dataset}/shots-{shots}/seeds.log"),
         benchmark:
-            "logs/benchmarks/probes/{model}/{dataset}/shots-{shots}/seeds.tsv"
+            PATHS.log("benchmarks/probes/{model}/{dataset}/shots-{shots}/seeds.tsv")
         wildcard_constraints:
             dataset="|".join(DATASETS),
         conda:
@@ -87,9 +87,9 @@ if PROBE_GROUP == "dataset":
         output:
             [PATHS.probe_result("{model}", "{dataset}", shots, seed) for shots in SHOTS for seed in SEEDS],
         log:
-            "logs/probes/{model}/{dataset}/resident.log",
+            PATHS.log("probes/{model}/{dataset}/resident.log"),
         benchmark:
-            "logs/benchmarks/probes/{model}/{dataset}/resident.tsv"
+            PATHS.log("benchmarks/probes/{model}/{dataset}/resident.tsv")
         wildcard_constraints:
             dataset="|".join(DATASETS),
         conda:
@@ -112,9 +112,9 @@ rule probe_kind:
     output:
         PATHS.probe_result("{model}", "{dataset}", "{shots}", "{seed}", "{kind}"),
     log:
-        "logs/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.log",
+        PATHS.log("probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.log"),
     benchmark:
-        "logs/benchmarks/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.tsv"
+        PATHS.log("benchmarks/probes/{model}/{dataset}/{kind}/shots-{shots}/seed-{seed}.tsv")
     conda:
         CONDA_ENVIRONMENT
     threads: PROBE_THREADS
@@ -138,9 +138,9 @@ rule pca_components:
     output:
         PATHS.pca_components("{model}", "{dataset}"),
     log:
-        "logs/probes/{model}/{dataset}/pca-components.log",
+        PATHS.log("probes/{model}/{dataset}/pca-components.log"),
     benchmark:
-        "logs/benchmarks/pca/{model}/{dataset}.tsv"
+        PATHS.log("benchmarks/pca/{model}/{dataset}.tsv")
     conda:
         CONDA_ENVIRONMENT
     threads: PROBE_THREADS

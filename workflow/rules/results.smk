@@ -29,7 +29,7 @@ rule aggregate_probes:
         ),
         seeds=tidy_report(PATHS.seed_results(), "seed_results.rst", "every probe result (tidy CSV)", "Summary"),
     log:
-        "logs/results/aggregate_probes.log",
+        PATHS.log("results/aggregate_probes.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -61,7 +61,7 @@ rule level_sets_results:
         ),
         others=[PATHS.level_sets_table(extension) for extension in TABLE_FORMATS if extension != "csv"],
     log:
-        "logs/results/level_sets_results.log",
+        PATHS.log("results/level_sets_results.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -83,7 +83,7 @@ rule result_tables:
             for extension in TABLE_FORMATS
         ],
     log:
-        "logs/results/result_tables.log",
+        PATHS.log("results/result_tables.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -108,9 +108,9 @@ rule result_figures:
         figure_report("pca_relative", "figure_pca_relative.rst"),
         [PATHS.figure(name, "pdf") for name in RESULT_FIGURES],
     log:
-        "logs/results/result_figures.log",
+        PATHS.log("results/result_figures.log"),
     benchmark:
-        "logs/benchmarks/results/result_figures.tsv"
+        PATHS.log("benchmarks/results/result_figures.tsv")
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -133,7 +133,7 @@ rule result_statistics:
         tidy_report(PATHS.table("rank_agreement", "csv"), "rank_agreement.rst", "Kendall's tau IN-1K vs levels", "Statistics"),
         [PATHS.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS if extension != "csv"],
     log:
-        "logs/results/result_statistics.log",
+        PATHS.log("results/result_statistics.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -155,7 +155,7 @@ rule result_drop:
         figure_report(DROP_NAME, "generalization_drop_figure.rst"),
         PATHS.figure(DROP_NAME, "pdf"),
     log:
-        "logs/results/result_drop.log",
+        PATHS.log("results/result_drop.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -180,7 +180,7 @@ rule result_published:
         figure_report(PUBLISHED_FIGURE, "published_figure.rst"),
         PATHS.figure(PUBLISHED_FIGURE, "pdf"),
     log:
-        "logs/results/result_published.log",
+        PATHS.log("results/result_published.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -206,7 +206,7 @@ rule result_timings:
         ),
         markdown=PATHS.timings("md"),
     log:
-        "logs/results/result_timings.log",
+        PATHS.log("results/result_timings.log"),
     conda:
         CONDA_ENVIRONMENT
     params:

@@ -11,9 +11,9 @@ rule index_images:
     output:
         PATHS.image_index("{source}"),
     log:
-        "logs/splits/index-{source}.log",
+        PATHS.log("splits/index-{source}.log"),
     benchmark:
-        "logs/benchmarks/splits/index-{source}.tsv"
+        PATHS.log("benchmarks/splits/index-{source}.tsv")
     wildcard_constraints:
         source="in21k|in1k|in1k_blurred",
     conda:
@@ -37,7 +37,7 @@ rule preflight:
     output:
         PATHS.preflight(),
     log:
-        "logs/splits/preflight.log",
+        PATHS.log("splits/preflight.log"),
     conda:
         CONDA_ENVIRONMENT
     threads: 4
@@ -63,7 +63,7 @@ rule needed_synsets:
         table=PATHS.needed_synsets(),
         tars=PATHS.needed_synset_tars(),
     log:
-        "logs/splits/needed_synsets.log",
+        PATHS.log("splits/needed_synsets.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -86,9 +86,9 @@ checkpoint image_splits:
     output:
         table=PATHS.image_splits("{dataset}"),
     log:
-        "logs/splits/{dataset}.log",
+        PATHS.log("splits/{dataset}.log"),
     benchmark:
-        "logs/benchmarks/splits/{dataset}.tsv"
+        PATHS.log("benchmarks/splits/{dataset}.tsv")
     wildcard_constraints:
         dataset=naming.EXTRACTED_DATASET,
     conda:
@@ -115,7 +115,7 @@ rule split_summary:
     output:
         report(PATHS.split_summary(), caption="../report/splits_summary.rst", category="Splits"),
     log:
-        "logs/splits/summary.log",
+        PATHS.log("splits/summary.log"),
     conda:
         CONDA_ENVIRONMENT
     params:

@@ -25,7 +25,7 @@ rule balanced_split:
     output:
         PATHS.balanced_split("{dataset}"),
     log:
-        "logs/splits/balanced/{dataset}.log",
+        PATHS.log("splits/balanced/{dataset}.log"),
     wildcard_constraints:
         dataset=naming.EXTRACTED_DATASET,
     conda:
@@ -48,7 +48,7 @@ rule balanced_view:
         train=PATHS.features("{model}", naming.balanced_dataset("{dataset}"), "train"),
         test=PATHS.features("{model}", naming.balanced_dataset("{dataset}"), "test"),
     log:
-        "logs/features/{model}/balanced-{dataset}.view.log",
+        PATHS.log("features/{model}/balanced-{dataset}.view.log"),
     wildcard_constraints:
         dataset=naming.EXTRACTED_DATASET,
     conda:
@@ -96,7 +96,7 @@ rule balanced_results:
             for extension in FIGURE_FORMATS
         ],
     log:
-        "logs/results/balanced.log",
+        PATHS.log("results/balanced.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -147,7 +147,7 @@ rule blurred_results:
             for extension in FIGURE_FORMATS
         ],
     log:
-        "logs/results/in1k_blurred.log",
+        PATHS.log("results/in1k_blurred.log"),
     conda:
         CONDA_ENVIRONMENT
     params:
@@ -183,9 +183,9 @@ rule label_audit:
             subcategory="{model}",
         ),
     log:
-        "logs/audit/{model}.log",
+        PATHS.log("audit/{model}.log"),
     benchmark:
-        "logs/benchmarks/audit/{model}.tsv"
+        PATHS.log("benchmarks/audit/{model}.tsv")
     conda:
         CONDA_ENVIRONMENT
     resources:
