@@ -38,6 +38,8 @@ def test_same_seed_same_weights_and_they_load_as_a_checkpoint(in1k_images, tmp_p
     assert model.feature_dim == 128 and not model.random_weights
     assert "generic prefix search; loaded 24 tensors" in model.notes[0]
     assert weights_identity(model.spec).startswith("sha256:")
+    # same seed, same bytes: the identity that features record does not change from run to run
+    assert weights_identity(model.spec) == weights_identity(ModelSpec("demo_cnn", "demo_cnn", str(second)))
     # the loaded backbone is the trained one, not the seeded initialisation
     trained = states[0]["features.0.weight"]
     assert torch.equal(model.network.features[0].weight, trained)

@@ -119,9 +119,11 @@ def pretrain(images: Path, concepts: Sequence[str], output: Path, *, epochs: int
                  total_loss / len(train_labels), 100 * train_top1, time.perf_counter() - started)
     val_top1 = accuracy(network, val_pixels, val_labels, batch_size)
     log.info("IN-1K val top-1 %.1f%% (chance %.1f%%)", 100 * val_top1, 100 / len(concepts))
-    with atomic_output(output) as temporary:
+    # Saved through an open file: given a path, torch names the archive's records after it (the
+    # random temporary name), so equal weights would give files, and weights identities, that differ.
+    with atomic_output(output) as temporary, open(temporary, "wb") as stream:
         torch.save({"state_dict": network.state_dict(), "concepts": list(concepts), "epochs": epochs,
-                    "seed": seed, "texture_jitter": texture_jitter_probability, "val_top1": val_top1}, temporary)
+                    "seed": seed, "texture_jitter": texture_jitter_probability, "val_top1": val_top1}, stream)
     log.info("checkpoint written to %s", output)
     return {"train_top1": train_top1, "val_top1": val_top1}
 

@@ -458,7 +458,10 @@ def convert_checkpoint_command(argv: list[str]) -> int:
             save_file(flat_tensors(kept), temporary)
             load_file(temporary)
         else:
-            torch.save(kept, temporary)
+            # through an open file, so the records are not named after the random temporary name:
+            # converting the same file twice gives the same bytes (and weights identity)
+            with open(temporary, "wb") as stream:
+                torch.save(kept, stream)
             torch.load(temporary, map_location="cpu", weights_only=True)
     for entry in dropped:
         print(f"left out: {entry}")
