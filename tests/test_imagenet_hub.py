@@ -100,7 +100,7 @@ def test_the_workflow_runs_to_its_tables_on_the_hub_copies(hub_run, hub):
     assert (hub_run / LAYOUT.results_summary()).is_file()
     preflight = read_tsv(hub_run / "results/splits/preflight.tsv")
     assert {row["status"] for row in preflight} == {"ok"} and len(preflight) == len(IN1K) + 3
-    log = (hub_run / "logs/splits/preflight.log").read_text()
+    log = (hub_run / LAYOUT.log("splits/preflight.log")).read_text()
     assert "(layout wds) holds" in log and f"(layout parquet) holds {len(IN1K) * TRAIN_PER_CLASS} training and" in log
     # the published split, image by image, named as in an extracted copy
     wnid = LEVELS[0][0]
@@ -116,7 +116,7 @@ def test_the_workflow_runs_to_its_tables_on_the_hub_copies(hub_run, hub):
     # the copy is Fall 2011, and every shard is needed
     assert read_lines(hub_run / "results/splits/needed_synsets.txt") == sorted(
         name for lengths in hub["lengths"].values() for name in lengths)
-    needed = (hub_run / "logs/splits/needed_synsets.log").read_text()
+    needed = (hub_run / LAYOUT.log("splits/needed_synsets.log")).read_text()
     assert "of Fall 2011" in needed and "all 5 training and validation shards are needed" in needed
 
 
@@ -151,7 +151,7 @@ def test_an_info_json_that_disagrees_with_the_shards_stops_the_index_and_keeps_t
     finally:
         info.write_text(original)
     assert failed.returncode != 0
-    log = (workdir / "logs/splits/index-in21k.log").read_text()
+    log = (workdir / LAYOUT.log("splits/index-in21k.log")).read_text()
     assert f"{info} disagrees with the shards" in log
     assert "1 shards in the root are not listed (first: imagenet22k-validation-0001.tar)" in log
     assert f"(first: {first}, {hub['lengths']['train'][first]} samples, {hub['lengths']['train'][first] + 1} listed)" in log
