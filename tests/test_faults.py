@@ -197,8 +197,10 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     result, journal = workdir / layout.probe_result(*key), workdir / layout.probe_study(*key)
     log = workdir / layout.log("probes/demo_cnn_random/wup-l3/shots-all/seed-22.log")
     classifier = workdir / layout.probe_classifier("demo_cnn_random", "wup-l3", "22")  # rewritten by the re-run
+    # the job's benchmark is under results/ too (the run's results_dir) and rewritten by the re-run
+    benchmark = workdir / layout.log("benchmarks/probes/demo_cnn_random/wup-l3/shots-all/seed-22.tsv")
     # the finished run's log already names its trials
-    for stale in (result, journal, log, classifier):
+    for stale in (result, journal, log, classifier, benchmark):
         stale.unlink()
     finished = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*") if path.is_file()}
     # long trials, so that the kill surely lands between the first trial and the last
