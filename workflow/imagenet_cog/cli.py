@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     # probes stage (probes.smk)
     "probe": "imagenet_cog.probes.probe:main",
     "pca-components": "imagenet_cog.probes.pca:main",
+    "probe-knn": "imagenet_cog.probes.knn_probe:main",
     # results stage (results.smk)
     "aggregate-probes": "imagenet_cog.results.summary:aggregate_command",
     "results-tables": "imagenet_cog.results.tables:tables_command",

@@ -37,6 +37,7 @@ MEASURE_TITLES = {"lin": "Lin", "wup": "Wu-Palmer", "path": "path", "jcn": "Jian
 BALANCED_PREFIX = "balanced-"
 LINEAR = "linear"
 MLP_KINDS = ("mlp", "mlp_noact")
+KNN = "knn"
 PCA_PREFIX = "pca-"
 
 LEVEL_PATTERN = r"l[1-9][0-9]*"
