@@ -2,9 +2,10 @@
 # weight decay) tuned by Optuna on a validation split of the training features, then
 # refitted on the training set and scored once on the test set (CoG (ICCV 2021) Sec. 3.4.3,
 # supp. B.2); and the other probe kinds (MLP, PCA + linear) of the CoG preprint (arXiv v1, 2020),
-# supp. C.2, C.3. Every probe rule runs the `probe` command, its options built once by
-# probe_options in functions/probes.smk. Logic: imagenet_cog/probes/ (probe.py the command,
-# search.py the protocol and result JSON, linear.py the SGD).
+# supp. C.2, C.3; and the k-NN probe of the self-supervised papers (probe_knn). Every search
+# rule runs the `probe` command, its options built once by probe_options in
+# functions/probes.smk. Logic: imagenet_cog/probes/ (probe.py the command, search.py the
+# protocol and result JSON, linear.py the SGD, knn.py and knn_probe.py the k-NN).
 #
 # The Optuna journal (PATHS.probe_study) is deliberately not an output: Snakemake deletes
 # the outputs of a failed job, and the journal is what lets a re-run resume the search.
@@ -128,6 +129,42 @@ rule probe_kind:
         pca=lambda wildcards, input: f"--pca-components {input.pca}" if "pca" in input.keys() else "",
     shell:
         probe_command(kind=True)
+
+
+# The k-NN probe (probes.kinds: knn; imagenet_cog/probes/knn.py): every N and seed of one model
+# and dataset of IN-1K and the levels in one job, the features read and prepared once; each
+# (N, seed) scored on the linear probe's final-fit images. Nothing is searched, so no journal.
+rule probe_knn:
+    input:
+        **LINEAR_PROBE_INPUT,
+    output:
+        [PATHS.probe_result("{model}", "{dataset}", shots, seed, naming.KNN) for shots in SHOTS for seed in SEEDS],
+    log:
+        PATHS.log("probes/{model}/{dataset}/knn.log"),
+    benchmark:
+        PATHS.log("benchmarks/probes/{model}/{dataset}/knn.tsv")
+    wildcard_constraints:
+        dataset="|".join(DATASETS),
+    conda:
+        CONDA_ENVIRONMENT
+    threads: PROBE_THREADS
+    resources:
+        gpu=PROBE_GPUS,
+        mem_mb=probe_mem_mb,
+        runtime=knn_runtime_minutes,
+    params:
+        knn=KNN_SETTINGS,
+        shots=" ".join(SHOTS),
+        seeds=" ".join(SEEDS),
+        device=config["probes"]["device"],
+    shell:
+        python_command("probe-knn")
+        + " --train {input.train} --test {input.test} --output {output} --model {wildcards.model}"
+        + " --dataset {wildcards.dataset} --shots {params.shots} --seed {params.seeds} --k {params.knn[k]}"
+        + " --reported-k {params.knn[reported_k]} --temperature {params.knn[temperature]}"
+        + " --similarity {params.knn[similarity]} --weighting {params.knn[weighting]}"
+        + " --test-block {params.knn[test_block]} --train-block {params.knn[train_block]}"
+        + " --device {params.device} --threads {threads} > {log} 2>&1"
 
 
 # Principal components of a dataset's training features, once for every d and seed of the

@@ -32,7 +32,9 @@ if naming.LINEAR not in PROBE_KINDS:
         f"config.yaml: probes.kinds is {PROBE_KINDS} without 'linear'; the linear probe is the "
         f"reference the other kinds' tables are relative to: add 'linear' to probes.kinds."
     )
-OTHER_KINDS = [kind for kind in PROBE_KINDS if kind != naming.LINEAR]
+# the kinds of probe_kind, on their own shots and seeds; knn runs on the linear probe's grid
+OTHER_KINDS = [kind for kind in PROBE_KINDS if kind not in (naming.LINEAR, naming.KNN)]
+KNN_KINDS = [naming.KNN] if naming.KNN in PROBE_KINDS else []
 OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
 OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
 # probes settings that are not the linear probe's (and so must not enter its params)
@@ -43,6 +45,7 @@ NOT_LINEAR_PROBE_SETTINGS = (
     "other_kinds_shots",
     "other_kinds_seeds",
     "mlp",
+    "knn",
     "pca_dims",
     "group",
     "fused",
@@ -215,6 +218,29 @@ def kind_probe_settings(kind):
     }
 
 
+# The k-NN kind (imagenet_cog/probes/knn.py): one job per model and dataset of IN-1K and the
+# levels scores every N and seed. Its settings are the params the command reads (k as the
+# command takes it), so that changing one reruns the k-NN jobs and nothing else.
+KNN_SETTINGS = {**config["probes"]["knn"], "k": " ".join(str(k) for k in config["probes"]["knn"]["k"])}
+if KNN_KINDS and config["probes"]["knn"]["reported_k"] not in config["probes"]["knn"]["k"]:
+    raise WorkflowError(
+        f"config.yaml: probes.knn.reported_k {config['probes']['knn']['reported_k']} is not one of probes.knn.k "
+        f"{config['probes']['knn']['k']}; the tables show the reported k's top-1: add it to k or pick one of them."
+    )
+
+
+def knn_runtime_minutes(wildcards):
+    """A generous wall-clock limit for schedulers: every run's similarity products (2 D per
+    test x training pair) at a conservative 2 TFLOP/s, above a start-up allowance."""
+    try:
+        train, test = (split_row_count(wildcards.dataset, split) for split in SPLITS)
+    except IncompleteCheckpointException:
+        return 30  # dry runs before the split tables exist (see probe_feature_mb)
+    runs = sum(1 if shots == "all" else len(SEEDS) for shots in SHOTS)
+    flops = runs * 2 * model_feature_dim(wildcards.model) * test * train
+    return int(30 + flops / 2e12 / 60)
+
+
 def probe_kind_inputs(wildcards):
     inputs = {
         "train": PATHS.features(wildcards.model, wildcards.dataset, "train"),
@@ -226,8 +252,9 @@ def probe_kind_inputs(wildcards):
 
 
 def all_probe_results(models=None):
-    """The linear probes of the whole grid and the other kinds' on their own shots and seeds."""
-    return probe_results(models=models) + probe_results(
+    """The linear (and k-NN) probes of the whole grid and the other kinds' on their own shots
+    and seeds."""
+    return probe_results(models=models, kinds=[naming.LINEAR, *KNN_KINDS]) + probe_results(
         models=models, shots=OTHER_KINDS_SHOTS, seeds=OTHER_KINDS_SEEDS, kinds=OTHER_KINDS
     )
 
