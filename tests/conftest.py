@@ -64,9 +64,10 @@ def snakemake(workdir: Path, *arguments: str, check: bool = True, timeout: int =
 
 
 def other_probe_kinds(config: dict) -> list[str]:
-    """The probe kinds a config runs besides linear: the MLP kinds, and pca-<d> per d."""
+    """The probe kinds a config runs on their own grid (rule probe_kind): the MLP kinds, and
+    pca-<d> per d (not knn, which runs on the linear probe's grid in jobs of its own)."""
     probes = config["probes"]
-    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca")]
+    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca", "knn")]
     return kinds + ([f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else [])
 
 

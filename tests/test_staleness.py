@@ -93,6 +93,12 @@ def lin_probe_count(config: dict, models: int | None = None) -> int:
     return (models or len(config["models"])) * len(config["datasets"]) * per_dataset
 
 
+def knn_rules(config: dict) -> set[str]:
+    """probe_knn, when the config runs the k-NN probe: one job per (model, dataset) taking
+    every N and seed, so whatever reruns a dataset's probes reruns it."""
+    return {"probe_knn"} if "knn" in config["probes"]["kinds"] else set()
+
+
 def probe_jobs(jobs) -> dict[str, int]:
     """Planned jobs of the linear probe rules."""
     per_rule = Counter(rule for rule, _ in jobs)
@@ -160,7 +166,7 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     assert rules_of(jobs) - COLLECTORS == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
         lin_probe_rule(demo_config),
-    } | FEATURE_READERS
+    } | FEATURE_READERS | knn_rules(demo_config)
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = [*demo_config["datasets"], "pool"], 2
     assert per_rule["merge_features"] == (len(datasets) + len(blurred_datasets(demo_config))) * splits
@@ -172,6 +178,7 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     )
     assert per_rule["probe_kind"] == len(demo_config["datasets"]) * other_kind_probes_per_dataset(demo_config)
     assert per_rule["pca_components"] == len(demo_config["datasets"])
+    assert per_rule["probe_knn"] == len(demo_config["datasets"]) * len(knn_rules(demo_config))
     shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
@@ -206,6 +213,19 @@ def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_c
         **demo_config["probes"]["mlp"], "hidden_width": demo_config["probes"]["mlp"]["hidden_width"] + 1}}}))
     assert rules_of(width) - COLLECTORS == {"probe_kind"}
     assert not any(wildcards["kind"].startswith("pca-") for rule, wildcards in width if rule == "probe_kind")
+
+
+def test_knn_settings_rerun_only_the_knn_jobs_and_the_knn_kind_is_separable(finished_copy, demo_config):
+    """probes.knn reruns the k-NN jobs and nothing else of the probes; without knn in
+    probes.kinds no probe job runs (so adding it to a finished run adds only its own jobs)."""
+    assert knn_rules(demo_config), "the demo runs the k-NN probe"
+    knn = {**demo_config["probes"]["knn"], "temperature": 0.1}
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"knn": knn}}))
+    assert rules_of(jobs) - COLLECTORS == {"probe_knn"}
+    assert Counter(rule for rule, _ in jobs)["probe_knn"] == len(demo_config["models"]) * len(demo_config["datasets"])
+    kinds = [kind for kind in demo_config["probes"]["kinds"] if kind != "knn"]
+    without = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"kinds": kinds}}))
+    assert rules_of(without) <= COLLECTORS
 
 
 def test_an_added_pca_dim_runs_only_its_probes(finished_copy, demo_config):
@@ -258,7 +278,7 @@ def test_an_added_seed_runs_only_the_probes_that_take_it(finished_copy, demo_con
     done resume from their journals); level sets and variants name their own."""
     seeds = [*demo_config["probes"]["seeds"], 99]
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"seeds": seeds}}))
-    assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)}
+    assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)} | knn_rules(demo_config)
     if lin_probe_rule(demo_config) == "probe":
         assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe"} == {"99"}
     assert probe_jobs(jobs) == expected_probe_jobs(demo_config, 0, lin_probe_count(demo_config) // len(demo_config["probes"]["seeds"])
@@ -269,7 +289,7 @@ def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
     shots = [*demo_config["probes"]["shots"], 2]
     assert 2 not in demo_config["probes"]["shots"]
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"shots": shots}}))
-    assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)}
+    assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)} | knn_rules(demo_config)
     if demo_config["probes"]["group"] == "dataset":
         # the resident job of each model and dataset takes every N: it runs again, the
         # searches already done resuming from their journals
@@ -342,7 +362,8 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     assert rules_of(jobs) - COLLECTORS == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe", "analyses_kmeans",
         "probe_kind", "pca_components", lin_probe_rule(demo_config),
-    }
+    } | knn_rules(demo_config)
+    assert [w for rule, w in jobs if rule == "probe_knn"] == [{"model": model, "dataset": dataset}]
     # Of the analyses, only k-means reads training features.
     readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
     assert [(rule, w["model"], w["dataset"]) for rule, w in readers] == [("analyses_kmeans", model, dataset)]
@@ -409,7 +430,7 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     assert {rule for rule, _ in per_model} == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
         lin_probe_rule(demo_config),
-    } | FEATURE_READERS
+    } | FEATURE_READERS | knn_rules(demo_config)
     assert {w["model"] for _, w in per_model} == {added}
     per_rule = Counter(rule for rule, _ in jobs)
     for analysis in ANALYSES:
