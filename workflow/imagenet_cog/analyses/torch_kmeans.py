@@ -23,30 +23,21 @@ index.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    import torch
+from imagenet_cog.core.device import float32_matmul_precision
 
 # faiss's relative perturbation of a split centroid
 SPLIT_PERTURBATION = 1.0 / 1024
 ROWS_PER_CHUNK = 65536
 
 
-@contextmanager
 def exact_float32_products():
     """float32 matrix products without TF32, as faiss multiplies, restored afterwards."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
+    return float32_matmul_precision("highest")
 
 
 @dataclass

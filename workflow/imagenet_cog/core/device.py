@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
@@ -23,3 +25,21 @@ def resolve_device(requested: str, setting: str):
             f"set {setting} to 'auto' or 'cpu', or run the job on a GPU node."
         )
     return torch.device(requested)
+
+
+@contextmanager
+def float32_matmul_precision(setting: str, device=None):
+    """torch's float32 matrix-product precision (``highest``: full float32; ``high``: TF32 on a
+    GPU) set to ``setting`` while the block runs, the process's previous one restored after.
+    With ``device``, only when it is a GPU (a CPU job keeps the process's setting)."""
+    import torch
+
+    if device is not None and device.type != "cuda":
+        yield
+        return
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(setting)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)

@@ -26,10 +26,11 @@ Ties, named:
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
+
+from imagenet_cog.core.device import float32_matmul_precision
 
 SIMILARITIES = ("cosine", "dot")
 WEIGHTINGS = ("exponential", "uniform")
@@ -66,21 +67,6 @@ class KnnSettings:
     def as_result(self) -> dict:
         """The settings as a result JSON records them."""
         return {**asdict(self), "k": list(self.k)}
-
-
-@contextmanager
-def full_precision_products(device: torch.device):
-    """float32 products on a GPU without TF32 while neighbours are found; the process's
-    previous setting afterwards."""
-    if device.type != "cuda":
-        yield
-        return
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def nearest_neighbours(queries: torch.Tensor, train: torch.Tensor, count: int, train_block: int):
@@ -124,7 +110,8 @@ def ranked_classes(train: torch.Tensor, train_labels: torch.Tensor, test: torch.
     every training row votes). ``train``/``test`` are prepared features on one device."""
     largest = min(max(settings.k), train.shape[0])
     shown = min(max(TOP_KS), num_classes)
-    with full_precision_products(test.device):
+    # float32 products, TF32 off: a neighbour's rank can turn on a similarity's last bits
+    with float32_matmul_precision("highest", test.device):
         for start in range(0, test.shape[0], settings.test_block):
             similarities, rows = nearest_neighbours(
                 test[start : start + settings.test_block], train, largest, settings.train_block

@@ -60,7 +60,6 @@ import json
 import logging
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -74,7 +73,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 import imagenet_cog
-from imagenet_cog.core.device import resolve_device
+from imagenet_cog.core.device import float32_matmul_precision, resolve_device
 from imagenet_cog.probes.fused_step import resolve_fused, step_description
 from imagenet_cog.probes.linear import (
     SGDSchedule,
@@ -495,19 +494,10 @@ def probe_grid(job: ProbeJob, *, shots: list[str], seeds: list[int], journals: l
         yield results
 
 
-@contextmanager
 def probe_matmul_precision(target: torch.device):
     """On a GPU, float32 products as TF32 with float32 accumulation (ample for a convex linear
     probe) while the probes train and score; the process's previous setting afterwards."""
-    if target.type != "cuda":
-        yield
-        return
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
+    return float32_matmul_precision("high", target)
 
 
 @dataclass
