@@ -60,6 +60,7 @@ if [ "$SIZE" = tiny ]; then
     KMEANS=(--rows 2000 --dim 16 --concepts 10 --iterations 3 --compare-rows 2000 --compare-iterations 2 --uniformity-rows 500)
     RESIDENT=(--classes 10 --per-class 20 --test-per-class 5 --dim 16 --trials 2 --epochs 2 --shots 1 all --seeds 22)
     COST=(--quick --models demo_cnn)
+    KNN=(--train 2000 --test 200 --dim 16 --classes 10)
 else
     PROBE_SHAPE=(--classes 1000 --dim 2048 --batch-size 1024)
     FUSED=("${PROBE_SHAPE[@]}" --per-class 200 --epochs 2)
@@ -69,6 +70,7 @@ else
     KMEANS=(--rows 1100000 --dim 2048 --concepts 1000 --iterations 10 --compare-rows 100000 --compare-iterations 3 --uniformity-rows 50000 --threads 16)
     RESIDENT=(--classes 1000 --dim 2048 --per-class 100 --trials 2 --epochs 20 --shots 1 16 all --seeds 22 37 45)
     COST=()
+    KNN=(--train 1281167 --test 50000 --dim 2048 --classes 1000)
 fi
 
 # The fused step against the reference at the protocol's shape: time per step, TFLOP/s and
@@ -87,6 +89,9 @@ run batched_resize 20 "$PYTHON" benchmarks/batched_resize.py --device "$DEVICE" 
 # k-means of a level's size with torch on the GPU (no faiss-gpu), and against faiss-cpu from
 # the same start on 100k rows.
 run kmeans 75 "$PYTHON" benchmarks/kmeans_benchmark.py --device "$DEVICE" --skip-sklearn "${KMEANS[@]}"
+# The k-NN probe of IN-1K's size (1,281,167 x 50,000 x 2048, every k of DINO's in one pass);
+# its scikit-learn baseline is a CPU measurement (benchmarks/README.md).
+run knn 60 "$PYTHON" benchmarks/knn_probe.py --device "$DEVICE" --skip-sklearn "${KNN[@]}"
 # Probe jobs grouped per seed, per N and as one resident job (process starts and reads included).
 run resident 45 "$PYTHON" benchmarks/resident_probes.py --device "$DEVICE" "${RESIDENT[@]}"
 # Every rate of the cost model on this device, and the projected protocol with those rates.

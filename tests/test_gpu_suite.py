@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 BENCHMARKS = ["fused_step", "fused_step_seeds", "probe_full", "features_host", "features_device", "batched_resize",
-              "kmeans", "resident", "protocol_cost"]
+              "kmeans", "knn", "resident", "protocol_cost"]
 
 
 def test_the_gpu_suite_runs_every_benchmark_and_records_its_figures(tmp_path):
