@@ -225,13 +225,35 @@ def project(work: dict[str, DatasetWork], rates: dict, arch: str, dim: int | Non
     return per_dataset
 
 
+def stage_seconds(times: dict[str, float], prefix: str) -> float:
+    """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
+    return sum(value for key, value in times.items() if key.startswith(prefix))
+
+
+@dataclass(frozen=True)
+class DatasetCost:
+    work: DatasetWork
+    extraction_s: float  # its extraction and extraction job starts
+    probe_s: float  # its probes' steps, scoring, loading and job starts
+
+
+def dataset_cost(data: Dataset, dim: int, probes: dict | None, features: dict, rates: dict, arch: str) -> DatasetCost:
+    """One dataset's work for one model (its extraction, and its linear probes unless ``probes``
+    is None) and its projected extraction and probe seconds."""
+    work = count_extraction(data, features)
+    if probes is not None:
+        count_probes(work, data, dim, probes, features["dtype"])
+    seconds = project({data.name: work}, rates, arch, dim, {data.name: data.classes})[data.name]
+    return DatasetCost(work, stage_seconds(seconds, "extraction"), stage_seconds(seconds, "probe"))
+
+
 def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
     """Wall time with extraction and probes side by side, datasets in order: the probes of a
     dataset start once it is extracted and the probes before it are done (a two-stage flow
     shop; assumes neither slows the other: extraction is bound by decoding on the host,
     probes by the GPU's memory)."""
-    extraction = [sum(v for k, v in times.items() if k.startswith("extraction")) for times in per_dataset.values()]
-    probes = [sum(v for k, v in times.items() if k.startswith("probe")) for times in per_dataset.values()]
+    extraction = [stage_seconds(times, "extraction") for times in per_dataset.values()]
+    probes = [stage_seconds(times, "probe") for times in per_dataset.values()]
     return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.plan.cost import PER_ARCH_KEYS, RATE_KEYS, count_extraction, count_probes, project
+from imagenet_cog.plan.cost import PER_ARCH_KEYS, RATE_KEYS, dataset_cost
 from imagenet_cog.plan.rates import MEASURED, Rates, write_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
 
@@ -78,21 +78,15 @@ def projected_jobs(config: dict, image_counts: Path, split_summary: Path | None,
     """(stage, model, dataset) -> (projected seconds, jobs) of every extracted or probed dataset."""
     groups, _ = probed_datasets(config, image_counts, split_summary)
     widths, _ = model_widths(config["models"])
-    features = config["features"]
     projected = {}
     for model, (arch, dim) in widths.items():
         for group in groups:
             for data in group.datasets:
-                work = count_extraction(data, features)
-                if group.probes is not None:
-                    count_probes(work, data, dim, group.probes, features["dtype"])
-                seconds = project({data.name: work}, rates.values, arch, dim, {data.name: data.classes})[data.name]
+                cost = dataset_cost(data, dim, group.probes, config["features"], rates.values, arch)
                 if group.extracted:
-                    projected[("extraction", model, data.name)] = (
-                        seconds["extraction"] + seconds["extraction job starts"], work.extraction_jobs)
+                    projected[("extraction", model, data.name)] = (cost.extraction_s, cost.work.extraction_jobs)
                 if group.probes is not None:
-                    projected[("probes", model, data.name)] = (
-                        sum(v for k, v in seconds.items() if k.startswith("probe")), work.probe_jobs)
+                    projected[("probes", model, data.name)] = (cost.probe_s, cost.work.probe_jobs)
     return projected, widths
 
 

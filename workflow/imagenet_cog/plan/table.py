@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.plan.cost import count_extraction, count_probes, feature_bytes, project
+from imagenet_cog.plan.cost import dataset_cost, feature_bytes
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
@@ -69,21 +69,17 @@ def model_rows(model: str, arch: str, dim: int, groups, features: dict, rates: R
     probe_rows: dict[str, Row] = {}
     for group in groups:
         for data in group.datasets:
-            work = count_extraction(data, features)
-            if group.probes is not None:
-                count_probes(work, data, dim, group.probes, features["dtype"])
-            seconds = project({data.name: work}, rates.values, arch, dim, {data.name: data.classes})[data.name]
+            cost = dataset_cost(data, dim, group.probes, features, rates.values, arch)
+            work = cost.work
             if group.extracted:
-                extraction_s = seconds["extraction"] + seconds["extraction job starts"]
                 merge(extraction, Row("extraction", model, work.extraction_jobs, work.images,
-                                      feature_bytes(data, dim, features["dtype"]), 0, extraction_s,
-                                      longest_job_s=extraction_s / max(work.extraction_jobs, 1)))
+                                      feature_bytes(data, dim, features["dtype"]), 0, cost.extraction_s,
+                                      longest_job_s=cost.extraction_s / max(work.extraction_jobs, 1)))
             if group.probes is not None:
-                probe_s = sum(value for key, value in seconds.items() if key.startswith("probe"))
                 row = probe_rows.setdefault(group.stage, Row(group.stage, model,
                                                              projected_rates=projected & PROBE_RATES))
                 merge(row, Row(group.stage, model, work.probe_jobs, 0, probe_bytes(group.probes, data.classes, dim),
-                               work.trial_epochs, probe_s, longest_job_s=probe_s / max(work.probe_jobs, 1)))
+                               work.trial_epochs, cost.probe_s, longest_job_s=cost.probe_s / max(work.probe_jobs, 1)))
     return [extraction, *probe_rows.values()]
 
 
