@@ -13,6 +13,8 @@ code, each in steady state (warm-up runs untimed):
   the config's stacking (``trials_per_batch`` candidates x the seeds a job trains together)
   and step (``probes.fused``); the time of an epoch where the products are negligible; the
   scoring rate (validation after each trial, test once: float32 products, TF32 on a GPU);
+* the k-NN probe (issue #33): FLOP/s of its float32 similarity products (TF32 off) and
+  similarities/s through ``torch.topk`` on one block of ``probes.knn``'s size;
 * loading: bytes/s of reading a float16 feature file and of preparing its rows;
 * per job: starting Python with a probe job's imports, starting CUDA in a fresh process,
   and compiling the fused step in a fresh process (the on-disk cache warm, as after a job's
@@ -26,11 +28,14 @@ validation rows (``int(val_fraction * n_c)`` per concept, from the shipped Fall 
 for the levels), bytes read and prepared. Prints the projected wall time per stage for this
 machine and the device, serially and with extraction and probes overlapped (an extraction
 job and a probe job at a time on one GPU, e.g. ``--resources gpu=2``: the probes of a
-dataset run while the next one is extracted), beside the authors' V100 times.
+dataset run while the next one is extracted), beside the authors' V100 times; then the
+k-NN probe's cost on the same grid (one job per dataset: a similarity product per distinct
+training set, top-k, reading the features) beside the linear probes'.
 
     python benchmarks/protocol_cost.py --threads 2                       # ~3 minutes on 2 cores
     python benchmarks/protocol_cost.py --device cuda --write-rates h100.json
     python benchmarks/protocol_cost.py --rates h100.json                 # project with saved rates
+    python benchmarks/protocol_cost.py --skip-host --rates resources/rates/h100.yaml   # the shipped figures
 """
 
 from __future__ import annotations
@@ -58,14 +63,19 @@ sys.path.insert(0, str(REPOSITORY / "workflow"))
 from imagenet_cog.plan.cost import (  # noqa: E402
     AUTHORS_EXTRACTION_MIN_PER_DATASET,
     AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED,
+    KNN_RATE_KEYS,
+    KNN_STAGES,
     STAGES,
     count_work,
     hours,
+    knn_settings,
     overlapped,
     paper_datasets,
     project,
     stacking,
+    stage_seconds,
 )
+from imagenet_cog.plan.rates import read_rates  # noqa: E402
 
 
 def protocol_settings(config: Path | None) -> dict:
@@ -188,6 +198,33 @@ def measure_scoring(device: torch.device, dim: int, classes: int, rows: int) -> 
     return 2.0 * rows * dim * classes / (time.perf_counter() - started)
 
 
+def measure_knn(device: torch.device, dim: int, test_rows: int, train_rows: int, k: int) -> tuple[float, float]:
+    """(FLOP/s of the k-NN's similarity product, similarities/s through torch.topk) on one block
+    of test_rows x train_rows: float32 products with TF32 off, as the k-NN probe computes them."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    test = torch.randn(test_rows, dim, generator=generator, device=device)
+    train = torch.randn(train_rows, dim, generator=generator, device=device)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        seconds = []
+        for _ in range(2):  # the first run warms the kernels and the allocator up
+            synchronise(device)
+            started = time.perf_counter()
+            similarities = test @ train.T
+            synchronise(device)
+            seconds.append(time.perf_counter() - started)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+    selected = []
+    for _ in range(2):
+        started = time.perf_counter()
+        torch.topk(similarities, min(k, train_rows), dim=1)
+        synchronise(device)
+        selected.append(time.perf_counter() - started)
+    return 2.0 * test_rows * dim * train_rows / seconds[-1], test_rows * train_rows / selected[-1]
+
+
 def measure_load(device: torch.device, dim: int, rows: int, precision: str) -> tuple[float, float]:
     """(bytes/s reading a float16 file, bytes/s preparing its rows for the probes)."""
     import h5py
@@ -285,6 +322,13 @@ def measure_rates(device_name: str, models: list[str], decode: str, quick: bool,
           f"{probes['batch_size']}), {rates['probe_epoch_s'] * 1e6:.0f} us per epoch", flush=True)
     rates["scoring_flops_per_s"] = measure_scoring(device, dim, classes, 65536 if gpu else 4096)
     print(f"  scoring: {rates['scoring_flops_per_s'] / 1e12:.2f} TFLOP/s (float32{', TF32' if gpu else ''})", flush=True)
+    knn = knn_settings(probes)
+    test_rows = 256 if quick else knn["test_block"]
+    train_rows = min(knn["train_block"], 65536 if gpu else (4096 if quick else 16384))
+    rates["knn_flops_per_s"], rates["topk_values_per_s"] = measure_knn(device, dim, test_rows, train_rows,
+                                                                       max(knn["k"]))
+    print(f"  k-NN ({test_rows} x {train_rows} block): {rates['knn_flops_per_s'] / 1e12:.2f} TFLOP/s float32 products "
+          f"(TF32 off), {rates['topk_values_per_s'] / 1e9:.2f} G similarities/s through top-{max(knn['k'])}", flush=True)
     rates["read_bytes_per_s"], rates["prepare_bytes_per_s"] = measure_load(
         device, dim, 131_072 if gpu else (8_192 if quick else 65_536), precision)
     print(f"  load: read {rates['read_bytes_per_s'] / 1e9:.2f} GB/s of float16 file, prepare "
@@ -326,9 +370,10 @@ def main() -> None:
     if args.device:
         print(f"measuring {args.device}:", flush=True)
         columns.append(measure_rates(args.device, args.models, args.decode, args.quick, probes))
-    elif args.rates:
-        device = json.loads(args.rates.read_text())
-        if tuple(device.get("probe_stacking", (1, 1))) != stacking(probes):
+    elif args.rates:  # protocol_cost.py's JSON or a YAML rates file (resources/rates/)
+        saved = yaml.safe_load(args.rates.read_text())
+        device = {**read_rates(args.rates).values, "probe_stacking": saved.get("probe_stacking", [1, 1])}
+        if tuple(device["probe_stacking"]) != stacking(probes):
             print(f"note: {args.rates} has probe rates for {device.get('probe_stacking', [1, 1])} (candidates, runs) "
                   f"per step; this config trains {list(stacking(probes))}: measure them again for it", flush=True)
         columns.append(device)
@@ -336,29 +381,62 @@ def main() -> None:
         args.write_rates.write_text(json.dumps(columns[-1], indent=1) + "\n")
 
     for arch in args.models:
-        work = count_work(datasets, REGISTRY[arch].feature_dim, probes, settings["features"])
-        total = {key: sum(getattr(counted, key) for counted in work.values())
-                 for key in ("images", "shards", "extraction_jobs", "probe_jobs", "train_flops", "scoring_flops",
-                             "file_bytes", "prepared_bytes")}
-        trial_steps = sum(sum(counted.trial_steps.values()) for counted in work.values())
-        print(f"\n{arch}: {total['images'] / 1e6:.2f}M images in {total['shards']} shards, {total['extraction_jobs']} "
-              f"extraction jobs; {total['probe_jobs']} probe jobs, {total['train_flops'] / 1e15:.1f} PFLOP training + "
-              f"{total['scoring_flops'] / 1e15:.2f} PFLOP scoring, {trial_steps / 1e6:.1f}M trial-steps; probe jobs "
-              f"read {total['file_bytes'] / 1e12:.2f} TB of files and prepare {total['prepared_bytes'] / 1e12:.2f} TB")
-        dim = REGISTRY[arch].feature_dim
-        projected = [(rates["device"], project(work, rates, arch, dim)) for rates in columns]
-        authors = {"extraction": AUTHORS_EXTRACTION_MIN_PER_DATASET * 60 * len(datasets),
-                   "probe steps": AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED * 60 * len(datasets) * len(probes["seeds"])}
-        print(f"{'stage':<24}" + "".join(f"{name[:34]:>36}" for name, _ in projected) + f"{'authors, V100 (N = all)':>28}")
-        for stage in STAGES:
-            reference = hours(authors[stage]) if stage in authors else ""
-            print(f"{stage:<24}" + "".join(f"{hours(sum(t[stage] for t in times.values())):>36}" for _, times in projected)
-                  + f"{reference:>28}")
-        print(f"{'total, serial':<24}" + "".join(
-            f"{hours(sum(sum(t.values()) for t in times.values())):>36}" for _, times in projected)
-            + f"{hours(sum(authors.values())):>28}")
-        print(f"{'total, overlapped':<24}" + "".join(f"{hours(overlapped(times)):>36}" for _, times in projected))
+        print_projection(arch, REGISTRY[arch].feature_dim, datasets, probes, settings["features"], columns)
 
+
+def print_projection(arch: str, dim: int, datasets: list, probes: dict, features: dict, columns: list[dict]) -> None:
+    """The counted work of one model, the projected seconds per stage on every measured or read
+    device beside the authors' V100 times, then the k-NN's beside the linear probes'."""
+    work = count_work(datasets, dim, probes, features)
+    total = {key: sum(getattr(counted, key) for counted in work.values())
+             for key in ("images", "shards", "extraction_jobs", "probe_jobs", "train_flops", "scoring_flops",
+                         "file_bytes", "prepared_bytes")}
+    trial_steps = sum(sum(counted.trial_steps.values()) for counted in work.values())
+    print(f"\n{arch}: {total['images'] / 1e6:.2f}M images in {total['shards']} shards, {total['extraction_jobs']} "
+          f"extraction jobs; {total['probe_jobs']} probe jobs, {total['train_flops'] / 1e15:.1f} PFLOP training + "
+          f"{total['scoring_flops'] / 1e15:.2f} PFLOP scoring, {trial_steps / 1e6:.1f}M trial-steps; probe jobs "
+          f"read {total['file_bytes'] / 1e12:.2f} TB of files and prepare {total['prepared_bytes'] / 1e12:.2f} TB")
+    projected = [(rates["device"], project(work, rates, arch, dim)) for rates in columns]
+    authors = {"extraction": AUTHORS_EXTRACTION_MIN_PER_DATASET * 60 * len(datasets),
+               "probe steps": AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED * 60 * len(datasets) * len(probes["seeds"])}
+    print(f"{'stage':<24}" + "".join(f"{name[:34]:>36}" for name, _ in projected) + f"{'authors, V100 (N = all)':>28}")
+    for stage in STAGES:
+        reference = hours(authors[stage]) if stage in authors else ""
+        print(f"{stage:<24}" + "".join(f"{hours(sum(t[stage] for t in times.values())):>36}" for _, times in projected)
+              + f"{reference:>28}")
+    print(f"{'total, serial':<24}" + "".join(
+        f"{hours(sum(sum(t.values()) for t in times.values())):>36}" for _, times in projected)
+        + f"{hours(sum(authors.values())):>28}")
+    print(f"{'total, overlapped':<24}" + "".join(f"{hours(overlapped(times)):>36}" for _, times in projected))
+    print_knn(arch, dim, datasets, probes, features, columns, projected)
+
+
+def print_knn(arch: str, dim: int, datasets: list, probes: dict, features: dict, columns: list[dict],
+              linear: list[tuple[str, dict]]) -> None:
+    """The k-NN probe's work on the linear probe's grid and its seconds per stage on every
+    device with k-NN rates, beside the linear probes' seconds (steps, scoring, loading, starts)."""
+    work = count_work(datasets, dim, probes, features, knn=True)
+    flops = sum(counted.knn_flops for counted in work.values())
+    similarities = sum(counted.topk_values for counted in work.values())
+    read = sum(counted.knn_file_bytes for counted in work.values())
+    settings = knn_settings(probes)
+    print(f"\n{arch}, k-NN probe (issue #33) on the same grid: {sum(c.knn_jobs for c in work.values())} jobs (one per "
+          f"dataset), {flops / 1e15:.2f} PFLOP of float32 similarity products (TF32 off), {similarities / 1e12:.2f}T "
+          f"similarities through top-{max(settings['k'])} (blocks of {settings['test_block']} x "
+          f"{settings['train_block']}), {read / 1e12:.3f} TB of features read")
+    print(f"{'stage':<24}" + "".join(f"{name[:34]:>36}" for name, _ in linear))
+    priced = [all(key in rates for key in KNN_RATE_KEYS) for rates in columns]
+    knn = [project(work, rates, arch, dim) if can else None for rates, can in zip(columns, priced)]
+    for stage in KNN_STAGES:
+        print(f"{stage:<24}" + "".join(f"{hours(sum(t[stage] for t in times.values())) if times else 'no k-NN rates':>36}"
+                                       for times in knn))
+    knn_total = [sum(stage_seconds(t, "knn") for t in times.values()) if times else None for times in knn]
+    linear_total = [sum(stage_seconds(t, "probe") for t in times.values()) for _, times in linear]
+    print(f"{'k-NN, whole grid':<24}" + "".join(f"{f'{hours(s)} ({s:.0f} s)' if s is not None else '':>36}"
+                                              for s in knn_total))
+    print(f"{'linear probes':<24}" + "".join(f"{hours(s):>36}" for s in linear_total))
+    print(f"{'k-NN / linear probes':<24}" + "".join(f"{s / t if s is not None and t else float('nan'):>36.4f}"
+                                                  for s, t in zip(knn_total, linear_total)))
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
-"""The plan stage: the cost model's counts and seconds on a problem counted by hand, the
-plan table of a small config, rate files, the comparison with measured jobs and its
-calibration, and `snakemake plan` on the real-data config before any download."""
+"""The plan stage: the cost model's counts and seconds on a problem counted by hand (the
+linear probes and the k-NN), the plan table of a small config with and without the k-NN,
+rate files, the comparison with measured jobs and its calibration, and `snakemake plan` on
+the real-data config before any download."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import REPOSITORY, copy_workflow, snakemake
-from imagenet_cog.plan.cost import Dataset, count_work, project
+from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, project
 from imagenet_cog.plan.measured import calibrated, compare
 from imagenet_cog.plan.rates import RatesError, read_rates, write_rates
 from imagenet_cog.plan.table import format_table, plan_rows
@@ -28,6 +29,7 @@ SIMPLE_RATES = {"extraction_images_per_s": {"default": 100.0}, "extraction_shard
                 "probe_step_fixed_s": 1e-3, "probe_step_per_row_s": 1e-6, "probe_epoch_s": 0.01,
                 "scoring_flops_per_s": 1e9, "read_bytes_per_s": 1e6, "prepare_bytes_per_s": 1e6,
                 "job_start_s": 1.0, "cuda_start_s": 1.0, "compile_s": 1.0}
+KNN_RATES = {"knn_flops_per_s": 1e9, "topk_values_per_s": 1e8}
 
 
 def test_count_work_by_hand():
@@ -59,6 +61,27 @@ def test_project_by_hand_and_width_scaling():
     # measured at 10 classes x 4 dims: a step of 10 x 8 costs twice as much
     scaled = project(work, {**SIMPLE_RATES, "probe_shape": [10, 4]}, "resnet50", 8, {"d": 10})["d"]
     assert scaled["probe steps"] == pytest.approx(2 * steps)
+
+
+def test_knn_work_and_seconds_by_hand():
+    data = Dataset("d", train=2048, test=100, classes=10, validation=400)
+    probes = {**PROBES, "seeds": [1, 2], "shots": [1, "all"], "knn": {"k": [5, 20], "train_block": 1000}}
+    work = count_work([data], 8, probes, FEATURES, knn=True)["d"]
+    # one product with all 2048 training images (shared by the seeds) and one per seed with
+    # N = 1 (10 images), each 2 D n_test n_train
+    assert work.knn_flops == 2.0 * 8 * 100 * (2048 + 10 + 10)
+    # every similarity through a top-k; N = all spans 3 training blocks of 1000, so two merges
+    # of the running top-20 with a block's (2 x 20 values per test image)
+    assert work.topk_values == 100 * (2048 + 2 * 2 * 20) + 2 * 100 * 10
+    assert (work.knn_jobs, work.knn_results, work.knn_file_bytes) == (1, 4, 2148 * 8 * 2)
+    seconds = project({"d": work}, {**SIMPLE_RATES, **KNN_RATES}, "resnet50")["d"]
+    assert seconds["knn products"] == pytest.approx(work.knn_flops / 1e9)
+    assert seconds["knn top-k"] == pytest.approx(work.topk_values / 1e8)
+    assert seconds["knn loading"] == pytest.approx(2 * 2148 * 8 * 2 / 1e6)
+    assert seconds["knn job starts"] == pytest.approx(2.0)
+    # without the k-NN no k-NN stage, and the linear probes' seconds are the same
+    linear = project(count_work([data], 8, probes, FEATURES), SIMPLE_RATES, "resnet50")["d"]
+    assert linear == {stage: value for stage, value in seconds.items() if stage not in KNN_STAGES}
 
 
 def small_config(**overrides) -> dict:
@@ -102,9 +125,37 @@ def test_plan_rows_of_a_small_config(tmp_path):
     assert "Test GPU" in table and "wall time on 2 GPUs" in table
 
 
+def test_plan_prices_knn_when_the_config_runs_it(tmp_path):
+    """probes.kinds with knn (set after validation: the schema's enum gains knn with issue #33's
+    merge): a k-NN row per model, the total larger by it; the plan without knn is unchanged by
+    the k-NN rates; rates without them name the k-NN unpriced."""
+    config = small_config()
+    linear_rows, linear_notes = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
+    with_rates = read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES}))
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, with_rates, gpus=1)
+    assert [row.values() for row in rows] == [row.values() for row in linear_rows] and notes == linear_notes
+    config["probes"]["kinds"] = ["linear", "knn"]
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, with_rates, gpus=1)
+    by_stage = {(row.stage, row.model): row for row in rows}
+    knn = by_stage[("knn probes", "m")]
+    # two datasets of 4 concepts x (10 train + 5 test), 2048-d: N = all once, N = 1 per seed
+    flops = 2 * 2.0 * 2048 * 20 * (40 + 4 + 4)
+    topk = 2 * 20 * (40 + 4 + 4)
+    loading = 2 * 2 * 60 * 2048 * 2 / 1e6
+    assert knn.jobs == 2 and knn.bytes_written == 2 * 4 * 2500
+    assert knn.seconds == pytest.approx(flops / 1e9 + topk / 1e8 + loading + 2 * 2.0)
+    linear_total, total = linear_rows[-2], rows[-2]
+    assert total.seconds == pytest.approx(linear_total.seconds + knn.seconds) and total.jobs == linear_total.jobs + 2
+    assert [row.values() for row in rows if row.stage != "knn probes"][:-2] == [row.values() for row in linear_rows][:-2]
+    assert not any("k-NN" in note or "knn" in note for note in notes if note.startswith("not priced"))
+    _, unpriced = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
+    assert any(note.startswith("not priced: the k-NN probe (the rates lack knn_flops_per_s") for note in unpriced)
+
+
 def test_rates_files(tmp_path):
     shipped = read_rates(REPOSITORY / "resources" / "rates" / "h100.yaml")
     assert "H100" in shipped.device and "probe_step_fixed_s" in shipped.projected_keys()
+    assert shipped.prices_knn() and "knn_flops_per_s" in shipped.projected_keys(("knn_flops_per_s",))
     assert "scoring_flops_per_s" not in shipped.projected_keys()
     broken = tmp_path / "broken.yaml"
     broken.write_text(yaml.safe_dump({"device": "x", "rates": {"job_start_s": {"value": 1}}}))
@@ -117,17 +168,21 @@ def test_rates_files(tmp_path):
 
 def test_measured_jobs_against_projection_and_calibration(tmp_path):
     config = small_config(datasets=["in1k"])
-    rates = read_rates(rates_file(tmp_path))
+    config["probes"]["kinds"] = ["linear", "knn"]  # after validation: see the test above
+    rates = read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES}))
     benchmarks = tmp_path / "benchmarks"
     for relative, seconds in (("features/m/in1k/train/shard-0.tsv", 40.0), ("features/m/in1k/test/shard-0.tsv", 40.0),
-                              ("probes/m/in1k/shots-all/seed-1.tsv", 9.0), ("probes/m/in1k/mlp/shots-1/seed-1.tsv", 1.0)):
+                              ("probes/m/in1k/shots-all/seed-1.tsv", 9.0), ("probes/m/in1k/mlp/shots-1/seed-1.tsv", 1.0),
+                              ("probes/m/in1k/knn.tsv", 12.0)):
         (benchmarks / relative).parent.mkdir(parents=True, exist_ok=True)
         (benchmarks / relative).write_text(f"s\th:m:s\n{seconds}\t0:00:{seconds:02.0f}\n")
     rows, widths = compare(config, IMAGE_COUNTS, None, rates, benchmarks)
-    assert {(row.rule, row.jobs) for row in rows} == {("extract_features", 2), ("probe", 1)}  # mlp left out
+    # mlp left out
+    assert {(row.rule, row.jobs) for row in rows} == {("extract_features", 2), ("probe", 1), ("probe_knn", 1)}
     extraction = next(row for row in rows if row.stage == "extraction")
     assert extraction.seconds == 80.0 and extraction.projected > 0
     mine = calibrated(rates, rows, widths, "my GPU")
+    assert mine.kinds["knn_flops_per_s"] == "measured" and mine.values["knn_flops_per_s"] != 1e9
     again, _ = compare(config, IMAGE_COUNTS, None, mine, benchmarks)
     for row in again:
         assert row.seconds == pytest.approx(row.projected, rel=1e-6), row

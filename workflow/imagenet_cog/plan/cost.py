@@ -24,6 +24,13 @@ RATE_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build
 # rates measured per architecture; a rates file may give a "default" for the others
 PER_ARCH_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s")
 STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring", "probe loading", "probe job starts")
+# The k-NN probe's rates: optional, so that a rates file written before the k-NN existed still
+# prices everything else; the plan names the k-NN unpriced where they are missing.
+KNN_RATE_KEYS = ("knn_flops_per_s", "topk_values_per_s")
+KNN_STAGES = ("knn products", "knn top-k", "knn loading", "knn job starts")
+# probes.knn's settings as the schema defaults them (issue #33), for configs from before it
+KNN_DEFAULTS = {"k": [10, 20, 100, 200], "reported_k": 20, "temperature": 0.07, "similarity": "cosine",
+                "weighting": "exponential", "test_block": 1024, "train_block": 262144}
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,11 @@ class DatasetWork:
     pass_epochs: int = 0  # epochs of a pass (its fixed costs are paid once for the candidates it stacks)
     file_bytes: float = 0.0
     prepared_bytes: float = 0.0
+    knn_jobs: int = 0
+    knn_flops: float = 0.0  # the similarity products, float32
+    topk_values: float = 0.0  # similarities that pass through a top-k (each block's and the merges)
+    knn_file_bytes: float = 0.0
+    knn_results: int = 0  # result files: one per N and seed
 
 
 def batches(rows: int, batch: int) -> Counter:
@@ -164,10 +176,49 @@ def count_probes(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dt
     return counted
 
 
-def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict) -> dict[str, DatasetWork]:
-    """The work of one model through the whole protocol, per dataset."""
-    return {data.name: count_probes(count_extraction(data, features), data, dim, probes, features["dtype"])
-            for data in datasets}
+def knn_settings(probes: dict) -> dict:
+    """probes.knn with the schema's defaults (a config from before the k-NN has none)."""
+    return {**KNN_DEFAULTS, **(probes.get("knn") or {})}
+
+
+def knn_training_sizes(data: Dataset, probes: dict) -> list[int]:
+    """The training-set sizes of one dataset's k-NN job, one per distinct training set: N = all
+    once (no randomness: every seed shares it), each few-shot N once per seed."""
+    sizes = []
+    for shots in probes["shots"]:
+        if shots == "all":
+            sizes.append(data.train)
+        else:
+            sizes += [min(int(shots) * data.classes, data.train)] * len(probes["seeds"])
+    return sizes
+
+
+def count_knn(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dtype: str) -> DatasetWork:
+    """Adds one dataset's k-NN job to ``counted``: a float32 similarity product of the test
+    set with each distinct training set (2 D n_test n_train FLOPs), a top-k over each block
+    of similarities and a merge with the running top-k per training block (2 k values per
+    test image), the features read and prepared once. The votes (k values per test image and
+    k) are left out: ~1e-4 of the similarities at IN-1K's size."""
+    settings = knn_settings(probes)
+    counted.knn_jobs += 1
+    for train in knn_training_sizes(data, probes):
+        counted.knn_flops += 2.0 * dim * data.test * train
+        merges = math.ceil(train / settings["train_block"]) - 1
+        counted.topk_values += data.test * (train + merges * 2 * min(max(settings["k"]), train))
+    counted.knn_file_bytes += (data.train + data.test) * dim * bytes_per_value(dtype)
+    counted.knn_results += len(probes["shots"]) * len(probes["seeds"])
+    return counted
+
+
+def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict,
+               knn: bool = False) -> dict[str, DatasetWork]:
+    """The work of one model through the whole protocol, per dataset (with ``knn``, the k-NN
+    probe's on the linear probe's grid too)."""
+    work = {}
+    for data in datasets:
+        counted = count_probes(count_extraction(data, features), data, dim, probes, features["dtype"])
+        work[data.name] = count_knn(counted, data, dim, probes, features["dtype"]) if knn else counted
+    return work
 
 
 def feature_bytes(data: Dataset, dim: int, dtype: str) -> int:
@@ -222,16 +273,58 @@ def project(work: dict[str, DatasetWork], rates: dict, arch: str, dim: int | Non
                              + counted.prepared_bytes / rates["prepare_bytes_per_s"],
             "probe job starts": counted.probe_jobs * probe_job,
         }
+        if counted.knn_jobs:
+            per_dataset[name].update(project_knn(counted, rates))
     return per_dataset
+
+
+def project_knn(counted: DatasetWork, rates: dict) -> dict[str, float]:
+    """Seconds of a dataset's k-NN jobs per stage (``KNN_STAGES``)."""
+    missing = [key for key in KNN_RATE_KEYS if key not in rates]
+    if missing:
+        raise ValueError(f"the rates lack {', '.join(missing)}, which price the k-NN probe")
+    return {"knn products": counted.knn_flops / rates["knn_flops_per_s"],
+            "knn top-k": counted.topk_values / rates["topk_values_per_s"],
+            "knn loading": counted.knn_file_bytes / rates["read_bytes_per_s"]
+                           + counted.knn_file_bytes / rates["prepare_bytes_per_s"],
+            "knn job starts": counted.knn_jobs * (rates["job_start_s"] + rates["cuda_start_s"])}
+
+
+def stage_seconds(times: dict[str, float], prefix: str) -> float:
+    """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
+    return sum(value for key, value in times.items() if key.startswith(prefix))
+
+
+@dataclass(frozen=True)
+class DatasetCost:
+    work: DatasetWork
+    extraction_s: float  # its extraction and extraction job starts
+    probe_s: float  # its linear probes' steps, scoring, loading and job starts
+    knn_s: float = 0.0  # its k-NN job
+    knn_compute_s: float = 0.0  # the k-NN's products and top-k (what its own rates price)
+
+
+def dataset_cost(data: Dataset, dim: int, probes: dict | None, features: dict, rates: dict, arch: str,
+                 knn: bool = False) -> DatasetCost:
+    """One dataset's work for one model (its extraction; its linear probes unless ``probes``
+    is None, and with ``knn`` its k-NN job) and its projected seconds per part."""
+    work = count_extraction(data, features)
+    if probes is not None:
+        count_probes(work, data, dim, probes, features["dtype"])
+        if knn:
+            count_knn(work, data, dim, probes, features["dtype"])
+    seconds = project({data.name: work}, rates, arch, dim, {data.name: data.classes})[data.name]
+    return DatasetCost(work, stage_seconds(seconds, "extraction"), stage_seconds(seconds, "probe"),
+                       stage_seconds(seconds, "knn"), seconds.get("knn products", 0.0) + seconds.get("knn top-k", 0.0))
 
 
 def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
     """Wall time with extraction and probes side by side, datasets in order: the probes of a
-    dataset start once it is extracted and the probes before it are done (a two-stage flow
-    shop; assumes neither slows the other: extraction is bound by decoding on the host,
-    probes by the GPU's memory)."""
-    extraction = [sum(v for k, v in times.items() if k.startswith("extraction")) for times in per_dataset.values()]
-    probes = [sum(v for k, v in times.items() if k.startswith("probe")) for times in per_dataset.values()]
+    dataset (linear and k-NN) start once it is extracted and the probes before it are done (a
+    two-stage flow shop; assumes neither slows the other: extraction is bound by decoding on
+    the host, probes by the GPU's memory)."""
+    extraction = [stage_seconds(times, "extraction") for times in per_dataset.values()]
+    probes = [stage_seconds(times, "probe") + stage_seconds(times, "knn") for times in per_dataset.values()]
     return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
 
 

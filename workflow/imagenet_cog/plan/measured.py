@@ -3,7 +3,8 @@ projection, and rates calibrated on them for the user's own hardware.
 
 The benchmark files are ``<benchmarks>/features/<model>/<dataset>/...`` (rules
 extract_split, extract_features) and ``<benchmarks>/probes/<model>/<dataset>/...`` (probe,
-probe_seeds, probe_resident); their first column ``s`` is the job's wall time. A rule's
+probe_seeds, probe_resident, and probe_knn's ``knn.tsv``); their first column ``s`` is the
+job's wall time. A rule's
 projection for the jobs measured is the dataset's projected seconds times the share of its
 jobs that have a benchmark file.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.plan.cost import PER_ARCH_KEYS, RATE_KEYS, count_extraction, count_probes, project
+from imagenet_cog.plan.cost import KNN_RATE_KEYS, PER_ARCH_KEYS, RATE_KEYS, dataset_cost
 from imagenet_cog.plan.rates import MEASURED, Rates, write_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
 
@@ -34,10 +35,11 @@ class Measured:
     rule: str
     model: str
     dataset: str
-    stage: str  # extraction | probes
+    stage: str  # extraction | probes | knn
     jobs: int
     seconds: float
     projected: float = 0.0
+    projected_compute: float = 0.0  # k-NN: the part its own rates price (products and top-k)
 
 
 def benchmark_seconds(path: Path) -> float:
@@ -47,7 +49,7 @@ def benchmark_seconds(path: Path) -> float:
 
 
 def rule_of(relative: Path) -> tuple[str, str] | None:
-    """(rule, stage) of a benchmark file of the extraction or linear probe rules."""
+    """(rule, stage) of a benchmark file of the extraction, linear probe or k-NN rules."""
     name, parent = relative.name, relative.parent.name
     if relative.parts[0] == "features":
         return ("extract_features", "extraction") if name.startswith("shard-") else ("extract_split", "extraction")
@@ -55,13 +57,15 @@ def rule_of(relative: Path) -> tuple[str, str] | None:
         return None  # probe kinds other than linear sit one folder deeper
     if name == "resident.tsv":
         return "probe_resident", "probes"
+    if name == "knn.tsv":
+        return "probe_knn", "knn"
     if parent.startswith("shots-"):
         return ("probe_seeds", "probes") if name == "seeds.tsv" else ("probe", "probes")
     return None
 
 
 def measured_jobs(benchmarks: Path, models: set[str]) -> list[Measured]:
-    """Every measured extraction and linear probe job, summed per rule, model and dataset."""
+    """Every measured extraction, linear probe and k-NN job, summed per rule, model and dataset."""
     found: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for path in sorted(benchmarks.rglob("*.tsv")):
         relative = path.relative_to(benchmarks)
@@ -75,24 +79,22 @@ def measured_jobs(benchmarks: Path, models: set[str]) -> list[Measured]:
 
 
 def projected_jobs(config: dict, image_counts: Path, split_summary: Path | None, rates: Rates):
-    """(stage, model, dataset) -> (projected seconds, jobs) of every extracted or probed dataset."""
+    """(stage, model, dataset) -> (projected seconds, jobs, the k-NN's compute seconds) of every
+    extracted or probed dataset."""
     groups, _ = probed_datasets(config, image_counts, split_summary)
     widths, _ = model_widths(config["models"])
-    features = config["features"]
     projected = {}
     for model, (arch, dim) in widths.items():
         for group in groups:
+            knn = group.knn and rates.prices_knn()
             for data in group.datasets:
-                work = count_extraction(data, features)
-                if group.probes is not None:
-                    count_probes(work, data, dim, group.probes, features["dtype"])
-                seconds = project({data.name: work}, rates.values, arch, dim, {data.name: data.classes})[data.name]
+                cost = dataset_cost(data, dim, group.probes, config["features"], rates.values, arch, knn)
                 if group.extracted:
-                    projected[("extraction", model, data.name)] = (
-                        seconds["extraction"] + seconds["extraction job starts"], work.extraction_jobs)
+                    projected[("extraction", model, data.name)] = (cost.extraction_s, cost.work.extraction_jobs, 0.0)
                 if group.probes is not None:
-                    projected[("probes", model, data.name)] = (
-                        sum(v for k, v in seconds.items() if k.startswith("probe")), work.probe_jobs)
+                    projected[("probes", model, data.name)] = (cost.probe_s, cost.work.probe_jobs, 0.0)
+                if knn:
+                    projected[("knn", model, data.name)] = (cost.knn_s, cost.work.knn_jobs, cost.knn_compute_s)
     return projected, widths
 
 
@@ -101,9 +103,10 @@ def compare(config: dict, image_counts: Path, split_summary: Path | None, rates:
     projected, widths = projected_jobs(config, image_counts, split_summary, rates)
     rows = []
     for job in measured_jobs(benchmarks, set(widths)):
-        seconds, jobs = projected.get((job.stage, job.model, job.dataset), (0.0, 0))
+        seconds, jobs, compute = projected.get((job.stage, job.model, job.dataset), (0.0, 0, 0.0))
         if jobs:
-            job.projected = seconds * min(1.0, job.jobs / jobs)
+            share = min(1.0, job.jobs / jobs)
+            job.projected, job.projected_compute = seconds * share, compute * share
             rows.append(job)
     return rows, widths
 
@@ -111,7 +114,9 @@ def compare(config: dict, image_counts: Path, split_summary: Path | None, rates:
 def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) -> Rates:
     """The rates scaled so that the measured jobs' projections equal their times: the probes'
     rates by one ratio (job starts included), then each architecture's extraction rates by
-    the ratio of what is left once those starts are taken out (the default: all archs')."""
+    the ratio of what is left once those starts are taken out (the default: all archs'), and
+    the k-NN's own rates by the ratio of what is left of its jobs once the starts and loading
+    (priced by the probes' rates) are taken out."""
     def ratio(selected: list[Measured]) -> float | None:
         projected = sum(row.projected for row in selected)
         return sum(row.seconds for row in selected) / projected if projected > 0 else None
@@ -123,6 +128,19 @@ def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) ->
             values[key] *= factor
         for key in PROBE_SPEEDS:
             values[key] /= factor
+    kinds, where_of = {key: MEASURED for key in RATE_KEYS}, {}
+    knn = [row for row in rows if row.stage == "knn"]
+    own = sum(row.projected_compute for row in knn)
+    if own > 0:
+        # the k-NN's starts and loading are times and bytes over the probes' rates: scaled by their ratio
+        shared_after = sum(row.projected - row.projected_compute for row in knn) * (factor or 1.0)
+        knn_factor = max(sum(row.seconds for row in knn) - shared_after, 1e-3 * own) / own
+        for key in KNN_RATE_KEYS:
+            values[key] /= knn_factor
+            kinds[key] = MEASURED
+    else:  # not calibrated: the k-NN's rates keep their provenance
+        kinds.update({key: rates.kinds[key] for key in KNN_RATE_KEYS if key in rates.kinds})
+        where_of = {key: rates.where[key] for key in KNN_RATE_KEYS if key in rates.where}
     starts_before = rates.values["job_start_s"] + rates.values["cuda_start_s"]
     starts_after = values["job_start_s"] + values["cuda_start_s"]
     extraction = [row for row in rows if row.stage == "extraction"]
@@ -140,7 +158,7 @@ def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) ->
             values[key][arch] = base / factor if key == "extraction_images_per_s" else base * factor
     values["device"] = device
     where = f"calibrated on {len(rows)} measured rule x model x dataset groups of a run (imagenet_cog.plan.measured)"
-    return Rates(device, values, {key: MEASURED for key in RATE_KEYS}, {key: where for key in RATE_KEYS}, where)
+    return Rates(device, values, kinds, {**{key: where for key in kinds}, **where_of}, where)
 
 
 def format_comparison(rows: list[Measured]) -> str:

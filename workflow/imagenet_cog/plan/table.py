@@ -1,6 +1,7 @@
 """The plan table: per stage and model the jobs, images read, bytes written, trial-epochs and
-GPU-hours on the rates' device, the total, and the wall time on G GPUs; the ``plan``
-command writes it as TSV and prints it (rule ``plan``, workflow/rules/plan.smk)."""
+GPU-hours on the rates' device (the linear probes per stage, the k-NN probe in a row of its
+own), the total, and the wall time on G GPUs; the ``plan`` command writes it as TSV and
+prints it (rule ``plan``, workflow/rules/plan.smk)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.plan.cost import count_extraction, count_probes, feature_bytes, project
+from imagenet_cog.plan.cost import KNN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
@@ -53,6 +54,8 @@ EXTRACTION_RATES = {"extraction_images_per_s", "extraction_shard_fixed_s", "mode
                     "job_start_s", "cuda_start_s"}
 PROBE_RATES = {"probe_step_fixed_s", "probe_step_per_row_s", "probe_epoch_s", "scoring_flops_per_s",
                "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s", "compile_s"}
+KNN_RATES = {*KNN_RATE_KEYS, "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s"}
+KNN_STAGE = "knn probes"
 
 
 def probe_bytes(probes: dict, classes: int, dim: int) -> float:
@@ -63,27 +66,29 @@ def probe_bytes(probes: dict, classes: int, dim: int) -> float:
 
 
 def model_rows(model: str, arch: str, dim: int, groups, features: dict, rates: Rates) -> list[Row]:
-    """The extraction row and one probe row per stage of probed datasets of one model."""
-    projected = set(rates.projected_keys())
+    """The extraction row, one linear probe row per stage of probed datasets of one model, and
+    its k-NN row where the config runs the k-NN and the rates price it."""
+    projected = set(rates.projected_keys(RATE_KEYS + KNN_RATE_KEYS))
     extraction = Row("extraction", model, projected_rates=projected & EXTRACTION_RATES)
     probe_rows: dict[str, Row] = {}
     for group in groups:
+        knn = group.knn and rates.prices_knn()
         for data in group.datasets:
-            work = count_extraction(data, features)
-            if group.probes is not None:
-                count_probes(work, data, dim, group.probes, features["dtype"])
-            seconds = project({data.name: work}, rates.values, arch, dim, {data.name: data.classes})[data.name]
+            cost = dataset_cost(data, dim, group.probes, features, rates.values, arch, knn)
+            work = cost.work
             if group.extracted:
-                extraction_s = seconds["extraction"] + seconds["extraction job starts"]
                 merge(extraction, Row("extraction", model, work.extraction_jobs, work.images,
-                                      feature_bytes(data, dim, features["dtype"]), 0, extraction_s,
-                                      longest_job_s=extraction_s / max(work.extraction_jobs, 1)))
+                                      feature_bytes(data, dim, features["dtype"]), 0, cost.extraction_s,
+                                      longest_job_s=cost.extraction_s / max(work.extraction_jobs, 1)))
             if group.probes is not None:
-                probe_s = sum(value for key, value in seconds.items() if key.startswith("probe"))
                 row = probe_rows.setdefault(group.stage, Row(group.stage, model,
                                                              projected_rates=projected & PROBE_RATES))
                 merge(row, Row(group.stage, model, work.probe_jobs, 0, probe_bytes(group.probes, data.classes, dim),
-                               work.trial_epochs, probe_s, longest_job_s=probe_s / max(work.probe_jobs, 1)))
+                               work.trial_epochs, cost.probe_s, longest_job_s=cost.probe_s / max(work.probe_jobs, 1)))
+            if knn:
+                row = probe_rows.setdefault(KNN_STAGE, Row(KNN_STAGE, model, projected_rates=projected & KNN_RATES))
+                merge(row, Row(KNN_STAGE, model, work.knn_jobs, 0, work.knn_results * RESULT_BYTES, 0, cost.knn_s,
+                               longest_job_s=cost.knn_s))
     return [extraction, *probe_rows.values()]
 
 
@@ -116,14 +121,16 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     notes = [f"device: {rates.device} (rates from {rates.source})", f"dataset sizes: {basis}",
              "bytes_written: features (float16 or float32 per features.dtype) and the probes' journals, results and "
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
-    if rates.projected_keys():
-        notes.append(f"projected rates (not measured on {rates.device}): {', '.join(rates.projected_keys())}")
+    knn_priced = "knn" in config["probes"]["kinds"] and rates.prices_knn()
+    used = rates.projected_keys(RATE_KEYS + (KNN_RATE_KEYS if knn_priced else ()))
+    if used:
+        notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
-    notes += not_priced(config)
+    notes += not_priced(config, rates)
     return rows + [total, wall], notes
 
 
-def not_priced(config: dict) -> list[str]:
+def not_priced(config: dict, rates: Rates) -> list[str]:
     """What a run does that the cost model has no rates for."""
     missing = ["not priced: the levels, splits, results and figures stages (CPU jobs, minutes; the splits read "
                "the tar indexes, no image)"]
@@ -131,9 +138,12 @@ def not_priced(config: dict) -> list[str]:
                 if config["analyses"].get(name, {}).get("enabled", True)]
     if analyses:
         missing.append(f"not priced: the analyses ({', '.join(analyses)}) of every model and dataset")
-    other_kinds = [kind for kind in config["probes"]["kinds"] if kind != "linear"]
+    other_kinds = [kind for kind in config["probes"]["kinds"] if kind not in ("linear", "knn")]
     if other_kinds:
         missing.append(f"not priced: the probe kinds {', '.join(other_kinds)}")
+    if "knn" in config["probes"]["kinds"] and not rates.prices_knn():
+        missing.append(f"not priced: the k-NN probe (the rates lack {', '.join(KNN_RATE_KEYS)}: "
+                       "resources/rates/h100.yaml has them, or measure them with benchmarks/protocol_cost.py)")
     if config["in1k_blurred"]["enabled"]:
         missing.append("not priced: IN-1K-blurred (in1k_blurred.enabled)")
     if config.get("label_audit", {}).get("enabled"):

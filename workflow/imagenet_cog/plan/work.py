@@ -1,7 +1,8 @@
 """What a configuration asks of the workflow, counted before any image is read: the datasets
 (sizes from a run's split summary, else from the shipped image counts or the demo's
 settings), each model's feature width (the registry's, or timm's on the meta device), and
-the linear probes of the protocol, the level sets and the class-balanced variant."""
+the linear probes of the protocol, the level sets and the class-balanced variant, and the
+k-NN probe (probes.kinds) on the protocol's datasets."""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ PAPER_ELIGIBLE_CONCEPTS = 5146
 @dataclass(frozen=True)
 class ProbedDatasets:
     """Datasets probed under one stage's probe settings (None: extracted, not probed);
-    ``extracted`` ones are also extracted (views are probed on other datasets' features)."""
+    ``extracted`` ones are also extracted (views are probed on other datasets' features);
+    ``knn``: each also has a k-NN job on the linear probe's grid."""
 
     stage: str
     datasets: list[Dataset]
     probes: dict | None
     extracted: bool
+    knn: bool = False
 
 
 def demo_dataset(name: str, config: dict, concepts: int | None = None) -> Dataset:
@@ -72,10 +75,10 @@ def like(template: Dataset, name: str, classes: int) -> Dataset:
 def probed_datasets(config: dict, image_counts: Path, split_summary: Path | None) -> tuple[list[ProbedDatasets], str]:
     """Every probed dataset group of a config, and where the sizes come from. probes.group
     groups the probes of IN-1K and the levels; the level sets and the variants keep one job
-    per seed (workflow/rules/probes.smk)."""
+    per seed (workflow/rules/probes.smk); the k-NN runs on IN-1K and the levels only."""
     datasets, basis = default_datasets(config, image_counts, split_summary)
     probes = config["probes"]
-    groups = [ProbedDatasets("probes", datasets, probes, True)]
+    groups = [ProbedDatasets("probes", datasets, probes, True, "knn" in probes["kinds"])]
     levels = [data for data in datasets if data.name != naming.IN1K]
     sets = config["level_sets"]
     if sets["sets"] and levels:
