@@ -10,6 +10,10 @@
   components (log2 axis, "All" = the linear probe on every dimension), one panel per
   dataset, absolute and minus the baseline (CoG preprint, Fig. 8); empty panels without the
   pca kind.
+- ``knn_top1_levels``, ``knn_relative_levels``, ``knn_few_shot``, ``knn_few_shot_relative``:
+  the first four for the weighted k-NN (``knn`` in probes.kinds), its top-1 at
+  ``probes.knn.reported_k``, relative to the baseline's k-NN; at N = all the k-NN has no
+  randomness, so its bars there have zero width.
 
 Error bars (levels figures) and bands (few-shot figures) are the 95% confidence intervals of
 the mean over seeds (Student t; relative figures: of the paired per-seed difference to the
@@ -31,8 +35,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
+from imagenet_cog.core.layout import Layout, kind_result_name  # noqa: E402
+from imagenet_cog.core.naming import LINEAR, PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
 from imagenet_cog.core.plots import (  # noqa: E402
     DATASET_LABEL,
     ModelStyles,
@@ -45,10 +49,12 @@ from imagenet_cog.core.plots import (  # noqa: E402
 from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
 from imagenet_cog.results.summary import (  # noqa: E402
     INTERVAL_COLUMNS,
+    KIND_TEXTS,
+    kind_seed_results,
     lin_rows,
-    linear_seed_results,
     read_seed_results,
     read_summary,
+    tabled_kinds,
     with_relative,
 )
 
@@ -125,8 +131,8 @@ def baseline_title(summary: pd.DataFrame, baseline: str) -> str:
     return labels.iloc[0] if len(labels) else baseline
 
 
-def top1_levels_figure(summary: pd.DataFrame):
-    """Fig. 3a: absolute top-1 per dataset, all training images."""
+def top1_levels_figure(summary: pd.DataFrame, title: str = KIND_TEXTS[LINEAR].title):
+    """Fig. 3a: absolute top-1 per dataset, all training images (``title``: the kind's)."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     fig, axes = panel_grid(1, 1)
     fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
@@ -138,7 +144,7 @@ def top1_levels_figure(summary: pd.DataFrame):
         draw_levels(ax, full, datasets, ModelStyles(summary), "mean")
     ax.set_xlabel(DATASET_LABEL)
     ax.set_ylabel(TOP1_LABEL)
-    ax.set_title("Linear classification with all training images")
+    ax.set_title(f"{title} with all training images")
     figure_legend(fig, axes)
     return fig
 
@@ -208,21 +214,33 @@ def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
     return fig
 
 
-def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
-    """The result figures of the linear probe (relative ones get interval bars only with
-    ``seed_results``), and the pca figures from the pca-<d> rows."""
-    set_theme()
-    kinds = summary
-    summary = summary[summary["probe"] == "linear"]
-    paired = None if seed_results is None else paired_tests(linear_seed_results(seed_results), summary, baseline)
-    return {
-        "top1_levels": top1_levels_figure(summary),
+def kind_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None, kind: str) -> dict:
+    """One kind's figures (``layout.KIND_FIGURES``, named for the kind) from its rows of
+    ``summary``; relative ones get interval bars only with ``seed_results``."""
+    summary = summary[summary["probe"] == kind]
+    paired = None if seed_results is None else paired_tests(kind_seed_results(seed_results, kind), summary, baseline)
+    figures = {
+        "top1_levels": top1_levels_figure(summary, KIND_TEXTS[kind].title),
         "relative_levels": relative_levels_figure(summary, baseline, paired),
         "few_shot": few_shot_figure(summary),
         "few_shot_relative": few_shot_figure(summary, baseline, paired),
-        "pca": pca_figure(kinds),
-        "pca_relative": pca_figure(kinds, baseline),
     }
+    return {kind_result_name(name, kind): fig for name, fig in figures.items()}
+
+
+def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
+    """The result figures (``layout.result_figure_names``): the linear probe's, the pca
+    figures from the pca-<d> rows, and the k-NN's where the summary has knn rows."""
+    set_theme()
+    figures = {
+        **kind_figures(summary, baseline, seed_results, LINEAR),
+        "pca": pca_figure(summary),
+        "pca_relative": pca_figure(summary, baseline),
+    }
+    for kind in tabled_kinds(summary):
+        if kind != LINEAR:
+            figures.update(kind_figures(summary, baseline, seed_results, kind))
+    return figures
 
 
 def figures_command(argv: list[str]) -> int:
