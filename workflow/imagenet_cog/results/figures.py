@@ -102,8 +102,9 @@ def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelS
         style = styles[model]
         mean = rows[value].to_numpy(float)
         low, high = interval(rows, value)
-        # matplotlib draws no bar for a NaN length
-        yerr = np.vstack([mean - low, high - mean])
+        # matplotlib draws no bar for a NaN length; a zero-width interval (every seed the same,
+        # as the k-NN's at N = all) may sit a rounding error beside its mean, which it refuses
+        yerr = np.clip(np.vstack([mean - low, high - mean]), 0.0, None)
         ax.errorbar(
             x, mean, yerr=yerr, color=style["color"],
             marker=style["marker"], markersize=4, linewidth=1.2, capsize=2, label=style["label"],
