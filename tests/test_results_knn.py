@@ -181,6 +181,9 @@ def test_knn_figures_are_drawn_by_the_linear_probes_figure_functions(knn_run, tm
         in1k = [ax for ax in figures["knn_few_shot"].axes if ax.get_visible()][0]
         dino = next(line for line in in1k.get_lines() if line.get_label() == "dino")
         assert dino.get_ydata().tolist() == pytest.approx([43.0, 70.7])
+        assert in1k.get_ylabel() == "k-NN top-1 accuracy (%)"
+        relative = [ax for ax in figures["knn_relative_levels"].axes if ax.get_visible()]
+        assert {ax.get_ylabel() for ax in relative} == {"k-NN top-1 relative to ResNet50 (points)"}
         (linear_ax,) = [ax for ax in figures["top1_levels"].axes if ax.get_visible()]
         assert linear_ax.get_title() == "Linear classification with all training images"
     finally:

@@ -50,6 +50,7 @@ from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired
 from imagenet_cog.results.summary import (  # noqa: E402
     INTERVAL_COLUMNS,
     KIND_TEXTS,
+    KindTexts,
     kind_seed_results,
     lin_rows,
     read_seed_results,
@@ -58,12 +59,16 @@ from imagenet_cog.results.summary import (  # noqa: E402
     with_relative,
 )
 
-TOP1_LABEL = "Top-1 accuracy (%)"
+LINEAR_TEXTS = KIND_TEXTS[LINEAR]
 SHOTS_LABEL = "N training images per concept (log$_2$ scale)"
 
 
-def relative_label(baseline_label: str) -> str:
-    return f"Top-1 relative to {baseline_label} (points)"
+def top1_label(texts: KindTexts = LINEAR_TEXTS) -> str:
+    return f"{texts.top1} (%)"
+
+
+def relative_label(baseline_label: str, texts: KindTexts = LINEAR_TEXTS) -> str:
+    return f"{texts.axis} relative to {baseline_label} (points)"
 
 
 def shot_positions(shots: Sequence[str]) -> dict[str, float]:
@@ -132,8 +137,8 @@ def baseline_title(summary: pd.DataFrame, baseline: str) -> str:
     return labels.iloc[0] if len(labels) else baseline
 
 
-def top1_levels_figure(summary: pd.DataFrame, title: str = KIND_TEXTS[LINEAR].title):
-    """Fig. 3a: absolute top-1 per dataset, all training images (``title``: the kind's)."""
+def top1_levels_figure(summary: pd.DataFrame, texts: KindTexts = LINEAR_TEXTS):
+    """Fig. 3a: absolute top-1 per dataset, all training images (``texts``: the kind's wording)."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     fig, axes = panel_grid(1, 1)
     fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
@@ -144,13 +149,15 @@ def top1_levels_figure(summary: pd.DataFrame, title: str = KIND_TEXTS[LINEAR].ti
     else:
         draw_levels(ax, full, datasets, ModelStyles(summary), "mean")
     ax.set_xlabel(DATASET_LABEL)
-    ax.set_ylabel(TOP1_LABEL)
-    ax.set_title(f"{title} with all training images")
+    ax.set_ylabel(top1_label(texts))
+    ax.set_title(f"{texts.title} with all training images")
     figure_legend(fig, axes)
     return fig
 
 
-def relative_levels_figure(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None):
+def relative_levels_figure(
+    summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None, texts: KindTexts = LINEAR_TEXTS
+):
     """Figs. 3b-e: top-1 minus the baseline's, one panel per model category."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     relative = with_relative(summary[summary["shots"] == "all"], baseline, paired)
@@ -167,12 +174,15 @@ def relative_levels_figure(summary: pd.DataFrame, baseline: str, paired: pd.Data
         baseline_line(ax, label)
         ax.set_title(category.capitalize())
         ax.set_xlabel(DATASET_LABEL if len(categories) == 1 else "Dataset")
-        ax.set_ylabel(relative_label(label))
+        ax.set_ylabel(relative_label(label, texts))
     figure_legend(fig, axes)
     return fig
 
 
-def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None, paired: pd.DataFrame | None = None):
+def few_shot_figure(
+    summary: pd.DataFrame, baseline: str | None = None, paired: pd.DataFrame | None = None,
+    texts: KindTexts = LINEAR_TEXTS,
+):
     """Figs. 4 and 10 (absolute) or, with ``baseline``, Figs. 4d-f and 11 (relative)."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     positions = shot_positions(list(dict.fromkeys(summary["shots"])))
@@ -191,7 +201,7 @@ def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None, paired: 
             baseline_line(ax, baseline_title(summary, baseline))
         ax.set_title(dataset_title(dataset))
         ax.set_xlabel(SHOTS_LABEL)
-        ax.set_ylabel(TOP1_LABEL if baseline is None else relative_label(baseline_title(summary, baseline)))
+        ax.set_ylabel(top1_label(texts) if baseline is None else relative_label(baseline_title(summary, baseline), texts))
     figure_legend(fig, axes)
     return fig
 
@@ -220,11 +230,12 @@ def kind_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFram
     ``summary``; relative ones get interval bars only with ``seed_results``."""
     summary = summary[summary["probe"] == kind]
     paired = None if seed_results is None else paired_tests(kind_seed_results(seed_results, kind), summary, baseline)
+    texts = KIND_TEXTS[kind]
     figures = {
-        "top1_levels": top1_levels_figure(summary, KIND_TEXTS[kind].title),
-        "relative_levels": relative_levels_figure(summary, baseline, paired),
-        "few_shot": few_shot_figure(summary),
-        "few_shot_relative": few_shot_figure(summary, baseline, paired),
+        "top1_levels": top1_levels_figure(summary, texts),
+        "relative_levels": relative_levels_figure(summary, baseline, paired, texts),
+        "few_shot": few_shot_figure(summary, texts=texts),
+        "few_shot_relative": few_shot_figure(summary, baseline, paired, texts),
     }
     return {kind_result_name(name, kind): fig for name, fig in figures.items()}
 

@@ -275,6 +275,7 @@ class KindTexts:
     classifiers: str
     fitted_on: str  # what the classifiers do with the training images
     title: str  # the levels figure's title, before "with all training images"
+    axis: str  # the relative figures' axis, before "relative to <baseline>"
     tests: str  # the family the paired tests are Holm-corrected over
     notes: tuple[str, ...] = ()
 
@@ -288,12 +289,12 @@ KNN_NOTE = (
 # the kinds whose results get the paper's set of tables and figures (layout.kind_table_names)
 KIND_TEXTS = {
     LINEAR: KindTexts(
-        "Top-1 accuracy", "top-1", "linear classifiers", "trained on", "Linear classification",
+        "Top-1 accuracy", "top-1", "linear classifiers", "trained on", "Linear classification", "Top-1",
         "every model, dataset and N of the run",
     ),
     KNN: KindTexts(
         "k-NN top-1 accuracy", "k-NN top-1", f"weighted k-NN classifiers ({KNN_REPORTED_K})", "voting among",
-        f"Weighted k-NN classification ({KNN_REPORTED_K})", "every model, dataset and N of the k-NN tables",
+        f"Weighted k-NN classification ({KNN_REPORTED_K})", "k-NN top-1", "every model, dataset and N of the k-NN tables",
         (KNN_NOTE,),
     ),
 }
