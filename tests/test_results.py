@@ -222,18 +222,24 @@ def test_table_names_cover_every_dataset():
 def test_demo_summary_is_complete(demo_run):
     config = yaml.safe_load((demo_run / "config.yaml").read_text())
     layout = Layout()
-    for path in layout.result_targets(config["datasets"]):
+    knn = "knn" in config["probes"]["kinds"]
+    for path in layout.result_targets(config["datasets"], knn=knn):
         assert (demo_run / path).stat().st_size > 0, path
     summary = lin_rows(read_summary(demo_run / layout.results_summary()))
     assert len(summary) == len(config["models"]) * len(config["datasets"]) * len(config["probes"]["shots"])
     assert summary["complete"].all()
+    if knn:  # the k-NN on the linear probe's grid, every seed
+        knn_rows = lin_rows(read_summary(demo_run / layout.results_summary()), every_probe=True).query("probe == 'knn'")
+        assert len(knn_rows) == len(summary) and knn_rows["complete"].all()
     assert (summary["n_seeds"] == len(config["probes"]["seeds"])).all()
     assert summary["mean"].between(0, 100).all()
     timings = pd.read_csv(demo_run / layout.timings("csv"))
     assert {"features_s", "probes_s", "probe_s_from_results"} <= set(timings.columns)
     linear_runs = len(config["probes"]["shots"]) * len(config["probes"]["seeds"])
-    # every kind's probes of a model and dataset
-    assert (timings["probe_runs"] == linear_runs + other_kind_probes_per_dataset(config)).all()
+    # every kind's probes of a model and dataset: the k-NN's on the linear grid, the others' on theirs
+    others = {**config["probes"], "kinds": [kind for kind in config["probes"]["kinds"] if kind != "knn"]}
+    expected_runs = linear_runs * (2 if knn else 1) + other_kind_probes_per_dataset({**config, "probes": others})
+    assert (timings["probe_runs"] == expected_runs).all()
 
 
 @pytest.mark.e2e
