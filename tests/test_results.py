@@ -370,3 +370,20 @@ def test_a_protocol_deviation_is_named_in_the_per_seed_results_and_marked_in_the
     old = pd.read_csv(summary_path).drop(columns="protocol_deviations")
     old.to_csv(summary_path, index=False)
     assert set(read_summary(summary_path)["protocol_deviations"]) == {""}
+
+
+def test_level_sets_table_shows_the_linear_probes_lin_levels_not_a_mean_over_kinds():
+    """Lin's levels have a row per probe kind (linear, knn, mlp, ...); the level sets are probed
+    linearly, so supp. Fig. 7's Lin line is the linear probe's top-1."""
+    from imagenet_cog.results.level_set_results import level_set_frame, level_set_table
+
+    summary = pd.DataFrame([
+        {"model": "m", "label": "M", "probe": probe, "dataset": dataset, "level_set": level_set, "shots": "all",
+         "mean": mean}
+        for probe, dataset, level_set, mean in [
+            ("linear", "l1", "lin", 80.0), ("knn", "l1", "lin", 60.0), ("mlp", "l1", "lin", 40.0),
+            ("linear", "wup-l1", "wup", 70.0),
+        ]
+    ])
+    table = level_set_table(level_set_frame(summary, "all")).set_index("level set")
+    assert table.loc["Lin", "L1"] == "80.0" and table.loc["Wu-Palmer", "L1"] == "70.0"
