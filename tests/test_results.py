@@ -222,18 +222,24 @@ def test_table_names_cover_every_dataset():
 def test_demo_summary_is_complete(demo_run):
     config = yaml.safe_load((demo_run / "config.yaml").read_text())
     layout = Layout()
-    for path in layout.result_targets(config["datasets"]):
+    knn = "knn" in config["probes"]["kinds"]
+    for path in layout.result_targets(config["datasets"], knn=knn):
         assert (demo_run / path).stat().st_size > 0, path
     summary = lin_rows(read_summary(demo_run / layout.results_summary()))
     assert len(summary) == len(config["models"]) * len(config["datasets"]) * len(config["probes"]["shots"])
     assert summary["complete"].all()
+    if knn:  # the k-NN on the linear probe's grid, every seed
+        knn_rows = lin_rows(read_summary(demo_run / layout.results_summary()), every_probe=True).query("probe == 'knn'")
+        assert len(knn_rows) == len(summary) and knn_rows["complete"].all()
     assert (summary["n_seeds"] == len(config["probes"]["seeds"])).all()
     assert summary["mean"].between(0, 100).all()
     timings = pd.read_csv(demo_run / layout.timings("csv"))
     assert {"features_s", "probes_s", "probe_s_from_results"} <= set(timings.columns)
     linear_runs = len(config["probes"]["shots"]) * len(config["probes"]["seeds"])
-    # every kind's probes of a model and dataset
-    assert (timings["probe_runs"] == linear_runs + other_kind_probes_per_dataset(config)).all()
+    # every kind's probes of a model and dataset: the k-NN's on the linear grid, the others' on theirs
+    others = {**config["probes"], "kinds": [kind for kind in config["probes"]["kinds"] if kind != "knn"]}
+    expected_runs = linear_runs * (2 if knn else 1) + other_kind_probes_per_dataset({**config, "probes": others})
+    assert (timings["probe_runs"] == expected_runs).all()
 
 
 @pytest.mark.e2e
@@ -364,3 +370,20 @@ def test_a_protocol_deviation_is_named_in_the_per_seed_results_and_marked_in_the
     old = pd.read_csv(summary_path).drop(columns="protocol_deviations")
     old.to_csv(summary_path, index=False)
     assert set(read_summary(summary_path)["protocol_deviations"]) == {""}
+
+
+def test_level_sets_table_shows_the_linear_probes_lin_levels_not_a_mean_over_kinds():
+    """Lin's levels have a row per probe kind (linear, knn, mlp, ...); the level sets are probed
+    linearly, so supp. Fig. 7's Lin line is the linear probe's top-1."""
+    from imagenet_cog.results.level_set_results import level_set_frame, level_set_table
+
+    summary = pd.DataFrame([
+        {"model": "m", "label": "M", "probe": probe, "dataset": dataset, "level_set": level_set, "shots": "all",
+         "mean": mean}
+        for probe, dataset, level_set, mean in [
+            ("linear", "l1", "lin", 80.0), ("knn", "l1", "lin", 60.0), ("mlp", "l1", "lin", 40.0),
+            ("linear", "wup-l1", "wup", 70.0),
+        ]
+    ])
+    table = level_set_table(level_set_frame(summary, "all")).set_index("level set")
+    assert table.loc["Lin", "L1"] == "80.0" and table.loc["Wu-Palmer", "L1"] == "70.0"

@@ -124,7 +124,7 @@ def test_every_configured_output_exists(demo_run, demo_config):
                     assert 0.0 <= result["test_top1"] <= 100.0
                     assert result["n_trials"] == demo_config["probes"]["trials"]
                     assert result["random_weights"] is is_random_weights(demo_config["models"][model]["weights"])
-    for target in layout.result_targets(demo_config["datasets"]):
+    for target in layout.result_targets(demo_config["datasets"], knn="knn" in demo_config["probes"]["kinds"]):
         assert (demo_run / target).stat().st_size > 0, target
     assert (demo_run / layout.levels_figure("png")).stat().st_size > 0
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .naming import RANDOM, view_parts
+from .naming import KNN, LINEAR, RANDOM, view_parts
 
 # results stage: the tables (each in every TABLE_FORMATS) and figures it writes
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf")
 RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", "pca", "pca_relative")
+# the figures drawn for each probe kind with tables of its own (the linear probe's, and the k-NN's)
+KIND_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative")
+# the k-NN beside the linear probe (results-tables): top-1 of both, and Kendall's tau of their rankings
+KNN_COMPARISON_TABLES = ("knn_vs_linear", "knn_rank_agreement")
 # paired tests against the baseline and Kendall's tau of rankings (results-statistics)
 STATISTICS_TABLES = ("paired_tests", "rank_agreement")
 # drop from IN-1K to each level (results-drop): a table and a figure of the same name
@@ -64,14 +68,34 @@ def analysis_figure_names(analyses: list[str]) -> list[str]:
     return [name for analysis, names in ANALYSIS_FIGURES.items() if analysis in analyses for name in names]
 
 
-def result_table_names(datasets: list[str]) -> list[str]:
-    """Models x datasets at N=all (absolute, relative) and models x N per dataset (both)."""
-    return [
+def kind_result_name(name: str, kind: str = LINEAR) -> str:
+    """A result table's or figure's name for a probe kind: the linear probe's keeps the
+    plain name (``top1_levels``), another kind's is prefixed (``knn_top1_levels``)."""
+    return name if kind == LINEAR else f"{kind}_{name}"
+
+
+def kind_table_names(datasets: list[str], kind: str = LINEAR) -> list[str]:
+    """One kind's models x datasets at N=all (absolute, relative) and models x N per dataset (both)."""
+    names = [
         "top1_levels", "relative_levels",
         *(f"top1_{dataset}" for dataset in datasets),
         *(f"relative_{dataset}" for dataset in datasets),
-        "probe_kinds", "pca_top1", "pca_relative",
     ]
+    return [kind_result_name(name, kind) for name in names]
+
+
+def result_table_names(datasets: list[str], knn: bool = False) -> list[str]:
+    """The linear probe's tables and the other kinds' comparisons; with ``knn`` (probes.kinds
+    has it) the k-NN's own tables and its comparison with the linear probe."""
+    names = [*kind_table_names(datasets), "probe_kinds", "pca_top1", "pca_relative"]
+    if knn:
+        names += [*kind_table_names(datasets, KNN), *KNN_COMPARISON_TABLES]
+    return names
+
+
+def result_figure_names(knn: bool = False) -> list[str]:
+    """The linear probe's and the pca figures; with ``knn`` the k-NN's set too."""
+    return [*RESULT_FIGURES, *(kind_result_name(name, KNN) for name in KIND_FIGURES if knn)]
 
 
 @dataclass(frozen=True)
@@ -292,9 +316,9 @@ class Layout:
         """Seconds per model and dataset: extraction and probe benchmarks."""
         return self.table("timings", extension)
 
-    def result_tables(self, datasets: list[str]) -> list[str]:
+    def result_tables(self, datasets: list[str], knn: bool = False) -> list[str]:
         return [
-            self.table(name, extension) for name in result_table_names(datasets) for extension in TABLE_FORMATS
+            self.table(name, extension) for name in result_table_names(datasets, knn) for extension in TABLE_FORMATS
         ]
 
     def statistics_tables(self) -> list[str]:
@@ -312,21 +336,21 @@ class Layout:
             *(self.figure(PUBLISHED_FIGURE, extension) for extension in FIGURE_FORMATS),
         ]
 
-    def result_figures(self) -> list[str]:
-        return [self.figure(name, extension) for name in RESULT_FIGURES for extension in FIGURE_FORMATS]
+    def result_figures(self, knn: bool = False) -> list[str]:
+        return [self.figure(name, extension) for name in result_figure_names(knn) for extension in FIGURE_FORMATS]
 
-    def result_targets(self, datasets: list[str]) -> list[str]:
-        """Every file of the results stage."""
+    def result_targets(self, datasets: list[str], knn: bool = False) -> list[str]:
+        """Every file of the results stage (``knn``: probes.kinds has it)."""
         return [
             self.results_summary(),
             self.seed_results(),
-            *self.result_tables(datasets),
+            *self.result_tables(datasets, knn),
             *self.statistics_tables(),
             *self.drop_outputs(),
             *self.published_outputs(datasets),
             self.timings("csv"),
             self.timings("md"),
-            *self.result_figures(),
+            *self.result_figures(knn),
         ]
 
     # analyses stage -----------------------------------------------------------------

@@ -10,7 +10,7 @@ Datasets (each a folder name under ``results/splits``, ``features``, ``probes``)
 - ``random-NN``: random draw NN, from 01 (:func:`random_dataset`);
 - ``balanced-<dataset>``: the class-balanced variant of IN-1K or a level (supp. A.4).
 
-Probe kinds: ``linear``, ``mlp``, ``mlp_noact`` and ``pca-<d>`` (:func:`pca_kind`).
+Probe kinds: ``linear``, ``knn``, ``mlp``, ``mlp_noact`` and ``pca-<d>`` (:func:`pca_kind`).
 
 The ``*_PATTERN`` and ``*_DATASET`` regular expressions are the rule files' wildcard
 constraints (``workflow/rules/common.smk``), built from the same names.
@@ -36,6 +36,8 @@ MEASURE_TITLES = {"lin": "Lin", "wup": "Wu-Palmer", "path": "path", "jcn": "Jian
                   "word2vec": "word2vec", "random": "random"}
 BALANCED_PREFIX = "balanced-"
 LINEAR = "linear"
+# the weighted k-NN classifier (issue #33): on the linear probe's grid, its own result tables
+KNN = "knn"
 MLP_KINDS = ("mlp", "mlp_noact")
 KNN = "knn"
 PCA_PREFIX = "pca-"

@@ -10,6 +10,10 @@
   components (log2 axis, "All" = the linear probe on every dimension), one panel per
   dataset, absolute and minus the baseline (CoG preprint, Fig. 8); empty panels without the
   pca kind.
+- ``knn_top1_levels``, ``knn_relative_levels``, ``knn_few_shot``, ``knn_few_shot_relative``:
+  the first four for the weighted k-NN (``knn`` in probes.kinds), its top-1 at
+  ``probes.knn.reported_k``, relative to the baseline's k-NN; at N = all the k-NN has no
+  randomness, so its bars there have zero width.
 
 Error bars (levels figures) and bands (few-shot figures) are the 95% confidence intervals of
 the mean over seeds (Student t; relative figures: of the paired per-seed difference to the
@@ -31,8 +35,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
+from imagenet_cog.core.layout import Layout, kind_result_name  # noqa: E402
+from imagenet_cog.core.naming import LINEAR, PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
 from imagenet_cog.core.plots import (  # noqa: E402
     DATASET_LABEL,
     ModelStyles,
@@ -45,19 +49,26 @@ from imagenet_cog.core.plots import (  # noqa: E402
 from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
 from imagenet_cog.results.summary import (  # noqa: E402
     INTERVAL_COLUMNS,
+    KIND_TEXTS,
+    KindTexts,
+    kind_seed_results,
     lin_rows,
-    linear_seed_results,
     read_seed_results,
     read_summary,
+    tabled_kinds,
     with_relative,
 )
 
-TOP1_LABEL = "Top-1 accuracy (%)"
+LINEAR_TEXTS = KIND_TEXTS[LINEAR]
 SHOTS_LABEL = "N training images per concept (log$_2$ scale)"
 
 
-def relative_label(baseline_label: str) -> str:
-    return f"Top-1 relative to {baseline_label} (points)"
+def top1_label(texts: KindTexts = LINEAR_TEXTS) -> str:
+    return f"{texts.top1} (%)"
+
+
+def relative_label(baseline_label: str, texts: KindTexts = LINEAR_TEXTS) -> str:
+    return f"{texts.axis} relative to {baseline_label} (points)"
 
 
 def shot_positions(shots: Sequence[str]) -> dict[str, float]:
@@ -96,8 +107,9 @@ def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelS
         style = styles[model]
         mean = rows[value].to_numpy(float)
         low, high = interval(rows, value)
-        # matplotlib draws no bar for a NaN length
-        yerr = np.vstack([mean - low, high - mean])
+        # matplotlib draws no bar for a NaN length; a zero-width interval (every seed the same,
+        # as the k-NN's at N = all) may sit a rounding error beside its mean, which it refuses
+        yerr = np.clip(np.vstack([mean - low, high - mean]), 0.0, None)
         ax.errorbar(
             x, mean, yerr=yerr, color=style["color"],
             marker=style["marker"], markersize=4, linewidth=1.2, capsize=2, label=style["label"],
@@ -125,8 +137,8 @@ def baseline_title(summary: pd.DataFrame, baseline: str) -> str:
     return labels.iloc[0] if len(labels) else baseline
 
 
-def top1_levels_figure(summary: pd.DataFrame):
-    """Fig. 3a: absolute top-1 per dataset, all training images."""
+def top1_levels_figure(summary: pd.DataFrame, texts: KindTexts = LINEAR_TEXTS):
+    """Fig. 3a: absolute top-1 per dataset, all training images (``texts``: the kind's wording)."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     fig, axes = panel_grid(1, 1)
     fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
@@ -137,13 +149,15 @@ def top1_levels_figure(summary: pd.DataFrame):
     else:
         draw_levels(ax, full, datasets, ModelStyles(summary), "mean")
     ax.set_xlabel(DATASET_LABEL)
-    ax.set_ylabel(TOP1_LABEL)
-    ax.set_title("Linear classification with all training images")
+    ax.set_ylabel(top1_label(texts))
+    ax.set_title(f"{texts.title} with all training images")
     figure_legend(fig, axes)
     return fig
 
 
-def relative_levels_figure(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None):
+def relative_levels_figure(
+    summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | None = None, texts: KindTexts = LINEAR_TEXTS
+):
     """Figs. 3b-e: top-1 minus the baseline's, one panel per model category."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     relative = with_relative(summary[summary["shots"] == "all"], baseline, paired)
@@ -160,12 +174,15 @@ def relative_levels_figure(summary: pd.DataFrame, baseline: str, paired: pd.Data
         baseline_line(ax, label)
         ax.set_title(category.capitalize())
         ax.set_xlabel(DATASET_LABEL if len(categories) == 1 else "Dataset")
-        ax.set_ylabel(relative_label(label))
+        ax.set_ylabel(relative_label(label, texts))
     figure_legend(fig, axes)
     return fig
 
 
-def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None, paired: pd.DataFrame | None = None):
+def few_shot_figure(
+    summary: pd.DataFrame, baseline: str | None = None, paired: pd.DataFrame | None = None,
+    texts: KindTexts = LINEAR_TEXTS,
+):
     """Figs. 4 and 10 (absolute) or, with ``baseline``, Figs. 4d-f and 11 (relative)."""
     datasets = list(dict.fromkeys(summary["dataset"]))
     positions = shot_positions(list(dict.fromkeys(summary["shots"])))
@@ -184,7 +201,7 @@ def few_shot_figure(summary: pd.DataFrame, baseline: str | None = None, paired: 
             baseline_line(ax, baseline_title(summary, baseline))
         ax.set_title(dataset_title(dataset))
         ax.set_xlabel(SHOTS_LABEL)
-        ax.set_ylabel(TOP1_LABEL if baseline is None else relative_label(baseline_title(summary, baseline)))
+        ax.set_ylabel(top1_label(texts) if baseline is None else relative_label(baseline_title(summary, baseline), texts))
     figure_legend(fig, axes)
     return fig
 
@@ -208,21 +225,34 @@ def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
     return fig
 
 
-def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
-    """The result figures of the linear probe (relative ones get interval bars only with
-    ``seed_results``), and the pca figures from the pca-<d> rows."""
-    set_theme()
-    kinds = summary
-    summary = summary[summary["probe"] == "linear"]
-    paired = None if seed_results is None else paired_tests(linear_seed_results(seed_results), summary, baseline)
-    return {
-        "top1_levels": top1_levels_figure(summary),
-        "relative_levels": relative_levels_figure(summary, baseline, paired),
-        "few_shot": few_shot_figure(summary),
-        "few_shot_relative": few_shot_figure(summary, baseline, paired),
-        "pca": pca_figure(kinds),
-        "pca_relative": pca_figure(kinds, baseline),
+def kind_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None, kind: str) -> dict:
+    """One kind's figures (``layout.KIND_FIGURES``, named for the kind) from its rows of
+    ``summary``; relative ones get interval bars only with ``seed_results``."""
+    summary = summary[summary["probe"] == kind]
+    paired = None if seed_results is None else paired_tests(kind_seed_results(seed_results, kind), summary, baseline)
+    texts = KIND_TEXTS[kind]
+    figures = {
+        "top1_levels": top1_levels_figure(summary, texts),
+        "relative_levels": relative_levels_figure(summary, baseline, paired, texts),
+        "few_shot": few_shot_figure(summary, texts=texts),
+        "few_shot_relative": few_shot_figure(summary, baseline, paired, texts),
     }
+    return {kind_result_name(name, kind): fig for name, fig in figures.items()}
+
+
+def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
+    """The result figures (``layout.result_figure_names``): the linear probe's, the pca
+    figures from the pca-<d> rows, and the k-NN's where the summary has knn rows."""
+    set_theme()
+    figures = {
+        **kind_figures(summary, baseline, seed_results, LINEAR),
+        "pca": pca_figure(summary),
+        "pca_relative": pca_figure(summary, baseline),
+    }
+    for kind in tabled_kinds(summary):
+        if kind != LINEAR:
+            figures.update(kind_figures(summary, baseline, seed_results, kind))
+    return figures
 
 
 def figures_command(argv: list[str]) -> int:

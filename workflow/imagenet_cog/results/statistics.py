@@ -20,7 +20,9 @@
   p-values of a run form one family, Holm-corrected (``holm``); a cell is marked where the
   corrected p-value is below ``ALPHA``.
 - ``rank_agreement``: Kendall's tau-b (``scipy.stats.kendalltau``) between the models'
-  ranking on IN-1K and on each level, per N, with its two-sided p-value.
+  ranking on IN-1K and on each level, per N, with its two-sided p-value;
+  ``kind_rank_agreement`` the same between two probe kinds' rankings (k-NN against linear
+  top-1) per dataset and N. Both rank only models with a complete result on both sides.
 - ``generalization_drop``: per model and level, top-1 on IN-1K minus top-1 on the level
   (points) and that drop as a percentage of the model's IN-1K top-1 (CoG preprint, Fig. 3c).
 """
@@ -135,6 +137,24 @@ def paired_tests(seed_results: pd.DataFrame, summary: pd.DataFrame, baseline: st
     return table
 
 
+def kendall_row(scores: pd.DataFrame, first: str, second: str) -> dict:
+    """n_models, kendall_tau, p_value and note of the models' rankings by columns ``first``
+    and ``second`` of ``scores`` (one row per model; NaN: no complete result)."""
+    if first not in scores.columns or second not in scores.columns:
+        return {"n_models": 0, "note": f"no complete results of {first} and {second}"}
+    pairs = scores[[first, second]].dropna()
+    if len(pairs) < 2 or pairs[first].nunique() < 2 or pairs[second].nunique() < 2:
+        return {"n_models": len(pairs), "note": "fewer than 2 distinct scores: no ranking to compare"}
+    result = stats.kendalltau(pairs[first], pairs[second])
+    return {"n_models": len(pairs), "kendall_tau": float(result.statistic), "p_value": float(result.pvalue), "note": ""}
+
+
+def rank_table(rows: list[dict]) -> pd.DataFrame:
+    table = pd.DataFrame(rows, columns=RANK_COLUMNS)
+    table["note"] = table["note"].fillna("")
+    return table
+
+
 def rank_agreement(summary: pd.DataFrame, reference: str = "in1k") -> pd.DataFrame:
     """Kendall's tau between the ranking on ``reference`` and on each other dataset, per N."""
     rows = []
@@ -142,22 +162,22 @@ def rank_agreement(summary: pd.DataFrame, reference: str = "in1k") -> pd.DataFra
     for shots in dict.fromkeys(summary["shots"]):
         at_shots = complete[complete["shots"] == shots].pivot_table(index="model", columns="dataset", values="mean")
         for dataset in dict.fromkeys(summary["dataset"]):
-            if dataset == reference:
-                continue
-            row = {"shots": shots, "dataset": dataset}
-            if reference not in at_shots.columns or dataset not in at_shots.columns:
-                rows.append({**row, "n_models": 0, "note": f"no complete results on {reference} and {dataset}"})
-                continue
-            pairs = at_shots[[reference, dataset]].dropna()
-            row["n_models"] = len(pairs)
-            if len(pairs) < 2 or pairs[reference].nunique() < 2 or pairs[dataset].nunique() < 2:
-                rows.append({**row, "note": "fewer than 2 distinct scores: no ranking to compare"})
-                continue
-            result = stats.kendalltau(pairs[reference], pairs[dataset])
-            rows.append({**row, "kendall_tau": float(result.statistic), "p_value": float(result.pvalue), "note": ""})
-    table = pd.DataFrame(rows, columns=RANK_COLUMNS)
-    table["note"] = table["note"].fillna("")
-    return table
+            if dataset != reference:
+                rows.append({"shots": shots, "dataset": dataset, **kendall_row(at_shots, reference, dataset)})
+    return rank_table(rows)
+
+
+def kind_rank_agreement(summary: pd.DataFrame, kind: str, reference_kind: str = "linear") -> pd.DataFrame:
+    """Kendall's tau between the models' ranking by ``reference_kind``'s top-1 and by
+    ``kind``'s, per N and dataset (``summary``: the rows of both kinds, column ``probe``)."""
+    rows = []
+    complete = summary[summary["complete"]]
+    for shots in dict.fromkeys(summary["shots"]):
+        at_shots = complete[complete["shots"] == shots]
+        for dataset in dict.fromkeys(summary["dataset"]):
+            scores = at_shots[at_shots["dataset"] == dataset].pivot_table(index="model", columns="probe", values="mean")
+            rows.append({"shots": shots, "dataset": dataset, **kendall_row(scores, reference_kind, kind)})
+    return rank_table(rows)
 
 
 def generalization_drop(summary: pd.DataFrame, reference: str = "in1k") -> pd.DataFrame:

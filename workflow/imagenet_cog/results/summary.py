@@ -23,8 +23,13 @@ A cell is only given a mean when *every* configured seed has a result: with a se
 ``mean``/``std`` are empty, ``complete`` is False and ``missing_seeds`` lists the seeds, so
 an incomplete cell never passes for a mean over fewer seeds.
 
-``probe`` is the probe kind (linear, mlp, mlp_noact, pca-<d>; ``probes.kinds``); the other
-kinds' rows cover their own shots and seeds (``probes.other_kinds_shots/seeds``).
+``probe`` is the probe kind (linear, knn, mlp, mlp_noact, pca-<d>; ``probes.kinds``). The
+``knn`` rows (the weighted k-NN classifier, issue #33) cover the linear probe's grid
+(``probes.shots``, ``probes.seeds``; ``--shots``/``--seeds``), since the k-NN runs on the
+linear probe's training sets; their top-1/top-5 are those at ``probes.knn.reported_k``
+(the summary does not hold k; the result JSONs do), and at N = all every seed gives the same
+numbers (no randomness: std 0, a zero-width interval). Every other kind's rows cover their
+own shots and seeds (``probes.other_kinds_shots/seeds``).
 
 Relative numbers (:func:`with_relative`) are ``model - baseline`` in percentage points, per
 dataset and shots, both means over all seeds; their interval is the 95% interval of the
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -46,7 +52,7 @@ import pandas as pd
 
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import Layout
-from imagenet_cog.core.naming import level_set_of
+from imagenet_cog.core.naming import KNN, LINEAR, level_set_of
 from imagenet_cog.models.registry import is_random_weights
 from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
 
@@ -99,13 +105,15 @@ def load_probe_results(
                         continue
                     result = read_probe_result(path)
                     timings = result.get("timings") or {}
+                    # a job that ran several seeds (probes.group shots or dataset) timed them all (per N);
+                    # a k-NN result's total_s is already its own share of its job (issue #33's contract)
+                    together = 1 if kind == KNN else len(result.get("seeds_together") or [seed])
                     rows.append({
                         "model": model, "probe": kind, "dataset": dataset, "shots": str(shot), "seed": str(seed),
                         "test_top1": float(result["test_top1"]),
                         "test_top5": float(result["test_top5"]),
                         "random_weights": bool(result["random_weights"]),
-                        # a job that ran several seeds (probes.group shots or dataset) timed them all (per N)
-                        "probe_s": float(timings.get("total_s", math.nan)) / len(result.get("seeds_together") or [seed]),
+                        "probe_s": float(timings.get("total_s", math.nan)) / together,
                         DEVIATIONS_COLUMN: ";".join(sorted({d["name"] for d in result.get("protocol_deviations") or []})),
                     })
     columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s",
@@ -130,11 +138,12 @@ def lin_rows(summary: pd.DataFrame, every_probe: bool = False) -> pd.DataFrame:
     return summary.reset_index(drop=True)
 
 
-def linear_seed_results(seed_results: pd.DataFrame) -> pd.DataFrame:
-    """The linear probe's per-seed results (those the paired tests pair)."""
+def kind_seed_results(seed_results: pd.DataFrame, kind: str = LINEAR) -> pd.DataFrame:
+    """One probe kind's per-seed results (those the paired tests pair); per-seed results
+    written before there were kinds are the linear probe's."""
     if "probe" not in seed_results.columns:
-        return seed_results
-    return seed_results[seed_results["probe"] == "linear"].reset_index(drop=True)
+        return seed_results if kind == LINEAR else seed_results.iloc[0:0]
+    return seed_results[seed_results["probe"] == kind].reset_index(drop=True)
 
 
 def population_std(values: pd.Series) -> float:
@@ -257,6 +266,48 @@ def with_relative(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | N
 INTERVAL_COLUMNS = {"mean": ("ci95_low", "ci95_high"), "relative": ("relative_low", "relative_high")}
 
 
+@dataclass(frozen=True)
+class KindTexts:
+    """How the tables and figures of a probe kind with a set of its own name what they show."""
+
+    top1: str  # at the start of a caption
+    score: str  # within a sentence
+    classifiers: str
+    fitted_on: str  # what the classifiers do with the training images
+    title: str  # the levels figure's title, before "with all training images"
+    axis: str  # the relative figures' axis, before "relative to <baseline>"
+    tests: str  # the family the paired tests are Holm-corrected over
+    notes: tuple[str, ...] = ()
+
+
+KNN_REPORTED_K = "k = probes.knn.reported_k"
+KNN_NOTE = (
+    f"k-NN: weighted vote of the k nearest training images, top-1 at {KNN_REPORTED_K} (each result JSON "
+    "holds every k of probes.knn.k). At N = all the k-NN has no randomness: every seed gives the same "
+    "top-1 (std 0, a zero-width interval, no paired test)."
+)
+# the kinds whose results get the paper's set of tables and figures (layout.kind_table_names)
+KIND_TEXTS = {
+    LINEAR: KindTexts(
+        "Top-1 accuracy", "top-1", "linear classifiers", "trained on", "Linear classification", "Top-1",
+        "every model, dataset and N of the run",
+    ),
+    KNN: KindTexts(
+        "k-NN top-1 accuracy", "k-NN top-1", f"weighted k-NN classifiers ({KNN_REPORTED_K})", "voting among",
+        f"Weighted k-NN classification ({KNN_REPORTED_K})", "k-NN top-1", "every model, dataset and N of the k-NN tables",
+        (KNN_NOTE,),
+    ),
+}
+
+
+def tabled_kinds(summary: pd.DataFrame) -> list[str]:
+    """The kinds of ``summary`` with a set of tables and figures of their own, linear first:
+    a summary has knn rows exactly when probes.kinds has knn (aggregate-probes writes every
+    cell of a configured kind, complete or not)."""
+    present = set(summary["probe"]) if "probe" in summary.columns else {LINEAR}
+    return [LINEAR, *(kind for kind in KIND_TEXTS if kind != LINEAR and kind in present)]
+
+
 # command line ------------------------------------------------------------------------------
 def grid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-root", required=True, help="the workflow's results folder")
@@ -265,15 +316,23 @@ def grid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shots", nargs="+", required=True)
     parser.add_argument("--seeds", nargs="+", required=True)
     parser.add_argument("--kinds", nargs="+", default=["linear"], help="probe kinds (linear is always read)")
-    parser.add_argument("--other-kinds-shots", nargs="+", help="shots of the kinds other than linear (default --shots)")
-    parser.add_argument("--other-kinds-seeds", nargs="+", help="seeds of the kinds other than linear (default --seeds)")
+    parser.add_argument("--other-kinds-shots", nargs="+",
+                        help="shots of the kinds other than linear and knn (default --shots)")
+    parser.add_argument("--other-kinds-seeds", nargs="+",
+                        help="seeds of the kinds other than linear and knn (default --seeds)")
+
+
+# kinds that run on the linear probe's grid (--shots, --seeds), not on --other-kinds-shots/seeds
+LINEAR_GRID_KINDS = (LINEAR, KNN)
 
 
 def kind_grids(args: argparse.Namespace) -> list[tuple[str, list[str], list[str]]]:
     """(kind, shots, seeds) of every configured probe kind, linear first."""
-    others = [kind for kind in args.kinds if kind != "linear"]
-    return [("linear", args.shots, args.seeds)] + [
-        (kind, args.other_kinds_shots or args.shots, args.other_kinds_seeds or args.seeds) for kind in others
+    others = [kind for kind in args.kinds if kind != LINEAR]
+    return [(LINEAR, args.shots, args.seeds)] + [
+        (kind, args.shots, args.seeds) if kind in LINEAR_GRID_KINDS
+        else (kind, args.other_kinds_shots or args.shots, args.other_kinds_seeds or args.seeds)
+        for kind in others
     ]
 
 

@@ -10,18 +10,27 @@ Table ``probe_kinds`` (CoG preprint, Tab. 3) gives each MLP kind's top-1 relativ
 probe's at N=all: 100 x (kind - linear) / linear; tables ``pca_top1`` / ``pca_relative``
 (CoG preprint, Tab. 5, Fig. 8) the pca-<d> probes' top-1 against d, absolute and minus the
 baseline's at the same d.
+
+With ``knn`` in probes.kinds (the summary then has knn rows) the k-NN gets the linear
+probe's set of tables, prefixed ``knn_`` (``knn_top1_levels``, ``knn_relative_levels``,
+``knn_top1_<dataset>``, ``knn_relative_<dataset>``; relative to the baseline's k-NN, paired
+tests over the k-NN's own per-seed results), and two comparisons with the linear probe:
+``knn_vs_linear`` (both top-1 per model, dataset and N, and their difference) and
+``knn_rank_agreement`` (Kendall's tau-b between the models' rankings by the two, per dataset
+and N; ``statistics.kind_rank_agreement``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from typing import Iterable, Sequence
 
 import pandas as pd
 
-from imagenet_cog.core.layout import Layout
-from imagenet_cog.core.naming import dataset_title, pca_dim, pca_kind, shots_title
+from imagenet_cog.core.layout import Layout, kind_result_name
+from imagenet_cog.core.naming import KNN, LINEAR, dataset_title, pca_dim, pca_kind, shots_title
 from imagenet_cog.core.tables import (
     DEVIATION_MARK,
     MISSING,
@@ -31,15 +40,19 @@ from imagenet_cog.core.tables import (
     write_table,
     write_tidy_table,
 )
-from imagenet_cog.results.statistics import paired_tests, rank_agreement
+from imagenet_cog.results.statistics import kind_rank_agreement, paired_tests, rank_agreement
 from imagenet_cog.results.summary import (
     DEVIATIONS_COLUMN,
     INTERVAL_COLUMNS,
+    KIND_TEXTS,
+    KNN_NOTE,
+    KNN_REPORTED_K,
     joined_deviations,
+    kind_seed_results,
     lin_rows,
-    linear_seed_results,
     read_seed_results,
     read_summary,
+    tabled_kinds,
     with_relative,
 )
 
@@ -89,18 +102,23 @@ INTERVAL_NOTE = (
     "[low, high]: 95% confidence interval of the mean over seeds (Student t, n - 1 df), cut to [0, 100] "
     "where it reaches past what a top-1 can be."
 )
-SIGNIFICANT_NOTE = (
-    f"{SIGNIFICANT_MARK} differs from the baseline: paired t-test over seeds, Holm-corrected over "
-    f"every model, dataset and N of the run, p < 0.05 (tables/paired_tests)."
-)
 
 
-def table_notes(frame: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
+def significant_note(family: str = KIND_TEXTS[LINEAR].tests, kind: str = LINEAR) -> str:
+    """What the significance mark means; the linear probe's tests are tables/paired_tests."""
+    where = " (tables/paired_tests)" if kind == LINEAR else ""
+    return (
+        f"{SIGNIFICANT_MARK} differs from the baseline: paired t-test over seeds, Holm-corrected over "
+        f"{family}, p < 0.05{where}."
+    )
+
+
+def table_notes(frame: pd.DataFrame, extra: Iterable[str] = (), significant: str | None = None) -> list[str]:
     notes = list(extra)
     if "relative" not in frame.columns and frame["ci95_low"].notna().any():
         notes.append(INTERVAL_NOTE)
     if "significant" in frame.columns and frame["significant"].any():
-        notes.append(SIGNIFICANT_NOTE)
+        notes.append(significant or significant_note())
     if frame.get("relative") is not None and (frame["complete"] & frame["relative"].isna()).any():
         notes.append(f"{MISSING} (no baseline): the baseline has no complete result for that cell.")
     if frame["random_weights"].any():
@@ -177,6 +195,18 @@ def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.D
 
 
 def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame) -> None:
+    """Every table of results-tables: the kinds' comparisons, then each tabled kind's set
+    (linear; knn when configured) and the k-NN against the linear probe."""
+    write_probe_kind_tables(summary, layout, baseline)
+    kinds = tabled_kinds(summary)
+    for kind in kinds:
+        write_kind_tables(summary[summary["probe"] == kind], kind_seed_results(seed_results, kind), layout, baseline, kind)
+    if KNN in kinds:
+        write_knn_comparison(summary, layout)
+
+
+def write_probe_kind_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
+    """The MLP and PCA + linear probes against the linear probe (CoG preprint, Tabs. 3 and 5)."""
     table, notes = probe_kinds_table(summary)
     write_table(
         layout, "probe_kinds", table,
@@ -198,56 +228,124 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_resu
         f"PCA + linear top-1 relative to {pca_baseline} at the same d, all training images, in points.",
         pca_notes,
     )
-    summary = summary[summary["probe"] == "linear"]
-    seed_results = linear_seed_results(seed_results)
+
+
+def write_kind_tables(
+    summary: pd.DataFrame, seed_results: pd.DataFrame, layout: Layout, baseline: str, kind: str = LINEAR
+) -> None:
+    """One kind's tables (``layout.kind_table_names``) from its summary rows and per-seed
+    results: top-1 and relative to the baseline's top-1 of the same kind, at N = all per
+    dataset and per N for each dataset."""
+    texts = KIND_TEXTS[kind]
+    name = functools.partial(kind_result_name, kind=kind)
     datasets = list(dict.fromkeys(summary["dataset"]))
     shots = list(dict.fromkeys(summary["shots"]))
     baseline_labels = summary.loc[summary["model"] == baseline, "label"]
     baseline_label = baseline_labels.iloc[0] if len(baseline_labels) else baseline
     relative = with_relative(summary, baseline, paired_tests(seed_results, summary, baseline))
-    relative_note = (
-        f"Relative: top-1 minus {baseline_label}'s top-1 on the same dataset and N, in points; "
+    relative_notes = [
+        f"Relative: {texts.score} minus {baseline_label}'s {texts.score} on the same dataset and N, in points; "
         f"± is the model's own std over seeds, [low, high] the 95% interval of the paired "
-        f"per-seed difference."
-    )
+        f"per-seed difference.",
+        *texts.notes,
+    ]
+    significant = significant_note(texts.tests, kind)
+
+    def notes(frame: pd.DataFrame, extra: Sequence[str] = texts.notes) -> list[str]:
+        return table_notes(frame, extra, significant)
+
     full = summary[summary["shots"] == "all"]
     if full.empty:
         note = [f"{MISSING}: probes.shots has no 'all', so no run used every training image."]
         table = pd.DataFrame({"Model": list(dict.fromkeys(summary.apply(display_label, axis=1)))})
         for dataset in datasets:
             table[dataset_title(dataset)] = MISSING
-        for name in ("top1_levels", "relative_levels"):
-            write_table(layout, name, table, "Top-1 accuracy with all training images: not configured.", note)
+        for table_name in ("top1_levels", "relative_levels"):
+            write_table(layout, name(table_name), table, f"{texts.top1} with all training images: not configured.", note)
     else:
         write_table(
-            layout, "top1_levels",
+            layout, name("top1_levels"),
             pivot_cells(full, "dataset", datasets, dataset_title, "mean", False),
-            "Top-1 accuracy (%) of linear classifiers trained on all training images, per dataset "
+            f"Top-1 accuracy (%) of {texts.classifiers} {texts.fitted_on} all training images, per dataset "
             "(mean ± std over seeds).",
-            table_notes(full),
+            notes(full),
         )
+        full_relative = relative[relative["shots"] == "all"]
         write_table(
-            layout, "relative_levels",
-            pivot_cells(relative[relative["shots"] == "all"], "dataset", datasets, dataset_title, "relative", True),
-            f"Top-1 accuracy relative to {baseline_label}, all training images, per dataset.",
-            table_notes(relative[relative["shots"] == "all"], [relative_note]),
+            layout, name("relative_levels"),
+            pivot_cells(full_relative, "dataset", datasets, dataset_title, "relative", True),
+            f"{texts.top1} relative to {baseline_label}, all training images, per dataset.",
+            notes(full_relative, relative_notes),
         )
     for dataset in datasets:
         cells = summary[summary["dataset"] == dataset]
         write_table(
-            layout, f"top1_{dataset}",
+            layout, name(f"top1_{dataset}"),
             pivot_cells(cells, "shots", shots, shots_title, "mean", False),
-            f"Top-1 accuracy (%) of linear classifiers on {dataset_title(dataset)} with N training "
+            f"Top-1 accuracy (%) of {texts.classifiers} on {dataset_title(dataset)} with N training "
             f"images per concept (mean ± std over seeds).",
-            table_notes(cells),
+            notes(cells),
         )
+        cells = relative[relative["dataset"] == dataset]
         write_table(
-            layout, f"relative_{dataset}",
-            pivot_cells(relative[relative["dataset"] == dataset], "shots", shots, shots_title, "relative", True),
-            f"Top-1 accuracy on {dataset_title(dataset)} relative to {baseline_label}, per N.",
-            table_notes(relative[relative["dataset"] == dataset], [relative_note]),
+            layout, name(f"relative_{dataset}"),
+            pivot_cells(cells, "shots", shots, shots_title, "relative", True),
+            f"{texts.top1} on {dataset_title(dataset)} relative to {baseline_label}, per N.",
+            notes(cells, relative_notes),
         )
 
+
+KNN_VS_LINEAR_COLUMNS = [
+    "model", "label", "dataset", "shots", "knn_mean", "knn_std", "linear_mean", "linear_std", "knn_minus_linear",
+]
+
+
+def knn_vs_linear(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per N, dataset and model (in the summary's orders): the k-NN's and the linear probe's
+    mean top-1 and std over seeds, and k-NN minus linear in points; NaN where a seed of either
+    has no result."""
+    keys = ["model", "dataset", "shots"]
+    linear = summary.loc[summary["probe"] == LINEAR, [*keys, "label", "mean", "std"]]
+    knn = summary.loc[summary["probe"] == KNN, [*keys, "mean", "std"]]
+    table = linear.merge(knn, on=keys, how="outer", suffixes=("_linear", "_knn"))
+    table = table.rename(columns={"mean_linear": "linear_mean", "std_linear": "linear_std",
+                                  "mean_knn": "knn_mean", "std_knn": "knn_std"})
+    table["label"] = table["label"].fillna(table["model"])
+    table["knn_minus_linear"] = table["knn_mean"] - table["linear_mean"]
+    orders = {key: {value: index for index, value in enumerate(dict.fromkeys(summary[key]))} for key in keys}
+    table = table.sort_values(["shots", "dataset", "model"], key=lambda column: column.map(orders[column.name]))
+    return table[KNN_VS_LINEAR_COLUMNS].reset_index(drop=True)
+
+
+def write_knn_comparison(summary: pd.DataFrame, layout: Layout) -> None:
+    """knn_vs_linear and knn_rank_agreement (issue #33): does the k-NN rank the models as the
+    linear probe does?"""
+    one_decimal = {"knn_mean": ".1f", "knn_std": ".1f", "linear_mean": ".1f", "linear_std": ".1f"}
+    write_tidy_table(
+        layout, "knn_vs_linear", knn_vs_linear(summary),
+        f"Top-1 accuracy (%) of the weighted k-NN ({KNN_REPORTED_K}) beside the linear probe's, per N, "
+        "dataset and model: means and stds over seeds, and k-NN minus linear in points.",
+        [
+            "Empty: a seed of either probe has no result (the summary's missing_seeds names it).",
+            "Both probes use the same features and, per N and seed, the same training images (the linear "
+            "probe's final-fit set); the linear probe's is searched for its learning rate and weight decay, "
+            "the k-NN's is not.",
+            KNN_NOTE,
+        ],
+        {**one_decimal, "knn_minus_linear": "+.1f"},
+    )
+    write_tidy_table(
+        layout, "knn_rank_agreement", kind_rank_agreement(summary, KNN, LINEAR),
+        f"Rank agreement of the two probes: Kendall's tau-b between the models' ranking by linear top-1 and by "
+        f"k-NN top-1 ({KNN_REPORTED_K}), per N and dataset, with its two-sided p-value (does the cheap k-NN "
+        "rank the models as the linear probe does?).",
+        [
+            "Only models with a complete result of both probes are ranked; with fewer than 2 distinct "
+            "scores there is no tau.",
+            "With few models the test has little power: 3 models in the same order give tau = 1 and p = 0.33.",
+        ],
+        {"kendall_tau": ".3f", "p_value": ".2g"},
+    )
 
 
 def tables_command(argv: list[str]) -> int:
@@ -298,6 +396,6 @@ def statistics_command(argv: list[str]) -> int:
     parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
     parser.add_argument("--baseline", required=True)
     args = parser.parse_args(argv)
-    write_statistics(lin_rows(read_summary(args.summary)), linear_seed_results(read_seed_results(args.seed_results)), Layout(args.results_root), args.baseline)
+    write_statistics(lin_rows(read_summary(args.summary)), kind_seed_results(read_seed_results(args.seed_results)), Layout(args.results_root), args.baseline)
     return 0
 

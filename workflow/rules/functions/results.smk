@@ -8,11 +8,13 @@ import shlex
 from imagenet_cog.core.layout import (
     DROP_NAME,
     FIGURE_FORMATS,
+    KIND_FIGURES,
     PUBLISHED_FIGURE,
-    RESULT_FIGURES,
     STATISTICS_TABLES,
     TABLE_FORMATS,
+    kind_result_name,
     published_table_names,
+    result_figure_names,
     result_table_names,
 )
 from imagenet_cog.results.paper import published_model_names, resolve_paper_names
@@ -35,6 +37,15 @@ if any("paper_name" in entry for entry in config["models"].values()):
         resolve_paper_names(config["models"], published_model_names(PUBLISHED_TOP1), PUBLISHED_TOP1)
     except ValueError as error:
         raise WorkflowError(f"config.yaml: {error}") from error
+
+
+# The k-NN's tables and figures (issue #33) exist only when probes.kinds has knn: a run
+# without it plans exactly the outputs it had. Their commands see the k-NN in the summary's
+# rows (no new param or option, so finished runs stay current).
+RESULTS_KNN = naming.KNN in PROBE_KINDS
+RESULT_TABLE_NAMES = result_table_names(DATASETS, knn=RESULTS_KNN)
+RESULT_FIGURE_NAMES = result_figure_names(knn=RESULTS_KNN)
+KNN_FIGURE_NAMES = [kind_result_name(name, naming.KNN) for name in KIND_FIGURES] if RESULTS_KNN else []
 
 
 def results_root(wildcards, output):
@@ -77,6 +88,8 @@ def table_report(name):
         "probe_kinds": "MLP probes relative to linear",
         "pca_top1": "PCA + linear, top-1",
         "pca_relative": "PCA + linear, relative to baseline",
+        "knn_vs_linear": "k-NN beside linear, top-1",
+        "knn_rank_agreement": "Kendall's tau k-NN vs linear",
     }
     if name in probe_kind_tables:
         return report(
@@ -86,11 +99,15 @@ def table_report(name):
             subcategory="Probe kinds",
             labels={"table": probe_kind_tables[name], "dataset": "IN-1K and levels"},
         )
-    absolute = name.startswith("top1_")
-    across_levels = name.endswith("_levels")
-    dataset = "IN-1K and levels" if across_levels else name.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
+    plain = name.removeprefix(f"{naming.KNN}_")  # the k-NN's tables: layout.kind_result_name
+    knn = plain != name
+    absolute = plain.startswith("top1_")
+    across_levels = plain.endswith("_levels")
+    dataset = "IN-1K and levels" if across_levels else plain.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
     kind = ("Top-1" if absolute else "Relative to baseline") + (", all images" if across_levels else " per N")
-    caption = f"table_{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
+    if knn:
+        kind = f"k-NN {kind[0].lower()}{kind[1:]}"
+    caption = f"table_{'knn_' if knn else ''}{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
     return report(
         PATHS.table(name, "csv"),
         caption=f"../report/{caption}",
@@ -149,4 +166,4 @@ def results_targets():
         if LEVEL_SET_DATASETS
         else []
     )
-    return [*PATHS.result_targets(DATASETS), *level_set_results]
+    return [*PATHS.result_targets(DATASETS, knn=RESULTS_KNN), *level_set_results]
