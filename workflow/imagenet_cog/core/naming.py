@@ -39,7 +39,6 @@ LINEAR = "linear"
 # the weighted k-NN classifier (issue #33): on the linear probe's grid, its own result tables
 KNN = "knn"
 MLP_KINDS = ("mlp", "mlp_noact")
-KNN = "knn"
 PCA_PREFIX = "pca-"
 
 LEVEL_PATTERN = r"l[1-9][0-9]*"

@@ -105,9 +105,9 @@ def load_probe_results(
                         continue
                     result = read_probe_result(path)
                     timings = result.get("timings") or {}
-                    # a job that ran several seeds (probes.group shots or dataset) timed them all (per N);
-                    # a k-NN result's total_s is already its own share of its job (issue #33's contract)
-                    together = 1 if kind == KNN else len(result.get("seeds_together") or [seed])
+                    # a job that ran several seeds (probes.group shots or dataset; every k-NN job) timed
+                    # them all (per N)
+                    together = len(result.get("seeds_together") or [seed])
                     rows.append({
                         "model": model, "probe": kind, "dataset": dataset, "shots": str(shot), "seed": str(seed),
                         "test_top1": float(result["test_top1"]),
