@@ -109,8 +109,6 @@ def demo_run(tmp_path_factory) -> Path:
 DEMO_GROUP = "demo"
 
 
-# first: pytest-xdist reads the groups in its own hook of the same name
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (make test: -n 2 --dist loadgroup), every test that reads the finished
     demo runs on one worker, which builds the demo once, first; the other worker takes the
