@@ -25,11 +25,8 @@ system-deps:
 demo: install
 	$(BIN)/snakemake --cores $(CORES) --report-after-run --report results/report.html
 
-# Two workers: one builds the demo and runs the tests that read it, the other runs the rest
-# (tests/conftest.py); the slowest tests are listed at the end.
-TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -ra
 
 clean:
 	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -101,22 +101,8 @@ def make_world(root: Path, concepts: int = 3, train: int = 5, test: int = 2, cor
 def demo_run(tmp_path_factory) -> Path:
     """A working copy in which the whole demo workflow has run to completion."""
     workdir = copy_workflow(tmp_path_factory.mktemp("demo") / "workflow-copy")
-    # make test runs two pytest workers: the other one's tests share the cores meanwhile
-    snakemake(workdir, "--cores", "2", timeout=3000)
+    snakemake(workdir, "--cores", "2")
     return workdir
-
-
-DEMO_GROUP = "demo"
-
-
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (make test: -n 2 --dist loadgroup), every test that reads the finished
-    demo runs on one worker, which builds the demo once, first; the other worker takes the
-    other tests (the SLURM, tar and Hub worlds among them) meanwhile."""
-    for item in items:
-        if "demo_run" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(DEMO_GROUP))
-    items.sort(key=lambda item: "demo_run" not in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(scope="module")
