@@ -68,7 +68,6 @@ from imagenet_cog.plan.cost import (  # noqa: E402
     STAGES,
     count_work,
     hours,
-    knn_settings,
     overlapped,
     paper_datasets,
     project,
@@ -78,15 +77,28 @@ from imagenet_cog.plan.cost import (  # noqa: E402
 from imagenet_cog.plan.rates import read_rates  # noqa: E402
 
 
+def schema_defaults(properties: dict) -> dict:
+    """Each property's default, an object's (probes.knn, probes.mlp) with its own properties'
+    defaults beneath it, as the workflow's validation fills them."""
+    defaults = {}
+    for key, spec in properties.items():
+        if isinstance(spec.get("default"), dict) and "properties" in spec:
+            defaults[key] = {**schema_defaults(spec["properties"]), **spec["default"]}
+        elif "default" in spec:
+            defaults[key] = spec["default"]
+    return defaults
+
+
 def protocol_settings(config: Path | None) -> dict:
-    """The probes and features keys: schema defaults (the paper's protocol), then the config's."""
+    """The probes and features keys: schema defaults (the paper's protocol), then the config's
+    (an object's keys merged into its defaults)."""
     schema = yaml.safe_load(SCHEMA.read_text())["properties"]
-    settings = {section: {key: spec["default"] for key, spec in schema[section]["properties"].items() if "default" in spec}
-                for section in ("probes", "features")}
+    settings = {section: schema_defaults(schema[section]["properties"]) for section in ("probes", "features")}
     if config:
         given = yaml.safe_load(config.read_text()) or {}
-        for section in settings:
-            settings[section].update(given.get(section) or {})
+        for section, values in settings.items():
+            for key, value in (given.get(section) or {}).items():
+                values[key] = {**values[key], **value} if isinstance(values.get(key), dict) else value
     return settings
 
 
@@ -322,7 +334,7 @@ def measure_rates(device_name: str, models: list[str], decode: str, quick: bool,
           f"{probes['batch_size']}), {rates['probe_epoch_s'] * 1e6:.0f} us per epoch", flush=True)
     rates["scoring_flops_per_s"] = measure_scoring(device, dim, classes, 65536 if gpu else 4096)
     print(f"  scoring: {rates['scoring_flops_per_s'] / 1e12:.2f} TFLOP/s (float32{', TF32' if gpu else ''})", flush=True)
-    knn = knn_settings(probes)
+    knn = probes["knn"]
     test_rows = 256 if quick else knn["test_block"]
     train_rows = min(knn["train_block"], 65536 if gpu else (4096 if quick else 16384))
     rates["knn_flops_per_s"], rates["topk_values_per_s"] = measure_knn(device, dim, test_rows, train_rows,
@@ -419,7 +431,7 @@ def print_knn(arch: str, dim: int, datasets: list, probes: dict, features: dict,
     flops = sum(counted.knn_flops for counted in work.values())
     similarities = sum(counted.topk_values for counted in work.values())
     read = sum(counted.knn_file_bytes for counted in work.values())
-    settings = knn_settings(probes)
+    settings = probes["knn"]
     print(f"\n{arch}, k-NN probe (issue #33) on the same grid: {sum(c.knn_jobs for c in work.values())} jobs (one per "
           f"dataset), {flops / 1e15:.2f} PFLOP of float32 similarity products (TF32 off), {similarities / 1e12:.2f}T "
           f"similarities through top-{max(settings['k'])} (blocks of {settings['test_block']} x "

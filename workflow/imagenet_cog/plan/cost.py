@@ -28,9 +28,6 @@ STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring",
 # prices everything else; the plan names the k-NN unpriced where they are missing.
 KNN_RATE_KEYS = ("knn_flops_per_s", "topk_values_per_s")
 KNN_STAGES = ("knn products", "knn top-k", "knn loading", "knn job starts")
-# probes.knn's settings as the schema defaults them (issue #33), for configs from before it
-KNN_DEFAULTS = {"k": [10, 20, 100, 200], "reported_k": 20, "temperature": 0.07, "similarity": "cosine",
-                "weighting": "exponential", "test_block": 1024, "train_block": 262144}
 
 
 @dataclass(frozen=True)
@@ -176,11 +173,6 @@ def count_probes(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dt
     return counted
 
 
-def knn_settings(probes: dict) -> dict:
-    """probes.knn with the schema's defaults (a config from before the k-NN has none)."""
-    return {**KNN_DEFAULTS, **(probes.get("knn") or {})}
-
-
 def knn_training_sizes(data: Dataset, probes: dict) -> list[int]:
     """The training-set sizes of one dataset's k-NN job, one per distinct training set: N = all
     once (no randomness: every seed shares it), each few-shot N once per seed."""
@@ -198,8 +190,9 @@ def count_knn(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dtype
     set with each distinct training set (2 D n_test n_train FLOPs), a top-k over each block
     of similarities and a merge with the running top-k per training block (2 k values per
     test image), the features read and prepared once. The votes (k values per test image and
-    k) are left out: ~1e-4 of the similarities at IN-1K's size."""
-    settings = knn_settings(probes)
+    k) are left out: ~1e-4 of the similarities at IN-1K's size. ``probes``: as validated, with
+    probes.knn's defaults (k and train_block are read)."""
+    settings = probes["knn"]
     counted.knn_jobs += 1
     for train in knn_training_sizes(data, probes):
         counted.knn_flops += 2.0 * dim * data.test * train
