@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -136,6 +139,19 @@ def test_bfloat16_products_train_the_same_probe_as_float32():
     mixed_predictions = mixed.logits(l2_normalise(features, torch.bfloat16)).argmax(dim=2)
     assert (exact_predictions == mixed_predictions).double().mean() > 0.99
     assert not torch.equal(mixed.weight, exact.weight)  # the bfloat16 path really ran
+
+
+def test_kernel_caps_make_a_bfloat16_cpu_multiply_float32():
+    """The stand-in for a CPU without bfloat16 that the docs give: under either cap `auto`
+    resolves to float32, whatever the chip (ATen reads its cap when it starts, so each runs in
+    a fresh interpreter)."""
+    script = "import torch; from imagenet_cog.probes.linear import resolve_precision; " \
+             "print(resolve_precision('auto', torch.device('cpu')))"
+    for caps in ({"ATEN_CPU_CAPABILITY": "avx2"}, {"ONEDNN_MAX_CPU_ISA": "AVX2"}, {"ONEDNN_MAX_CPU_ISA": "avx512_core"}):
+        environment = {key: value for key, value in os.environ.items() if key not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")}
+        resolved = subprocess.run([sys.executable, "-c", script], env={**environment, **caps}, capture_output=True,
+                                  text=True, check=True).stdout.strip()
+        assert resolved == "float32", caps
 
 
 def test_auto_precision_is_bfloat16_only_where_the_device_has_it(monkeypatch):

@@ -28,6 +28,7 @@ and marked diverged; it is then scored as it stands, as the protocol asks.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from functools import partial
 
@@ -110,13 +111,25 @@ def topk_accuracy(
 PRECISIONS = ("auto", "float32", "bfloat16")
 
 
+# oneDNN instruction-set caps (ONEDNN_MAX_CPU_ISA) below AVX512_CORE_BF16: under them its
+# bfloat16 products are emulated, however capable the CPU.
+ONEDNN_ISAS_WITHOUT_BFLOAT16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+
+
 def native_bfloat16(device: torch.device) -> bool:
-    """Whether ``device`` multiplies bfloat16 matrices in hardware rather than emulating them."""
+    """Whether ``device`` multiplies bfloat16 matrices in hardware rather than emulating them.
+
+    On a CPU the kernels' caps count as well as the chip: ATEN_CPU_CAPABILITY=avx2 and
+    ONEDNN_MAX_CPU_ISA=AVX2 make a bfloat16 CPU compute as one without it (docs/testing.md)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type != "cpu" or torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper() in ONEDNN_ISAS_WITHOUT_BFLOAT16:
+        return False
     # torch.cpu exposes the CPU's instruction sets only through these underscored helpers
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return device.type == "cpu" and any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
 
 
 def resolve_precision(requested: str, device: torch.device) -> str:
