@@ -3,7 +3,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-CORES ?= 8
+# One job per core: the demo's jobs each take one thread, and more jobs than cores only contend.
+CORES ?= $(shell nproc)
 # Rules call `python -m imagenet_cog ...`: that python must be the venv's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -25,8 +26,10 @@ system-deps:
 demo: install
 	$(BIN)/snakemake --cores $(CORES) --report-after-run --report results/report.html
 
+# One worker per core, each test module on one worker (its module fixtures built once); the 25
+# slowest tests are listed so that a slower suite shows in every log.
 test: install
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra -n auto --dist loadscope --durations=25
 
 clean:
 	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -2,7 +2,10 @@
 a small world of generated JPEGs with its split table (extraction tests).
 
 The end-to-end, staleness and fault tests all start from one complete run of the demo
-workflow in a temporary copy of the repository, made once per test session.
+workflow in a temporary copy of the repository, made once per test run: under pytest-xdist
+(`make test` runs one worker per core) the first worker that needs it builds it behind a file
+lock, the others wait for it and then read the same folder. Tests that change a finished demo
+change a private copy of it (copy_of_demo).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from filelock import FileLock
 from PIL import Image
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -97,12 +101,48 @@ def make_world(root: Path, concepts: int = 3, train: int = 5, test: int = 2, cor
     return root / "splits.tsv"
 
 
+def run_temp_root(tmp_path_factory) -> Path:
+    """The temporary folder of the whole test run: under pytest-xdist each worker's base
+    folder (popen-gwN) lies in it, so what is made here is shared by the workers."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> Path:
-    """A working copy in which the whole demo workflow has run to completion."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("demo") / "workflow-copy")
-    snakemake(workdir, "--cores", "2")
+    """A working copy in which the whole demo workflow has run to completion, on every core:
+    built by the first worker that asks; a failed build is reported to every worker that asks
+    rather than built again."""
+    root = run_temp_root(tmp_path_factory)
+    workdir, failure = root / "demo" / "workflow-copy", root / "demo.failed"
+    with FileLock(root / "demo.lock"):
+        if failure.exists():
+            raise AssertionError(f"the shared demo run failed in another worker:\n{failure.read_text()}")
+        if not (root / "demo.done").exists():
+            try:
+                snakemake(copy_workflow(workdir), "--cores", str(os.cpu_count() or 1))
+            except AssertionError as error:
+                failure.write_text(str(error))
+                raise
+            (root / "demo.done").touch()
     return workdir
+
+
+def copy_of_demo(demo_run: Path, destination: Path) -> Path:
+    """A private copy of the finished demo, modification times kept (so that Snakemake sees
+    what the demo left), without a lock another test's Snakemake may hold in the shared one."""
+    shutil.copytree(demo_run, destination, symlinks=True, copy_function=shutil.copy2,
+                    ignore=shutil.ignore_patterns("locks"))
+    return destination
+
+
+def pytest_collection_modifyitems(items):
+    """The longest waits first: the SLURM test, which mostly waits on its queue, beside the
+    demo's build on every core; then the modules that read the finished demo; the rest after
+    them, so that no long test is left running alone at the end of a parallel run."""
+    slurm_modules = {item.module.__name__ for item in items if item.get_closest_marker("slurm")}
+    demo_modules = {item.module.__name__ for item in items if "demo_run" in item.fixturenames}
+    items.sort(key=lambda item: (item.module.__name__ not in slurm_modules, item.module.__name__ not in demo_modules))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -25,7 +24,7 @@ import pytest
 import yaml
 from test_features import extract, tiny  # noqa: F401  (tiny is a fixture)
 
-from conftest import SNAKEMAKE, copy_workflow, make_world, snakemake, snakemake_environment
+from conftest import SNAKEMAKE, copy_of_demo, copy_workflow, make_world, snakemake, snakemake_environment
 from imagenet_cog.core.io import write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import merge_shards, read_features, write_shard
@@ -190,7 +189,7 @@ def test_bad_config_is_rejected_before_any_job(fresh_copy, settings, named):
 def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp_path):
     """SIGKILL to Snakemake and its jobs at once (a node lost, an OOM killer): the re-run
     keeps every finished output and the probe's finished trials, and redoes only the rest."""
-    workdir = Path(shutil.copytree(demo_run, tmp_path / "copy", symlinks=True, copy_function=shutil.copy2))
+    workdir = copy_of_demo(demo_run, tmp_path / "copy")
     layout = Layout()
     # a probe with a job of its own (the demo's IN-1K and levels run their seeds together)
     key = ("demo_cnn_random", "wup-l3", "all", "22")

@@ -6,14 +6,13 @@ the real-data config before any download."""
 from __future__ import annotations
 
 import csv
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 from snakemake.utils import validate
 
-from conftest import REPOSITORY, copy_workflow, snakemake
+from conftest import REPOSITORY, copy_of_demo, copy_workflow, snakemake
 from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, project
 from imagenet_cog.plan.measured import calibrated, compare
 from imagenet_cog.plan.rates import RatesError, read_rates, write_rates
@@ -218,18 +217,16 @@ def file_state(root: Path) -> dict[str, int]:
             if path.is_file() and ".snakemake" not in path.relative_to(root).parts}
 
 
-def test_runs_with_their_own_results_folder_leave_the_demo_alone(demo_run):
+def test_runs_with_their_own_results_folder_leave_the_demo_alone(demo_run, tmp_path):
     """Another configuration plans and runs a job beside a finished demo: every file of the
     demo keeps its content and mtime, and the new run's files are all under its folder."""
-    before = file_state(demo_run)
-    other = demo_run / "elsewhere"
-    try:
-        for target in ("plan", "elsewhere/levels/nltk_data"):
-            snakemake(demo_run, "--cores", "1", "--config", "results_dir=elsewhere", "--", target)
-        assert (other / "plan.tsv").is_file() and (other / "levels" / "nltk_data").is_dir()
-        assert (other / "logs" / "levels" / "wordnet_corpus.log").is_file()
-        assert (other / "logs" / "benchmarks" / "levels" / "wordnet_corpus.tsv").is_file()
-        after = {name: mtime for name, mtime in file_state(demo_run).items() if not name.startswith("elsewhere/")}
-        assert after == before
-    finally:  # the session's demo stays as other tests expect it
-        shutil.rmtree(other, ignore_errors=True)
+    finished = copy_of_demo(demo_run, tmp_path / "copy")
+    before = file_state(finished)
+    other = finished / "elsewhere"
+    for target in ("plan", "elsewhere/levels/nltk_data"):
+        snakemake(finished, "--cores", "1", "--config", "results_dir=elsewhere", "--", target)
+    assert (other / "plan.tsv").is_file() and (other / "levels" / "nltk_data").is_dir()
+    assert (other / "logs" / "levels" / "wordnet_corpus.log").is_file()
+    assert (other / "logs" / "benchmarks" / "levels" / "wordnet_corpus.tsv").is_file()
+    after = {name: mtime for name, mtime in file_state(finished).items() if not name.startswith("elsewhere/")}
+    assert after == before

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import other_kind_probes_per_dataset, snakemake
+from conftest import copy_of_demo, other_kind_probes_per_dataset, snakemake
 from imagenet_cog.core.layout import Layout, result_table_names
 from imagenet_cog.results.summary import aggregate_command, lin_rows, load_probe_results, read_summary, summarise
 from imagenet_cog.results.tables import tables_command
@@ -244,8 +243,7 @@ def test_demo_summary_is_complete(demo_run):
 
 @pytest.mark.e2e
 def test_tables_from_existing_results_mark_a_failed_probe(demo_run, tmp_path):
-    workdir = tmp_path / "partial"
-    shutil.copytree(demo_run, workdir, symlinks=True)
+    workdir = copy_of_demo(demo_run, tmp_path / "partial")
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     seeds = [str(seed) for seed in config["probes"]["seeds"]]
     model = list(config["models"])[-1]

@@ -83,7 +83,7 @@ def cluster_profile(profile: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def slurm_run(demo_run, tmp_path_factory):
+def slurm_run(tmp_path_factory):
     """The reduced demo run through --profile slurm on a local cluster, stopped afterwards."""
     base = tmp_path_factory.mktemp("slurm")
     workdir = copy_workflow(base / "workflow-copy")

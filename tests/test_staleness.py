@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import other_kind_probes_per_dataset, snakemake
+from conftest import copy_of_demo, other_kind_probes_per_dataset, snakemake
 from imagenet_cog.core.layout import Layout
 
 pytestmark = pytest.mark.e2e
@@ -140,7 +140,7 @@ def blurred_probe_count(config: dict, models: int | None = None) -> int:
 @pytest.fixture
 def finished_copy(demo_run, tmp_path) -> Path:
     """A private copy of the finished demo run, modification times kept."""
-    return Path(shutil.copytree(demo_run, tmp_path / "copy", symlinks=True, copy_function=shutil.copy2))
+    return copy_of_demo(demo_run, tmp_path / "copy")
 
 
 @pytest.fixture(scope="module")

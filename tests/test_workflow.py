@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import other_probe_kinds, snakemake
+from conftest import copy_of_demo, other_probe_kinds, snakemake
 from imagenet_cog.core.io import read_lines, read_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.models.registry import is_random_weights
@@ -61,8 +60,7 @@ def story(request, demo_run, tmp_path_factory) -> dict[str, list[float]]:
                for model in (PRETRAINED_MODEL, CONTROL_MODEL) for dataset in datasets for seed in seeds}
     workdir = demo_run
     if json.loads((demo_run / next(iter(results.values()))).read_text())["matmul_precision"] != request.param:
-        workdir = Path(shutil.copytree(demo_run, tmp_path_factory.mktemp("story") / "copy", symlinks=True,
-                                       copy_function=shutil.copy2))
+        workdir = copy_of_demo(demo_run, tmp_path_factory.mktemp("story") / "copy")
         (workdir / "precision.yaml").write_text(yaml.safe_dump({"probes": {"precision": request.param}}))
         # the targets first: --configfile takes every argument after it
         snakemake(workdir, *results.values(), "--cores", "2", "--configfile", "precision.yaml")
@@ -218,9 +216,9 @@ def test_rerun_does_nothing(demo_run):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_report_builds(demo_run):
-    snakemake(demo_run, "--report", "report.html")
-    html = (demo_run / "report.html").read_text(errors="replace")
+def test_report_builds(demo_run, tmp_path):
+    snakemake(demo_run, "--report", str(tmp_path / "report.html"))
+    html = (tmp_path / "report.html").read_text(errors="replace")
     assert len(html) > 10_000
     assert "ImageNet-CoG" in html
 
