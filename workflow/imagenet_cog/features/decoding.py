@@ -23,7 +23,6 @@ import logging
 
 import torch
 import torch.nn.functional as F
-from torchvision.io import ImageReadMode, decode_jpeg
 
 from imagenet_cog.features.batched_resize import resize_and_crop_batch
 
@@ -115,6 +114,9 @@ class DeviceDecoder:
         self.host_decoded = 0
 
     def _decode(self, encoded: list):
+        # torchvision costs a second of start-up (its models and ops): only device decoding pays it
+        from torchvision.io import ImageReadMode, decode_jpeg
+
         device = str(self.device)
         try:
             return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
