@@ -12,10 +12,9 @@
 #
 # Settings (docs/architecture.md, "Staleness-only params"): a probe rule's `settings` are
 # params.probes (with lr_range and wd_range for the linear probe), the probes.* settings the
-# command reads plus any probes.* key a later version adds, so that adding one reruns the
-# probes. They keep the name `probes` rather than `settings`: the command text names them,
-# and Snakemake reruns every job whose rule's command text changed (docs/probes.md, "What
-# reruns a probe").
+# linear kind's module allows (imagenet_cog/probes/kinds/linear.py). They keep the name
+# `probes` rather than `settings`: the command text names them, and Snakemake reruns every
+# job whose rule's command text changed (docs/probes.md, "What reruns a probe").
 
 
 include: "functions/probes.smk"

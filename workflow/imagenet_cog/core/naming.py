@@ -38,8 +38,12 @@ BALANCED_PREFIX = "balanced-"
 LINEAR = "linear"
 # the weighted k-NN classifier (issue #33): on the linear probe's grid, its own result tables
 KNN = "knn"
-MLP_KINDS = ("mlp", "mlp_noact")
-PCA_PREFIX = "pca-"
+MLP = "mlp"
+MLP_NOACT = "mlp_noact"
+MLP_KINDS = (MLP, MLP_NOACT)
+# the linear probe on d principal components: pca in probes.kinds, one kind pca-<d> per d
+PCA = "pca"
+PCA_PREFIX = f"{PCA}-"
 
 LEVEL_PATTERN = r"l[1-9][0-9]*"
 DRAW_PATTERN = r"[0-9]{2}"

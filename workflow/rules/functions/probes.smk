@@ -6,8 +6,10 @@ import functools
 
 from snakemake.exceptions import IncompleteCheckpointException
 
+from imagenet_cog.probes.kinds import KINDS, kind_of_result
 
-def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=("linear",)):
+
+def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=(naming.LINEAR,)):
     return [
         PATHS.probe_result(model, dataset, shot, seed, kind)
         for kind in kinds
@@ -21,40 +23,24 @@ def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=("li
 # probe kinds ---------------------------------------------------------------------------
 
 PCA_DIMS = [int(dim) for dim in config["probes"]["pca_dims"]]
-# pca in probes.kinds stands for one kind per d, pca-<d>
-PROBE_KINDS = [
-    name
-    for kind in config["probes"]["kinds"]
-    for name in ([naming.pca_kind(dim) for dim in PCA_DIMS] if kind == "pca" else [kind])
-]
+# each configured kind's result folders (pca stands for one kind per d, pca-<d>)
+PROBE_KINDS = [name for kind in config["probes"]["kinds"] for name in KINDS[kind].result_names(config["probes"])]
 if naming.LINEAR not in PROBE_KINDS:
     raise WorkflowError(
         f"config.yaml: probes.kinds is {PROBE_KINDS} without 'linear'; the linear probe is the "
         f"reference the other kinds' tables are relative to: add 'linear' to probes.kinds."
     )
-# the kinds of probe_kind, on their own shots and seeds; knn runs on the linear probe's grid
-OTHER_KINDS = [kind for kind in PROBE_KINDS if kind not in (naming.LINEAR, naming.KNN)]
+# the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
+OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
+LINEAR_GRID_KINDS = [name for name in PROBE_KINDS if kind_of_result(name).linear_grid]
 KNN_KINDS = [naming.KNN] if naming.KNN in PROBE_KINDS else []
 OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
 OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
-# probes settings that are not the linear probe's (and so must not enter its params)
-NOT_LINEAR_PROBE_SETTINGS = (
-    "seeds",
-    "shots",
-    "kinds",
-    "other_kinds_shots",
-    "other_kinds_seeds",
-    "mlp",
-    "knn",
-    "pca_dims",
-    "group",
-    "fused",
-    "two_stage",
-)
 # The search settings every probe kind shares, and the linear probe's ranges as the command
-# reads them (pca-<d> probes use them too); seeds and shots are wildcards, so a change of
-# one of these reruns the probes, not a change of the seeds or shots.
-SHARED_PROBE_SETTINGS = {key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS}
+# reads them (pca-<d> probes use them too): the linear kind's allow-list (its module in
+# imagenet_cog/probes/kinds), so that a probes.* key a later version adds reruns nothing it
+# does not shape. Seeds and shots are wildcards: a change of one of them reruns no probe.
+SHARED_PROBE_SETTINGS = {key: value for key, value in config["probes"].items() if key in KINDS[naming.LINEAR].settings}
 LINEAR_LR_RANGE = " ".join(str(value) for value in config["probes"]["lr_range"])
 LINEAR_WD_RANGE = " ".join(str(value) for value in config["probes"]["wd_range"])
 if "seeds_together" in config["probes"]:
@@ -254,7 +240,7 @@ def probe_kind_inputs(wildcards):
 def all_probe_results(models=None):
     """The linear (and k-NN) probes of the whole grid and the other kinds' on their own shots
     and seeds."""
-    return probe_results(models=models, kinds=[naming.LINEAR, *KNN_KINDS]) + probe_results(
+    return probe_results(models=models, kinds=LINEAR_GRID_KINDS) + probe_results(
         models=models, shots=OTHER_KINDS_SHOTS, seeds=OTHER_KINDS_SEEDS, kinds=OTHER_KINDS
     )
 

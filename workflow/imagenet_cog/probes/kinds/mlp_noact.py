@@ -1,0 +1,14 @@
+"""The MLP probe without activation (CoG preprint, supp. C.3): its layers compose to a linear
+map, trained on the raw features."""
+
+from imagenet_cog.core.naming import MLP_NOACT
+from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind
+
+KIND = ProbeKind(
+    name=MLP_NOACT,
+    title="MLP-NoAct",
+    settings=(*SEARCH_SETTINGS, "mlp"),
+    in_kinds_table=True,
+    unused_fields=("pca_dim",),
+    trainer_options={"relu": False},
+)
