@@ -44,22 +44,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
 from imagenet_cog.core.shards import INFO_FILE, SHARD_LAYOUTS, copy_release, read_info, shard_part
 from imagenet_cog.core.val_labels import LabelError, find_labels, read_val_labels, val_stem
 
-SOURCES = ("in21k", "in1k", "in1k_blurred")
-LAYOUTS = {"in21k": ("folders", "tars", "tar", "wds"), "in1k": ("folders", "tars", "wds", "parquet"),
-           "in1k_blurred": ("folders", "tars")}
+SOURCES = ("in21k", IN1K, IN1K_BLURRED)
+LAYOUTS = {"in21k": ("folders", "tars", "tar", "wds"), IN1K: ("folders", "tars", "wds", "parquet"),
+           IN1K_BLURRED: ("folders", "tars")}
 # layouts read through an image index: the release's tars and the Hub's shards
 ARCHIVE_LAYOUTS = ("tars", "tar", *SHARD_LAYOUTS)
 # IN-1K-like roots: the folder and the tar of each official set, as each release names them
 PART_FOLDERS = {
-    "in1k": {"train": ("train",), "val": ("val",)},
-    "in1k_blurred": {"train": ("train", "train_blurred"), "val": ("val", "val_blurred")},
+    IN1K: {"train": ("train",), "val": ("val",)},
+    IN1K_BLURRED: {"train": ("train", "train_blurred"), "val": ("val", "val_blurred")},
 }
 PART_ARCHIVES = {
-    "in1k": {"train": ("ILSVRC2012_img_train.tar",), "val": ("ILSVRC2012_img_val.tar",)},
-    "in1k_blurred": {"train": ("train_blurred.tar",), "val": ("val_blurred.tar",)},
+    IN1K: {"train": ("ILSVRC2012_img_train.tar",), "val": ("ILSVRC2012_img_val.tar",)},
+    IN1K_BLURRED: {"train": ("train_blurred.tar",), "val": ("val_blurred.tar",)},
 }
 PARTS = ("train", "val")
 
@@ -236,9 +237,9 @@ def _detect_in1k_like(source: str, path: Path) -> str:
     raise ImageRootError(
         f"{setting} = '{path}' holds neither {' nor '.join(f'{name}/' for name in PART_FOLDERS[source]['train'])} "
         f"(class folders) nor {' nor '.join(PART_ARCHIVES[source]['train'])}"
-        + (" nor a Hub copy (webdataset shards, data/*.parquet)" if source == "in1k" else "")
+        + (" nor a Hub copy (webdataset shards, data/*.parquet)" if source == IN1K else "")
         + "; point it at the folder holding the release's tars, the extracted train/ and val/ folders"
-        + (", or the download of timm/imagenet-1k-wds or ILSVRC/imagenet-1k." if source == "in1k" else ".")
+        + (", or the download of timm/imagenet-1k-wds or ILSVRC/imagenet-1k." if source == IN1K else ".")
     )
 
 

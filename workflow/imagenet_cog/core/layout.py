@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .naming import KNN, LINEAR, RANDOM, view_parts
+from .naming import KNN, LINEAR, PCA, RANDOM, view_parts
 
 # results stage: the tables (each in every TABLE_FORMATS) and figures it writes
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf")
-RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", "pca", "pca_relative")
+RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", PCA, "pca_relative")
 # the figures drawn for each probe kind with tables of its own (the linear probe's, and the k-NN's)
 KIND_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative")
 # the k-NN beside the linear probe (results-tables): top-1 of both, and Kendall's tau of their rankings
@@ -246,11 +246,11 @@ class Layout:
         return f"{self.root}/features/{model}/{dataset}/{split}.h5"
 
     # probes stage -----------------------------------------------------------------
-    def probe_dir(self, model: str, dataset: str, kind: str = "linear") -> str:
+    def probe_dir(self, model: str, dataset: str, kind: str = LINEAR) -> str:
         """The linear probe's results sit where they did before other kinds existed; every
         other kind has a folder of its own below the dataset."""
         folder = f"{self.root}/probes/{model}/{dataset}"
-        return folder if kind == "linear" else f"{folder}/{kind}"
+        return folder if kind == LINEAR else f"{folder}/{kind}"
 
     def probe_classifier(self, model: str, dataset: str, seed: str) -> str:
         """The final classifier of an N = all probe, beside its result JSON (not a rule
@@ -270,10 +270,10 @@ class Layout:
         """The most confident cross-predictions: image, its own label, the predicted concept."""
         return f"{self.root}/audit/{model}/contact_sheet.png"
 
-    def probe_result(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+    def probe_result(self, model: str, dataset: str, shots: str, seed: str, kind: str = LINEAR) -> str:
         return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.json"
 
-    def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+    def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = LINEAR) -> str:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
         return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.optuna.jsonl"
 

@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagenet_cog.core.naming import IN1K, KNN, level_name
+
 IN1K_TRAIN, IN1K_TEST = 1_281_167, 50_000  # the official training and validation sets
 CONCEPTS_PER_LEVEL, TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT, MIN_IMAGES = 1000, 50, 1300, 782
 
@@ -57,7 +59,7 @@ def estimated_level(name: str, per_concept: list[int], val_fraction: float, conc
 
 
 def in1k_dataset(val_fraction: float) -> Dataset:
-    return Dataset("in1k", IN1K_TRAIN, IN1K_TEST, 1000, 1000 * int(val_fraction * IN1K_TRAIN / 1000))
+    return Dataset(IN1K, IN1K_TRAIN, IN1K_TEST, 1000, 1000 * int(val_fraction * IN1K_TRAIN / 1000))
 
 
 def summary_datasets(split_summary: Path, val_fraction: float) -> list[Dataset]:
@@ -81,7 +83,7 @@ def paper_datasets(image_counts: Path, split_summary: Path | None, val_fraction:
     if split_summary:
         return summary_datasets(split_summary, val_fraction)
     per_concept = level_train_counts(image_counts)
-    return [in1k_dataset(val_fraction)] + [estimated_level(f"l{level}", per_concept, val_fraction)
+    return [in1k_dataset(val_fraction)] + [estimated_level(level_name(level), per_concept, val_fraction)
                                            for level in range(1, levels + 1)]
 
 
@@ -308,7 +310,7 @@ def dataset_cost(data: Dataset, dim: int, probes: dict | None, features: dict, r
             count_knn(work, data, dim, probes, features["dtype"])
     seconds = project({data.name: work}, rates, arch, dim, {data.name: data.classes})[data.name]
     return DatasetCost(work, stage_seconds(seconds, "extraction"), stage_seconds(seconds, "probe"),
-                       stage_seconds(seconds, "knn"), seconds.get("knn products", 0.0) + seconds.get("knn top-k", 0.0))
+                       stage_seconds(seconds, KNN), seconds.get("knn products", 0.0) + seconds.get("knn top-k", 0.0))
 
 
 def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
@@ -317,7 +319,7 @@ def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
     two-stage flow shop; assumes neither slows the other: extraction is bound by decoding on
     the host, probes by the GPU's memory)."""
     extraction = [stage_seconds(times, "extraction") for times in per_dataset.values()]
-    probes = [stage_seconds(times, "probe") + stage_seconds(times, "knn") for times in per_dataset.values()]
+    probes = [stage_seconds(times, "probe") + stage_seconds(times, KNN) for times in per_dataset.values()]
     return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
 
 

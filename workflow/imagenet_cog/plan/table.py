@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
+from imagenet_cog.core.naming import KNN, LINEAR
 from imagenet_cog.plan.cost import KNN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
@@ -121,7 +122,7 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     notes = [f"device: {rates.device} (rates from {rates.source})", f"dataset sizes: {basis}",
              "bytes_written: features (float16 or float32 per features.dtype) and the probes' journals, results and "
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
-    knn_priced = "knn" in config["probes"]["kinds"] and rates.prices_knn()
+    knn_priced = KNN in config["probes"]["kinds"] and rates.prices_knn()
     used = rates.projected_keys(RATE_KEYS + (KNN_RATE_KEYS if knn_priced else ()))
     if used:
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
@@ -138,10 +139,10 @@ def not_priced(config: dict, rates: Rates) -> list[str]:
                 if config["analyses"].get(name, {}).get("enabled", True)]
     if analyses:
         missing.append(f"not priced: the analyses ({', '.join(analyses)}) of every model and dataset")
-    other_kinds = [kind for kind in config["probes"]["kinds"] if kind not in ("linear", "knn")]
+    other_kinds = [kind for kind in config["probes"]["kinds"] if kind not in (LINEAR, KNN)]
     if other_kinds:
         missing.append(f"not priced: the probe kinds {', '.join(other_kinds)}")
-    if "knn" in config["probes"]["kinds"] and not rates.prices_knn():
+    if KNN in config["probes"]["kinds"] and not rates.prices_knn():
         missing.append(f"not priced: the k-NN probe (the rates lack {', '.join(KNN_RATE_KEYS)}: "
                        "resources/rates/h100.yaml has them, or measure them with benchmarks/protocol_cost.py)")
     if config["in1k_blurred"]["enabled"]:

@@ -213,7 +213,7 @@ def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
     """CoG preprint, Fig. 8: the few-shot layout with d in place of N, at N = all."""
     full = summary[summary["shots"] == "all"]
     pca = full[full["probe"].str.startswith(PCA_PREFIX)].assign(shots=lambda frame: frame["probe"].map(lambda kind: str(pca_dim(kind))))
-    frame = pd.concat([pca, full[full["probe"] == "linear"]], ignore_index=True)
+    frame = pd.concat([pca, full[full["probe"] == LINEAR]], ignore_index=True)
     if pca.empty:
         fig, axes = panel_grid(1, 1)
         no_data(axes.flat[0], "no pca probes (probes.kinds)")

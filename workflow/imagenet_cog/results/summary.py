@@ -91,7 +91,7 @@ def read_probe_result(path: Path) -> dict:
 
 def load_probe_results(
     root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str],
-    kind: str = "linear",
+    kind: str = LINEAR,
 ) -> pd.DataFrame:
     """One row per probe result file of the grid that exists (model, probe, dataset, shots, seed, ...)."""
     layout = Layout(root)
@@ -134,7 +134,7 @@ def lin_rows(summary: pd.DataFrame, every_probe: bool = False) -> pd.DataFrame:
     if "level_set" in summary.columns:
         summary = summary[summary["level_set"] == "lin"]
     if not every_probe and "probe" in summary.columns:
-        summary = summary[summary["probe"] == "linear"]
+        summary = summary[summary["probe"] == LINEAR]
     return summary.reset_index(drop=True)
 
 
@@ -156,7 +156,7 @@ def summarise(
     datasets: Sequence[str],
     shots: Sequence[str],
     seeds: Sequence[str],
-    kind: str = "linear",
+    kind: str = LINEAR,
 ) -> pd.DataFrame:
     """The tidy summary of one probe kind over its full grid (see the module docstring)."""
     seeds = [str(seed) for seed in seeds]
@@ -315,7 +315,7 @@ def grid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", nargs="+", required=True)
     parser.add_argument("--shots", nargs="+", required=True)
     parser.add_argument("--seeds", nargs="+", required=True)
-    parser.add_argument("--kinds", nargs="+", default=["linear"], help="probe kinds (linear is always read)")
+    parser.add_argument("--kinds", nargs="+", default=[LINEAR], help="probe kinds (linear is always read)")
     parser.add_argument("--other-kinds-shots", nargs="+",
                         help="shots of the kinds other than linear and knn (default --shots)")
     parser.add_argument("--other-kinds-seeds", nargs="+",

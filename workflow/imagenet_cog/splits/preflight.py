@@ -34,6 +34,7 @@ from imagenet_cog.core.image_roots import (
 )
 from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
 from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
 from imagenet_cog.core.shards import SHARD_LAYOUTS, ShardDownload, shard_download, shard_part
 from imagenet_cog.levels.concepts import ConceptError, read_image_counts
 from imagenet_cog.splits.image_splits import SplitError, load_published_splits, read_concepts
@@ -45,7 +46,7 @@ NEEDED_HEADER = ("wnid", "name", "tar", "fall11_images", "datasets")
 def source_of(dataset: str) -> str:
     """The image root a dataset's images come from: IN-1K's, IN-1K-blurred's, else IN-21K's
     (the levels and the pool)."""
-    return dataset if dataset in ("in1k", "in1k_blurred") else "in21k"
+    return dataset if dataset in (IN1K, IN1K_BLURRED) else "in21k"
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ def preflight_command(argv: Sequence[str]) -> int:
         datasets = {dataset: read_concepts(path) for dataset, path in _pairs(args.dataset, "--dataset").items()}
         roots = {
             source: ImageRoot(source, roots_given[source], layouts[source], index=indexes.get(source),
-                              val_labels=args.val_labels if source == "in1k" else None, setting=root_setting(source))
+                              val_labels=args.val_labels if source == IN1K else None, setting=root_setting(source))
             for source in {source_of(dataset) for dataset in datasets}
         }
         published = load_published_splits(args.published_splits) if args.published_splits else None
