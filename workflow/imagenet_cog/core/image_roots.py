@@ -44,15 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
-from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
-from imagenet_cog.core.shards import INFO_FILE, SHARD_LAYOUTS, copy_release, read_info, shard_part
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, SHARD_LAYOUTS, SOURCE_LAYOUTS, SOURCES
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
+from imagenet_cog.core.shards import INFO_FILE, copy_release, read_info, shard_part
 from imagenet_cog.core.val_labels import LabelError, find_labels, read_val_labels, val_stem
 
-SOURCES = ("in21k", IN1K, IN1K_BLURRED)
-LAYOUTS = {"in21k": ("folders", "tars", "tar", "wds"), IN1K: ("folders", "tars", "wds", "parquet"),
-           IN1K_BLURRED: ("folders", "tars")}
-# layouts read through an image index: the release's tars and the Hub's shards
-ARCHIVE_LAYOUTS = ("tars", "tar", *SHARD_LAYOUTS)
 # IN-1K-like roots: the folder and the tar of each official set, as each release names them
 PART_FOLDERS = {
     IN1K: {"train": ("train",), "val": ("val",)},
@@ -179,13 +175,13 @@ def detect_layout(source: str, root: str | os.PathLike) -> str:
     path = Path(root)
     if not path.exists():
         raise ImageRootError(f"{root_setting(source)} = '{root}' does not exist; point it at your copy of ImageNet.")
-    if source == "in21k":
+    if source == IN21K:
         return _detect_in21k(path)
     return _detect_in1k_like(source, path)
 
 
 def _detect_in21k(path: Path) -> str:
-    setting = root_setting("in21k")
+    setting = root_setting(IN21K)
     if path.is_file():
         if _is_gzip(path):
             raise ImageRootError(
@@ -198,7 +194,7 @@ def _detect_in21k(path: Path) -> str:
     if folders and tars:
         raise ImageRootError(
             f"{setting} = '{path}' holds both synset folders (<wnid>/, {folders}) and synset tars "
-            f"(<wnid>.tar, {tars}); set {layout_setting('in21k')} to folders or tars to say which to read."
+            f"(<wnid>.tar, {tars}); set {layout_setting(IN21K)} to folders or tars to say which to read."
         )
     if tars or folders:
         return "tars" if tars else "folders"
@@ -210,7 +206,7 @@ def _detect_in21k(path: Path) -> str:
         f"(<root>/n01440764.tar) nor webdataset shards (imagenet22k-train-0000.tar)"
         + (f"; it holds {hint}: point {setting} at that tar (after gunzip if it is a .tar.gz), or at the "
            f"folder 'tar xzf' makes of it" if hint else "")
-        + f". {layout_setting('in21k')} can name the layout (folders, tars, tar or wds)."
+        + f". {layout_setting(IN21K)} can name the layout (folders, tars, tar or wds)."
     )
 
 
@@ -226,7 +222,7 @@ def _detect_in1k_like(source: str, path: Path) -> str:
     if any((path / name).is_file() for part in PARTS for name in PART_ARCHIVES[source][part]):
         return "tars"
     hub = hub_layout(path)
-    if hub in LAYOUTS[source]:
+    if hub in SOURCE_LAYOUTS[source]:
         return hub
     compressed = [f"{name}.gz" for part in PARTS for name in PART_ARCHIVES[source][part] if (path / f"{name}.gz").exists()]
     if compressed:
@@ -245,13 +241,13 @@ def _detect_in1k_like(source: str, path: Path) -> str:
 
 def resolve_layout(source: str, root: str | os.PathLike, configured: str = "auto") -> str:
     """``configured``, checked against the root, or the detected layout for ``auto``."""
-    if source not in LAYOUTS:
+    if source not in SOURCE_LAYOUTS:
         raise ValueError(f"unknown image source {source!r}; one of {', '.join(SOURCES)}")
     if configured == "auto":
         return detect_layout(source, root)
-    if configured not in LAYOUTS[source]:
+    if configured not in SOURCE_LAYOUTS[source]:
         raise ImageRootError(
-            f"{layout_setting(source)} is {configured!r}; it must be auto or one of {', '.join(LAYOUTS[source])}."
+            f"{layout_setting(source)} is {configured!r}; it must be auto or one of {', '.join(SOURCE_LAYOUTS[source])}."
         )
     path = Path(root)
     if configured == "tar" and not path.is_file():
@@ -277,7 +273,7 @@ def index_archives(source: str, root: str | os.PathLike, layout: str) -> list[st
         return hub_shards(source, path, layout)
     if layout != "tars":
         raise ImageRootError(f"{root_setting(source)} has layout {layout}, which has no tars to index.")
-    if source == "in21k":
+    if source == IN21K:
         with os.scandir(path) as entries:
             names = sorted(entry.name for entry in entries
                            if entry.name.endswith(".tar") and WNID.match(entry.name[:-4]) and entry.is_file())
@@ -307,7 +303,7 @@ def hub_shards(source: str, path: Path, layout: str) -> list[str]:
             f"to index" + (f" (its {INFO_FILE} lists {sum(len(files) for files in listed.values())})" if listed else "")
             + "; download the copy's shards into it (docs/imagenet.md)."
         )
-    missing = [part for part in PARTS if source != "in21k" and not any(shard_part(name) == part for name in found)]
+    missing = [part for part in PARTS if source != IN21K and not any(shard_part(name) == part for name in found)]
     if missing:
         raise ImageRootError(f"{setting} = '{path}' has no {' or '.join(missing)} shards; IN-1K needs its training and "
                              f"validation sets both.")
@@ -404,7 +400,7 @@ class ImageRoot:
     # IN-1K-like roots: the official training and validation sets ------------------------------
     def part_images(self, wnids: Sequence[str], part: str, threads: int = 4) -> dict[str, ConceptImages | None]:
         """Each concept's images of the official ``train`` or ``val`` set; None when absent."""
-        if self.source == "in21k":
+        if self.source == IN21K:
             raise ValueError("ImageNet-21K has no official sets; use concept_images")
         if self.layout == "folders":
             folder_name = next((name for name in PART_FOLDERS[self.source][part] if (self.root / name).is_dir()),

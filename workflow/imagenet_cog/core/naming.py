@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 
 IN1K = "in1k"
+# the image root of ImageNet-21K: the levels' and the pool's images (no dataset of that name)
+IN21K = "in21k"
 IN1K_BLURRED = "in1k_blurred"
 POOL = "pool"
 # the level set of IN-1K and Lin's levels

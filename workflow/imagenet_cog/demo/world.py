@@ -41,7 +41,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from imagenet_cog.core.io import atomic_directory, atomic_output, read_lines, read_tsv, write_lines
-from imagenet_cog.core.naming import IN1K, POOL
+from imagenet_cog.core.naming import IN1K, IN21K, POOL
 from imagenet_cog.core.sampling import derived_rng, spread
 
 # A canvas larger than the images leaves room for crops at different positions.
@@ -293,13 +293,13 @@ def demo_world(argv: Sequence[str]) -> int:
     # every seen concept has IN-1K images: the probed ones are among them
     drawn = {**chosen, IN1K: seen} if IN1K in chosen or args.pretraining_concepts else chosen
 
-    folders = {"in21k": Path(args.in21k_images), IN1K: Path(args.in1k_images)}
-    with atomic_directory(folders["in21k"]) as in21k, atomic_directory(folders[IN1K]) as in1k:
+    folders = {IN21K: Path(args.in21k_images), IN1K: Path(args.in1k_images)}
+    with atomic_directory(folders[IN21K]) as in21k, atomic_directory(folders[IN1K]) as in1k:
         count = draw_images(
             drawn, ranking, in21k, in1k, args.train_images, args.test_images, args.seed, args.image_size,
         )
     if args.preview:
-        preview(chosen, folders["in21k"], folders[IN1K], args.preview)
+        preview(chosen, folders[IN21K], folders[IN1K], args.preview)
     for dataset, path in outputs.items():
         write_lines(path, chosen[dataset])
     if args.pretraining_concepts:

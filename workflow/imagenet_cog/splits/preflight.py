@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
+from imagenet_cog.core.image_layouts import SHARD_LAYOUTS
 from imagenet_cog.core.image_roots import (
     RELEASES,
     ImageRoot,
@@ -34,8 +35,8 @@ from imagenet_cog.core.image_roots import (
 )
 from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
 from imagenet_cog.core.layout import Layout
-from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
-from imagenet_cog.core.shards import SHARD_LAYOUTS, ShardDownload, shard_download, shard_part
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
+from imagenet_cog.core.shards import ShardDownload, shard_download, shard_part
 from imagenet_cog.levels.concepts import ConceptError, read_image_counts
 from imagenet_cog.splits.image_splits import SplitError, load_published_splits, read_concepts
 
@@ -46,7 +47,7 @@ NEEDED_HEADER = ("wnid", "name", "tar", "fall11_images", "datasets")
 def source_of(dataset: str) -> str:
     """The image root a dataset's images come from: IN-1K's, IN-1K-blurred's, else IN-21K's
     (the levels and the pool)."""
-    return dataset if dataset in (IN1K, IN1K_BLURRED) else "in21k"
+    return dataset if dataset in (IN1K, IN1K_BLURRED) else IN21K
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def failure_message(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoo
         for source, by_wnid in by_source.items():
             datasets_of = {wnid: [check.dataset for check in group] for wnid, group in by_wnid.items()}
             lines.append(f"{_plural(len(by_wnid), 'concept')} {heading} ({roots[source].describe()}"
-                         + (f", release {release}" if source == "in21k" else "") + "):")
+                         + (f", release {release}" if source == IN21K else "") + "):")
             lines += [_concept_line(group[0], datasets_of[wnid]) for wnid, group in by_wnid.items()]
     release_note = RELEASES[release]
     return (
@@ -191,7 +192,7 @@ def run_preflight(datasets: Mapping[str, Sequence[str]], roots: Mapping[str, Ima
     checks = []
     for dataset, wnids in datasets.items():
         root = roots[source_of(dataset)]
-        if source_of(dataset) == "in21k":
+        if source_of(dataset) == IN21K:
             checks += check_level_concepts(dataset, wnids, root, requirements, fall11,
                                            published if dataset in published_datasets else None, threads)
         else:
@@ -275,7 +276,7 @@ def hub_copy_notes(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoot
         if root.layout not in SHARD_LAYOUTS:
             continue
         mine = [check for check in checks if source_of(check.dataset) == source]
-        if source == "in21k":
+        if source == IN21K:
             counted = {check.wnid: check for check in mine if check.fall11_images is not None}.values()
             fewer = [check for check in counted if check.images < check.fall11_images]
             dropped = sum(check.fall11_images - check.images for check in fewer)

@@ -5,7 +5,8 @@
 import os
 import shlex
 
-from imagenet_cog.core.image_roots import ARCHIVE_LAYOUTS, ImageRootError, resolve_layout
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS
+from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
 
 
 def demo_image_source(dataset):
