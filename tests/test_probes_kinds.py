@@ -5,12 +5,14 @@ kind's allow-list is what the probe command reads from params.probes."""
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
 import pytest
 import yaml
 
 from conftest import REPOSITORY
 from imagenet_cog.probes.kinds import JOB_SETTINGS, KINDS, SEARCHED_KINDS, kind_of_result
+from imagenet_cog.probes.probe import _parser, search_settings
 from imagenet_cog.probes.search import SearchSettings
 
 SCHEMA = yaml.safe_load((REPOSITORY / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -62,3 +64,25 @@ def test_a_kinds_studies_are_named_without_the_fields_it_does_not_use(kind, abse
     defining = SearchSettings(kind=kind).defining()
     assert not absent & set(defining)
     assert {"trials", "epochs", "lr_range"} <= set(defining)
+
+
+PROBES = {"lr_range": [0.1, 100], "wd_range": [1e-12, 1e-4], "pca_dims": [8],
+          "mlp": {"hidden_width": 64, "hidden_layers": 2, "lr_range": [0.1, 100], "noact_lr_range": [0.01, 10],
+                  "wd_range": [1e-8, 1e-4]}}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("pca-8", {"kind": "pca", "pca_dim": 8, "lr_range": (0.1, 100.0), "wd_range": (1e-12, 1e-4)}),
+        ("mlp", {"kind": "mlp", "hidden_width": 64, "hidden_layers": 2, "lr_range": (0.1, 100.0)}),
+        ("mlp_noact", {"kind": "mlp_noact", "hidden_width": 64, "lr_range": (0.01, 10.0), "wd_range": (1e-8, 1e-4)}),
+    ],
+)
+def test_a_kinds_command_settings_give_the_probe_command_its_kind_and_ranges(name, expected):
+    settings = kind_of_result(name).command_settings(PROBES, name)
+    argv = ["--train", "t.h5", "--test", "e.h5", "--output", "o.json", "--study", "s.jsonl", "--model", "m",
+            "--dataset", "l1", "--shots", "all", "--seed", "0", *settings["kind_arguments"].split(),
+            "--lr-range", *settings["lr_range"].split(), "--wd-range", *settings["wd_range"].split()]
+    searched = asdict(search_settings(_parser().parse_args(argv)))
+    assert {key: searched[key] for key in expected} == expected

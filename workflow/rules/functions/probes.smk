@@ -184,24 +184,8 @@ def probe_resources(runs=1, runtime=None):
 
 def kind_probe_settings(kind):
     """The search settings of a kind other than linear: the shared ones, with the kind's
-    learning-rate and weight-decay ranges and network; ranges as the command reads them.
-    pca-<d> is the linear probe on projected features, with the linear probe's ranges."""
-    dim = naming.pca_dim(kind)
-    if dim is not None:
-        return {
-            **SHARED_PROBE_SETTINGS,
-            "lr_range": LINEAR_LR_RANGE,
-            "wd_range": LINEAR_WD_RANGE,
-            "kind_arguments": f"--kind pca --pca-dim {dim}",
-        }
-    mlp = config["probes"]["mlp"]
-    lr_range = mlp["lr_range"] if kind == "mlp" else mlp["noact_lr_range"]
-    return {
-        **SHARED_PROBE_SETTINGS,
-        "lr_range": " ".join(str(value) for value in lr_range),
-        "wd_range": " ".join(str(value) for value in mlp["wd_range"]),
-        "kind_arguments": f"--kind {kind} --hidden-width {mlp['hidden_width']} --hidden-layers {mlp['hidden_layers']}",
-    }
+    learning-rate and weight-decay ranges and --kind options (its module's command_settings)."""
+    return {**SHARED_PROBE_SETTINGS, **kind_of_result(kind).command_settings(config["probes"], kind)}
 
 
 # The k-NN kind (imagenet_cog/probes/knn.py): one job per model and dataset of IN-1K and the
@@ -232,7 +216,7 @@ def probe_kind_inputs(wildcards):
         "train": PATHS.features(wildcards.model, wildcards.dataset, "train"),
         "test": PATHS.features(wildcards.model, wildcards.dataset, "test"),
     }
-    if naming.pca_dim(wildcards.kind) is not None:
+    if kind_of_result(wildcards.kind).projected:
         inputs["pca"] = PATHS.pca_components(wildcards.model, wildcards.dataset)
     return inputs
 

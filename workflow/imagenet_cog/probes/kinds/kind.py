@@ -12,6 +12,20 @@ SEARCH_SETTINGS = ("trials", "epochs", "batch_size", "momentum", "val_fraction",
                    "precision")
 
 
+def joined(values) -> str:
+    """A list setting as the probe command takes it: ``0.1 100``."""
+    return " ".join(str(value) for value in values)
+
+
+def mlp_command_settings(mlp: dict, name: str, lr_range: str) -> dict[str, str]:
+    """The MLP kinds' command settings from probes.mlp, with learning rates from its ``lr_range`` key."""
+    return {
+        "lr_range": joined(mlp[lr_range]),
+        "wd_range": joined(mlp["wd_range"]),
+        "kind_arguments": f"--kind {name} --hidden-width {mlp['hidden_width']} --hidden-layers {mlp['hidden_layers']}",
+    }
+
+
 @dataclass(frozen=True)
 class ProbeKind:
     # its name in probes.kinds and the probe command's --kind
@@ -35,6 +49,11 @@ class ProbeKind:
     trainer_options: dict = field(default_factory=dict)
     # its result folders for probes.* settings, when not just its name (pca: one per d)
     expand: Callable[[dict], list[str]] | None = None
+    # for the kinds of rule probe_kind: (probes.* settings, result name) -> its learning-rate and
+    # weight-decay ranges and its --kind options, as the probe command reads them
+    command_settings: Callable[[dict, str], dict[str, str]] | None = None
+    # reads the principal components of its dataset's training features (rule pca_components)
+    projected: bool = False
 
     def result_names(self, probes: dict) -> list[str]:
         """The kind's names in result paths and the summary's ``probe`` column."""

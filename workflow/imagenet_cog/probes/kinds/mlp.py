@@ -1,7 +1,7 @@
 """The MLP probe (CoG preprint, supp. C.3): hidden layers with ReLU on the raw features."""
 
 from imagenet_cog.core.naming import MLP
-from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind
+from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind, mlp_command_settings
 
 KIND = ProbeKind(
     name=MLP,
@@ -10,4 +10,5 @@ KIND = ProbeKind(
     in_kinds_table=True,
     unused_fields=("pca_dim",),
     trainer_options={"relu": True},
+    command_settings=lambda probes, name: mlp_command_settings(probes["mlp"], name, "lr_range"),
 )

@@ -2,7 +2,7 @@
 map, trained on the raw features."""
 
 from imagenet_cog.core.naming import MLP_NOACT
-from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind
+from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind, mlp_command_settings
 
 KIND = ProbeKind(
     name=MLP_NOACT,
@@ -11,4 +11,5 @@ KIND = ProbeKind(
     in_kinds_table=True,
     unused_fields=("pca_dim",),
     trainer_options={"relu": False},
+    command_settings=lambda probes, name: mlp_command_settings(probes["mlp"], name, "noact_lr_range"),
 )
