@@ -46,11 +46,11 @@ from imagenet_cog.core.plots import (  # noqa: E402
     save_figure,
     set_theme,
 )
+from imagenet_cog.probes.kinds.kind import KindTexts  # noqa: E402
 from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
 from imagenet_cog.results.summary import (  # noqa: E402
     INTERVAL_COLUMNS,
     KIND_TEXTS,
-    KindTexts,
     kind_seed_results,
     lin_rows,
     read_seed_results,

@@ -41,13 +41,12 @@ from imagenet_cog.core.tables import (
     write_tidy_table,
 )
 from imagenet_cog.probes.kinds import KINDS, kind_of_result
+from imagenet_cog.probes.kinds.knn import KNN_NOTE, KNN_REPORTED_K
 from imagenet_cog.results.statistics import kind_rank_agreement, paired_tests, rank_agreement
 from imagenet_cog.results.summary import (
     DEVIATIONS_COLUMN,
     INTERVAL_COLUMNS,
     KIND_TEXTS,
-    KNN_NOTE,
-    KNN_REPORTED_K,
     joined_deviations,
     kind_seed_results,
     lin_rows,

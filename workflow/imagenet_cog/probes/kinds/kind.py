@@ -12,6 +12,20 @@ SEARCH_SETTINGS = ("trials", "epochs", "batch_size", "momentum", "val_fraction",
                    "precision")
 
 
+@dataclass(frozen=True)
+class KindTexts:
+    """How the tables and figures of a probe kind with a set of its own name what they show."""
+
+    top1: str  # at the start of a caption
+    score: str  # within a sentence
+    classifiers: str
+    fitted_on: str  # what the classifiers do with the training images
+    title: str  # the levels figure's title, before "with all training images"
+    axis: str  # the relative figures' axis, before "relative to <baseline>"
+    tests: str  # the family the paired tests are Holm-corrected over
+    notes: tuple[str, ...] = ()
+
+
 def joined(values) -> str:
     """A list setting as the probe command takes it: ``0.1 100``."""
     return " ".join(str(value) for value in values)
@@ -54,6 +68,9 @@ class ProbeKind:
     command_settings: Callable[[dict, str], dict[str, str]] | None = None
     # reads the principal components of its dataset's training features (rule pca_components)
     projected: bool = False
+    # the wording of its own set of the paper's tables and figures (results/tables.py,
+    # results/figures.py); None: no such set
+    texts: KindTexts | None = None
 
     def result_names(self, probes: dict) -> list[str]:
         """The kind's names in result paths and the summary's ``probe`` column."""

@@ -2,7 +2,7 @@
 the reference every other kind is compared with."""
 
 from imagenet_cog.core.naming import LINEAR
-from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind
+from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, KindTexts, ProbeKind
 
 KIND = ProbeKind(
     name=LINEAR,
@@ -11,4 +11,8 @@ KIND = ProbeKind(
     linear_grid=True,
     linear_protocol=True,
     unused_fields=("kind", "hidden_width", "hidden_layers", "pca_dim"),
+    texts=KindTexts(
+        "Top-1 accuracy", "top-1", "linear classifiers", "trained on", "Linear classification", "Top-1",
+        "every model, dataset and N of the run",
+    ),
 )
