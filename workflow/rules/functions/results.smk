@@ -39,13 +39,14 @@ if any("paper_name" in entry for entry in config["models"].values()):
         raise WorkflowError(f"config.yaml: {error}") from error
 
 
-# The k-NN's tables and figures (issue #33) exist only when probes.kinds has knn: a run
-# without it plans exactly the outputs it had. Their commands see the k-NN in the summary's
-# rows (no new param or option, so finished runs stay current).
-RESULTS_KNN = naming.KNN in PROBE_KINDS
-RESULT_TABLE_NAMES = result_table_names(DATASETS, knn=RESULTS_KNN)
-RESULT_FIGURE_NAMES = result_figure_names(knn=RESULTS_KNN)
-KNN_FIGURE_NAMES = [kind_result_name(name, naming.KNN) for name in KIND_FIGURES] if RESULTS_KNN else []
+# The tables and figures of a kind besides linear with a set of its own (its module's texts:
+# the k-NN's, issue #33) exist only when probes.kinds has it: a run without it plans exactly
+# the outputs it had. Their commands see the kind in the summary's rows (no new param or
+# option, so finished runs stay current).
+TABLED_KINDS = [name for name in PROBE_KINDS if name != naming.LINEAR and kind_of_result(name).texts]
+RESULT_TABLE_NAMES = result_table_names(DATASETS, TABLED_KINDS)
+RESULT_FIGURE_NAMES = result_figure_names(TABLED_KINDS)
+KIND_FIGURE_NAMES = [kind_result_name(name, kind) for kind in TABLED_KINDS for name in KIND_FIGURES]
 
 
 def results_root(wildcards, output):
@@ -166,4 +167,4 @@ def results_targets():
         if LEVEL_SET_DATASETS
         else []
     )
-    return [*PATHS.result_targets(DATASETS, knn=RESULTS_KNN), *level_set_results]
+    return [*PATHS.result_targets(DATASETS, TABLED_KINDS), *level_set_results]
