@@ -83,14 +83,20 @@ def level_set_grid_arguments():
     )
 
 
+def tabled_kind_of(name):
+    """The kind (of TABLED_KINDS) a result table is named for (layout.kind_result_name), or
+    None for the linear probe's and the other kinds' tables."""
+    return next((kind for kind in TABLED_KINDS if name.startswith(f"{kind}_")), None)
+
+
 def table_report(name):
     """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
     probe_kind_tables = {
         "probe_kinds": "MLP probes relative to linear",
         "pca_top1": "PCA + linear, top-1",
         "pca_relative": "PCA + linear, relative to baseline",
-        "knn_vs_linear": "k-NN beside linear, top-1",
-        "knn_rank_agreement": "Kendall's tau k-NN vs linear",
+        **{kind_result_name("vs_linear", kind): f"{KINDS[kind].title} beside linear, top-1" for kind in TABLED_KINDS},
+        **{kind_result_name("rank_agreement", kind): f"Kendall's tau {KINDS[kind].title} vs linear" for kind in TABLED_KINDS},
     }
     if name in probe_kind_tables:
         return report(
@@ -100,15 +106,15 @@ def table_report(name):
             subcategory="Probe kinds",
             labels={"table": probe_kind_tables[name], "dataset": "IN-1K and levels"},
         )
-    plain = name.removeprefix(f"{naming.KNN}_")  # the k-NN's tables: layout.kind_result_name
-    knn = plain != name
+    tabled = tabled_kind_of(name)
+    plain = name.removeprefix(f"{tabled}_") if tabled else name
     absolute = plain.startswith("top1_")
     across_levels = plain.endswith("_levels")
     dataset = "IN-1K and levels" if across_levels else plain.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
     kind = ("Top-1" if absolute else "Relative to baseline") + (", all images" if across_levels else " per N")
-    if knn:
-        kind = f"k-NN {kind[0].lower()}{kind[1:]}"
-    caption = f"table_{'knn_' if knn else ''}{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
+    if tabled:
+        kind = f"{KINDS[tabled].title} {kind[0].lower()}{kind[1:]}"
+    caption = f"table_{f'{tabled}_' if tabled else ''}{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
     return report(
         PATHS.table(name, "csv"),
         caption=f"../report/{caption}",
