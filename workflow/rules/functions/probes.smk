@@ -298,12 +298,11 @@ def probe_runtime_minutes(wildcards):
 
 
 def probe_kind_runtime_minutes(wildcards):
-    """The linear probe's limit, scaled for the MLP kinds by their products per sample
-    (forward and backward, about 3x the weights) against the linear probe's (2 D C)."""
+    """The linear probe's limit, its time beyond the start-up allowance scaled by the kind's
+    work per sample against the linear probe's (its module's work_factor: the MLP kinds')."""
     minutes = probe_runtime_minutes(wildcards)
-    if wildcards.kind not in naming.MLP_KINDS:
+    work_factor = kind_of_result(wildcards.kind).work_factor
+    if work_factor is None:
         return minutes
-    dim, classes = model_feature_dim(wildcards.model), config["levels"]["concepts_per_level"]
-    width, layers = config["probes"]["mlp"]["hidden_width"], config["probes"]["mlp"]["hidden_layers"]
-    weights = dim * width + (layers - 1) * width * width + width * classes
-    return int(30 + (minutes - 30) * 3 * weights / (2 * dim * classes))
+    factor = work_factor(model_feature_dim(wildcards.model), config["levels"]["concepts_per_level"], config["probes"])
+    return int(30 + (minutes - 30) * factor)

@@ -40,6 +40,14 @@ def mlp_command_settings(mlp: dict, name: str, lr_range: str) -> dict[str, str]:
     }
 
 
+def mlp_work_factor(dim: int, classes: int, probes: dict) -> float:
+    """An MLP's products per sample (forward and backward, about 3x its weights) against the
+    linear probe's (2 D C)."""
+    width, layers = probes["mlp"]["hidden_width"], probes["mlp"]["hidden_layers"]
+    weights = dim * width + (layers - 1) * width * width + width * classes
+    return 3 * weights / (2 * dim * classes)
+
+
 @dataclass(frozen=True)
 class ProbeKind:
     # its name in probes.kinds and the probe command's --kind
@@ -68,6 +76,9 @@ class ProbeKind:
     command_settings: Callable[[dict, str], dict[str, str]] | None = None
     # reads the principal components of its dataset's training features (rule pca_components)
     projected: bool = False
+    # (feature width, classes, probes.* settings) -> its training work per sample against the
+    # linear probe's, which scales its jobs' wall-clock limit; None: the linear probe's work
+    work_factor: Callable[[int, int, dict], float] | None = None
     # the wording of its own set of the paper's tables and figures (results/tables.py,
     # results/figures.py); None: no such set
     texts: KindTexts | None = None

@@ -1,7 +1,7 @@
 """The MLP probe (CoG preprint, supp. C.3): hidden layers with ReLU on the raw features."""
 
 from imagenet_cog.core.naming import MLP
-from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind, mlp_command_settings
+from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind, mlp_command_settings, mlp_work_factor
 
 KIND = ProbeKind(
     name=MLP,
@@ -11,4 +11,5 @@ KIND = ProbeKind(
     unused_fields=("pca_dim",),
     trainer_options={"relu": True},
     command_settings=lambda probes, name: mlp_command_settings(probes["mlp"], name, "lr_range"),
+    work_factor=mlp_work_factor,
 )

@@ -2,7 +2,7 @@
 map, trained on the raw features."""
 
 from imagenet_cog.core.naming import MLP_NOACT
-from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind, mlp_command_settings
+from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind, mlp_command_settings, mlp_work_factor
 
 KIND = ProbeKind(
     name=MLP_NOACT,
@@ -12,4 +12,5 @@ KIND = ProbeKind(
     unused_fields=("pca_dim",),
     trainer_options={"relu": False},
     command_settings=lambda probes, name: mlp_command_settings(probes["mlp"], name, "noact_lr_range"),
+    work_factor=mlp_work_factor,
 )
