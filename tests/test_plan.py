@@ -152,6 +152,13 @@ def test_plan_prices_knn_when_the_config_runs_it(tmp_path):
     assert any(note.startswith("not priced: the k-NN probe (the rates lack knn_flops_per_s") for note in unpriced)
 
 
+def test_plan_names_the_kinds_it_does_not_price(tmp_path):
+    config = small_config()
+    config["probes"]["kinds"] = ["linear", "mlp", "pca", "knn"]
+    _, notes = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES})), gpus=1)
+    assert "not priced: the probe kinds mlp, pca" in notes
+
+
 def test_rates_files(tmp_path):
     shipped = read_rates(REPOSITORY / "resources" / "rates" / "h100.yaml")
     assert "H100" in shipped.device and "probe_step_fixed_s" in shipped.projected_keys()

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.core.naming import KNN, LINEAR
+from imagenet_cog.core.naming import KNN
 from imagenet_cog.plan.cost import KNN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
+from imagenet_cog.probes.kinds import KINDS
 
 COLUMNS = ("stage", "model", "jobs", "images_read", "bytes_written", "trial_epochs", "gpu_hours", "rates")
 # Bytes a probe writes besides its classifier (measured on the demo's files): a journal line
@@ -139,7 +140,7 @@ def not_priced(config: dict, rates: Rates) -> list[str]:
                 if config["analyses"].get(name, {}).get("enabled", True)]
     if analyses:
         missing.append(f"not priced: the analyses ({', '.join(analyses)}) of every model and dataset")
-    other_kinds = [kind for kind in config["probes"]["kinds"] if kind not in (LINEAR, KNN)]
+    other_kinds = [kind for kind in config["probes"]["kinds"] if not KINDS[kind].priced]
     if other_kinds:
         missing.append(f"not priced: the probe kinds {', '.join(other_kinds)}")
     if KNN in config["probes"]["kinds"] and not rates.prices_knn():

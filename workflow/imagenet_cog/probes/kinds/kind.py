@@ -76,6 +76,9 @@ class ProbeKind:
     command_settings: Callable[[dict, str], dict[str, str]] | None = None
     # reads the principal components of its dataset's training features (rule pca_components)
     projected: bool = False
+    # the plan's cost model counts its work (imagenet_cog.plan.cost: the linear probe's
+    # training passes, the k-NN's products); the plan names the other kinds unpriced
+    priced: bool = False
     # (feature width, classes, probes.* settings) -> its training work per sample against the
     # linear probe's, which scales its jobs' wall-clock limit; None: the linear probe's work
     work_factor: Callable[[int, int, dict], float] | None = None

@@ -17,6 +17,7 @@ KIND = ProbeKind(
     title="k-NN",
     settings=("knn", "device"),
     linear_grid=True,
+    priced=True,
     searched=False,
     texts=KindTexts(
         "k-NN top-1 accuracy", "k-NN top-1", f"weighted k-NN classifiers ({KNN_REPORTED_K})", "voting among",

@@ -9,6 +9,7 @@ KIND = ProbeKind(
     title="LogReg",
     settings=(*SEARCH_SETTINGS, "lr_range", "wd_range"),
     linear_grid=True,
+    priced=True,
     linear_protocol=True,
     unused_fields=("kind", "hidden_width", "hidden_layers", "pca_dim"),
     texts=KindTexts(
