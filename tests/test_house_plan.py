@@ -259,3 +259,16 @@ def test_dataset_and_kind_names_are_formed_by_the_naming_module_only():
         for node in named_literals(ast.parse(path.read_text()))
     ]
     assert literals == [], "use core/naming.py's constants and functions (or the probe kinds' registry)"
+
+
+def test_the_rule_files_take_dataset_and_kind_names_from_the_naming_module():
+    names = "|".join(sorted(FORMED_NAMES))
+    # compared, returned after else, or passed as a call's first argument
+    literal = re.compile(rf'(?:==|!=|\belse)\s*"(?:{names})"|"(?:{names})"\s*(?:==|!=)|\(\s*"(?:{names})"\s*[,)]')
+    found = [
+        f"{path.relative_to(REPOSITORY)}:{number}: {line.strip()}"
+        for path in sorted([*RULES.glob("*.smk"), *FUNCTIONS.glob("*.smk")])
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if literal.search(line)
+    ]
+    assert found == [], "use naming's constants (naming.IN1K, naming.PCA, ...)"

@@ -54,7 +54,7 @@ def counts_images_from_root():
             "point it at ImageNet-21K or set count_images_from_root: false."
         )
     try:
-        layout = resolve_layout("in21k", config["data"]["in21k_root"], config["data"]["in21k_layout"])
+        layout = resolve_layout(naming.IN21K, config["data"]["in21k_root"], config["data"]["in21k_layout"])
     except ImageRootError as error:
         raise WorkflowError(f"config: {error}") from None
     if layout != "folders":

@@ -277,7 +277,7 @@ def probe_mem_mb(wildcards):
 # Checked before any job: a d wider than a model's features cannot be had (a d above a
 # dataset's training samples is known only once its splits exist: the probe job says so).
 for model in MODELS:
-    too_wide = [dim for dim in PCA_DIMS if dim > model_feature_dim(model)] if "pca" in config["probes"]["kinds"] else []
+    too_wide = [dim for dim in PCA_DIMS if dim > model_feature_dim(model)] if naming.PCA in config["probes"]["kinds"] else []
     if too_wide:
         raise WorkflowError(
             f"config.yaml: probes.pca_dims has {too_wide}, more principal components than model "

@@ -11,7 +11,7 @@ from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
 
 def demo_image_source(dataset):
     """The demo image folder of a dataset: in1k, pool (drawn for level sets) or in21k."""
-    return dataset if dataset in (naming.IN1K, naming.IN1K_BLURRED, naming.POOL) else "in21k"
+    return dataset if dataset in (naming.IN1K, naming.IN1K_BLURRED, naming.POOL) else naming.IN21K
 
 
 # the config key of each dataset's image root (the levels and the pool: IN-21K's)
@@ -33,7 +33,7 @@ def image_root(dataset):
 
 def image_source(dataset):
     """The image root a dataset's images come from: in21k, in1k or in1k_blurred."""
-    return {naming.IN1K: "in1k", naming.IN1K_BLURRED: "in1k_blurred"}.get(dataset, "in21k")
+    return dataset if dataset in (naming.IN1K, naming.IN1K_BLURRED) else naming.IN21K
 
 
 @functools.cache
@@ -58,7 +58,7 @@ def hub_copy_options():
     """needed_synsets on a Hub copy's webdataset shards (every shard is needed, the samples
     being shuffled across them): its root and layout; nothing for the release's tars."""
     root = config["data"]["in21k_root"]
-    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout("in21k") != "wds":
+    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout(naming.IN21K) != "wds":
         return ""
     return f" --root {shlex.quote(root)} --layout wds"
 
