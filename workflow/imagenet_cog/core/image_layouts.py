@@ -6,8 +6,7 @@ choices, the readers and index scans) is drawn from :data:`IMAGE_LAYOUTS`; the s
 How a root's layout is detected is :func:`imagenet_cog.core.image_roots.detect_layout`; the
 index of an indexed layout is built by ``index-images`` (:mod:`imagenet_cog.splits.image_index`):
 tar members by :func:`imagenet_cog.core.archives.build_index`, a Hub copy's files by its
-entry in :data:`imagenet_cog.core.parquet_images.SHARD_SCANS`; an index of parquet files is read
-by :class:`~imagenet_cog.core.archives.ParquetReader`, the others' by ``MemberReader``.
+entry in :data:`imagenet_cog.core.parquet_images.SHARD_SCANS`.
 """
 
 from __future__ import annotations
@@ -26,6 +25,9 @@ class ImageLayout:
     indexed: bool = False
     # a Hugging Face Hub copy: indexed by scanning each of its files (SHARD_SCANS)
     hub: bool = False
+    # its images are rows of parquet files, read by ParquetReader (core/archives.py), not
+    # tar members read by offset (MemberReader)
+    parquet_rows: bool = False
 
 
 IMAGE_LAYOUTS = (
@@ -38,7 +40,7 @@ IMAGE_LAYOUTS = (
     # webdataset shards (timm/imagenet-22k-wds, timm/imagenet-1k-wds)
     ImageLayout("wds", (IN21K, IN1K), indexed=True, hub=True),
     # ILSVRC/imagenet-1k's data/*.parquet
-    ImageLayout("parquet", (IN1K,), indexed=True, hub=True),
+    ImageLayout("parquet", (IN1K,), indexed=True, hub=True, parquet_rows=True),
 )
 LAYOUT_NAMES = tuple(layout.name for layout in IMAGE_LAYOUTS)
 # the image roots, each with the layouts it may have
@@ -47,3 +49,4 @@ SOURCE_LAYOUTS = {source: tuple(layout.name for layout in IMAGE_LAYOUTS if sourc
 # layouts read through an image index: the release's tars and the Hub's shards
 ARCHIVE_LAYOUTS = tuple(layout.name for layout in IMAGE_LAYOUTS if layout.indexed)
 SHARD_LAYOUTS = tuple(layout.name for layout in IMAGE_LAYOUTS if layout.hub)
+PARQUET_ROW_LAYOUTS = tuple(layout.name for layout in IMAGE_LAYOUTS if layout.parquet_rows)
