@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import math
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from imagenet_cog.core.layout import LEVEL_SETS_NAME, Layout
@@ -18,8 +20,6 @@ from imagenet_cog.core.naming import IN1K, LINEAR, MEASURE_TITLES, RANDOM, level
 from imagenet_cog.core.plots import save_figure
 from imagenet_cog.core.tables import write_table
 from imagenet_cog.results.summary import read_summary
-import matplotlib
-import matplotlib.pyplot as plt
 
 
 def level_set_frame(summary: pd.DataFrame, shots: str) -> pd.DataFrame:
