@@ -19,6 +19,8 @@ from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
 @dataclass(frozen=True)
 class ImageLayout:
     name: str
+    # how messages and benchmark lines name it
+    title: str
     # the image roots that may be held this way
     sources: tuple[str, ...]
     # read in place through an image index built once, rather than as files in folders
@@ -28,19 +30,25 @@ class ImageLayout:
     # its images are rows of parquet files, read by ParquetReader (core/archives.py), not
     # tar members read by offset (MemberReader)
     parquet_rows: bool = False
+    # a Hub copy's file, as an error naming what a root lacks words it
+    hub_file: str = ""
+    # the copy lists its shards and their lengths in _info.json, which the index is checked against
+    info_listed: bool = False
 
 
 IMAGE_LAYOUTS = (
     # <root>/<wnid>/*.JPEG, or IN-1K's {train,val}/<wnid>/
-    ImageLayout("folders", (IN21K, IN1K, IN1K_BLURRED)),
+    ImageLayout("folders", "folders", (IN21K, IN1K, IN1K_BLURRED)),
     # one tar per synset (what 'tar xzf winter21_whole.tar.gz' leaves), or a release's set tars
-    ImageLayout("tars", (IN21K, IN1K, IN1K_BLURRED), indexed=True),
+    ImageLayout("tars", "folder of tars", (IN21K, IN1K, IN1K_BLURRED), indexed=True),
     # the root is one uncompressed tar of synset tars (winter21_whole.tar)
-    ImageLayout("tar", (IN21K,), indexed=True),
+    ImageLayout("tar", "outer tar", (IN21K,), indexed=True),
     # webdataset shards (timm/imagenet-22k-wds, timm/imagenet-1k-wds)
-    ImageLayout("wds", (IN21K, IN1K), indexed=True, hub=True),
+    ImageLayout("wds", "wds shards", (IN21K, IN1K), indexed=True, hub=True,
+                hub_file="webdataset shard (<copy>-train-NNNN.tar)", info_listed=True),
     # ILSVRC/imagenet-1k's data/*.parquet
-    ImageLayout("parquet", (IN1K,), indexed=True, hub=True, parquet_rows=True),
+    ImageLayout("parquet", "parquet", (IN1K,), indexed=True, hub=True, parquet_rows=True,
+                hub_file="parquet file (data/train-NNNNN-of-NNNNN.parquet)"),
 )
 LAYOUT_NAMES = tuple(layout.name for layout in IMAGE_LAYOUTS)
 # the image roots, each with the layouts it may have
@@ -50,3 +58,5 @@ SOURCE_LAYOUTS = {source: tuple(layout.name for layout in IMAGE_LAYOUTS if sourc
 ARCHIVE_LAYOUTS = tuple(layout.name for layout in IMAGE_LAYOUTS if layout.indexed)
 SHARD_LAYOUTS = tuple(layout.name for layout in IMAGE_LAYOUTS if layout.hub)
 PARQUET_ROW_LAYOUTS = tuple(layout.name for layout in IMAGE_LAYOUTS if layout.parquet_rows)
+INFO_LISTED_LAYOUTS = tuple(layout.name for layout in IMAGE_LAYOUTS if layout.info_listed)
+LAYOUTS_BY_NAME = {layout.name: layout for layout in IMAGE_LAYOUTS}

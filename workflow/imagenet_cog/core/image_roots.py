@@ -44,7 +44,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
-from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, SHARD_LAYOUTS, SOURCE_LAYOUTS, SOURCES
+from imagenet_cog.core.image_layouts import (
+    ARCHIVE_LAYOUTS,
+    INFO_LISTED_LAYOUTS,
+    LAYOUTS_BY_NAME,
+    PARQUET_ROW_LAYOUTS,
+    SHARD_LAYOUTS,
+    SOURCE_LAYOUTS,
+    SOURCES,
+)
 from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
 from imagenet_cog.core.shards import INFO_FILE, copy_release, read_info, shard_part
 from imagenet_cog.core.val_labels import LabelError, find_labels, read_val_labels, val_stem
@@ -93,7 +101,10 @@ def root_release(root: str | os.PathLike | None, layout: str = "auto") -> str | 
     copies name it: ``imagenet22k`` is Fall 2011, ``imagenet_w21`` Winter 2021); None when
     it does not (folders and tars look the same in both releases)."""
     path = Path(root) if root else None
-    if path is None or not path.is_dir() or layout not in ("auto", "wds") or hub_layout(path) != "wds":
+    if path is None or not path.is_dir():
+        return None
+    hub = hub_layout(path)
+    if hub not in INFO_LISTED_LAYOUTS or layout not in ("auto", hub):
         return None
     shards, _ = hub_files(path)
     listed = read_info(path) or {}
@@ -294,12 +305,12 @@ def hub_shards(source: str, path: Path, layout: str) -> list[str]:
     """A Hub copy's shards of the sets a source reads (train and validation; IN-1K needs
     both), found by globbing the folder (the cards' shard ranges are not to be trusted)."""
     shards, parquets = hub_files(path)
-    found = [name for name in (shards if layout == "wds" else parquets) if shard_part(name) in PARTS]
+    found = [name for name in (parquets if layout in PARQUET_ROW_LAYOUTS else shards) if shard_part(name) in PARTS]
     setting = root_setting(source)
     if not found:
-        listed = read_info(path) if layout == "wds" else None
+        listed = read_info(path) if layout in INFO_LISTED_LAYOUTS else None
         raise ImageRootError(
-            f"{setting} = '{path}' holds no {'webdataset shard (<copy>-train-NNNN.tar)' if layout == 'wds' else 'parquet file (data/train-NNNNN-of-NNNNN.parquet)'} "
+            f"{setting} = '{path}' holds no {LAYOUTS_BY_NAME[layout].hub_file} "
             f"to index" + (f" (its {INFO_FILE} lists {sum(len(files) for files in listed.values())})" if listed else "")
             + "; download the copy's shards into it (docs/imagenet.md)."
         )

@@ -54,6 +54,7 @@ from imagenet_cog.core.archives import (
     scan_all,
     write_index,
 )
+from imagenet_cog.core.image_layouts import INFO_LISTED_LAYOUTS
 from imagenet_cog.core.naming import IN21K
 
 INFO_FILE = "_info.json"
@@ -371,7 +372,7 @@ def build_shard_index(source: str, root: str | os.PathLike, shards: Sequence[str
     rows = archive_rows(root, shards)
     units = shard_units(source, root, shards)
     scans = list(scan_all(scan, units, processes, progress_log(log, started, "shards", "files")))
-    if layout == "wds":
+    if layout in INFO_LISTED_LAYOUTS:
         check_info(root, scans, shards)
     tables, duplicates = shard_tables(rows, scans)
     write_index(output, root, tables, {**(attributes or {}), "source": source, "layout": layout})

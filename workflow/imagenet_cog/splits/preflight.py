@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
-from imagenet_cog.core.image_layouts import SHARD_LAYOUTS
+from imagenet_cog.core.image_layouts import SHARD_LAYOUTS, SOURCE_LAYOUTS
 from imagenet_cog.core.image_roots import (
     RELEASES,
     ImageRoot,
@@ -304,7 +304,8 @@ def needed_synsets_command(argv: Sequence[str]) -> int:
     parser.add_argument("--list", required=True, help="one <wnid>.tar a line")
     parser.add_argument("--release", choices=sorted(RELEASES), default="winter21", help="the release the copy is of")
     parser.add_argument("--root", default=None, help="data.in21k_root, when it is a Hub copy's shards (--layout wds)")
-    parser.add_argument("--layout", default=None, choices=["wds"], help="the root's layout: wds (every shard is needed)")
+    parser.add_argument("--layout", default=None, choices=[name for name in SOURCE_LAYOUTS[IN21K] if name in SHARD_LAYOUTS],
+                        help="the root's layout, when it is a Hub copy (every shard is needed)")
     args = parser.parse_args(argv)
     try:
         datasets = {dataset: read_concepts(path) for dataset, path in _pairs(args.dataset, "--dataset").items()}
