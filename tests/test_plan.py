@@ -14,7 +14,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import REPOSITORY, copy_workflow, snakemake
-from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, project
+from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, knn_job_seconds, project
 from imagenet_cog.plan.measured import calibrated, compare
 from imagenet_cog.plan.rates import RatesError, read_rates, write_rates
 from imagenet_cog.plan.table import format_table, plan_rows
@@ -79,6 +79,9 @@ def test_knn_work_and_seconds_by_hand():
     assert seconds["knn top-k"] == pytest.approx(work.topk_values / 1e8)
     assert seconds["knn loading"] == pytest.approx(2 * 2148 * 8 * 2 / 1e6)
     assert seconds["knn job starts"] == pytest.approx(2.0)
+    # the rules' wall-clock limit prices the job with the same stages
+    assert knn_job_seconds(data, 8, probes, "float16", {**SIMPLE_RATES, **KNN_RATES}) == pytest.approx(
+        sum(seconds[stage] for stage in KNN_STAGES))
     # without the k-NN no k-NN stage, and the linear probes' seconds are the same
     linear = project(count_work([data], 8, probes, FEATURES), SIMPLE_RATES, "resnet50")["d"]
     assert linear == {stage: value for stage, value in seconds.items() if stage not in KNN_STAGES}

@@ -285,6 +285,11 @@ def project_knn(counted: DatasetWork, rates: dict) -> dict[str, float]:
             "knn job starts": counted.knn_jobs * (rates["job_start_s"] + rates["cuda_start_s"])}
 
 
+def knn_job_seconds(data: Dataset, dim: int, probes: dict, dtype: str, rates: dict) -> float:
+    """The projected seconds of one dataset's k-NN job, every stage of it (the rules' limit)."""
+    return sum(project_knn(count_knn(DatasetWork(), data, dim, probes, dtype), rates).values())
+
+
 def stage_seconds(times: dict[str, float], prefix: str) -> float:
     """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
     return sum(value for key, value in times.items() if key.startswith(prefix))

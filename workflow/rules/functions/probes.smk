@@ -6,6 +6,8 @@ import functools
 
 from snakemake.exceptions import IncompleteCheckpointException
 
+from imagenet_cog.plan.cost import Dataset, knn_job_seconds
+from imagenet_cog.plan.rates import read_rates
 from imagenet_cog.probes.kinds import KINDS, kind_of_result
 
 
@@ -199,16 +201,26 @@ if KNN_KINDS and config["probes"]["knn"]["reported_k"] not in config["probes"]["
     )
 
 
+# The shipped H100 rates price the limits, not plan.rates: a job's limit does not move with the
+# device the plan is for, and these hold the k-NN's rates, which a rates file may lack.
+LIMIT_RATES = read_rates(shipped_file("resources/rates/h100.yaml")).values
+# A limit is not an estimate: a device a quarter as fast as the rates' still finishes in time.
+LIMIT_MARGIN = 4
+
+
 def knn_runtime_minutes(wildcards):
-    """A generous wall-clock limit for schedulers: every run's similarity products (2 D per
-    test x training pair) at a conservative 2 TFLOP/s, above a start-up allowance."""
+    """A wall-clock limit for schedulers: the plan's cost model (plan/cost.py) prices the job
+    at LIMIT_RATES, times LIMIT_MARGIN, above a start-up allowance; each dataset is taken to
+    have the levels' concepts_per_level classes (the few-shot training sets' size)."""
     try:
         train, test = (split_row_count(wildcards.dataset, split) for split in SPLITS)
     except IncompleteCheckpointException:
         return 30  # dry runs before the split tables exist (see probe_feature_mb)
-    runs = sum(1 if shots == "all" else len(SEEDS) for shots in SHOTS)
-    flops = runs * 2 * model_feature_dim(wildcards.model) * test * train
-    return int(30 + flops / 2e12 / 60)
+    data = Dataset(wildcards.dataset, train, test, config["levels"]["concepts_per_level"], 0)
+    seconds = knn_job_seconds(
+        data, model_feature_dim(wildcards.model), config["probes"], config["features"]["dtype"], LIMIT_RATES
+    )
+    return int(30 + LIMIT_MARGIN * seconds / 60)
 
 
 def probe_kind_inputs(wildcards):
