@@ -263,8 +263,9 @@ def test_dataset_and_kind_names_are_formed_by_the_naming_module_only():
 
 def test_the_rule_files_take_dataset_and_kind_names_from_the_naming_module():
     names = "|".join(sorted(FORMED_NAMES))
-    # compared, returned after else, or passed as a call's first argument
-    literal = re.compile(rf'(?:==|!=|\belse)\s*"(?:{names})"|"(?:{names})"\s*(?:==|!=)|\(\s*"(?:{names})"\s*[,)]')
+    # compared, tested for membership, returned after else, or passed as a call's first argument
+    literal = re.compile(rf'(?:==|!=|\belse)\s*"(?:{names})"|"(?:{names})"\s*(?:==|!=|(?:not\s+)?in\b)'
+                         rf'|\(\s*"(?:{names})"\s*[,)]')
     found = [
         f"{path.relative_to(REPOSITORY)}:{number}: {line.strip()}"
         for path in sorted([*RULES.glob("*.smk"), *FUNCTIONS.glob("*.smk")])

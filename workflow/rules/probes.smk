@@ -125,7 +125,7 @@ rule probe_kind:
             wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed, wildcards.kind
         ),
         probes=lambda wildcards: kind_probe_settings(wildcards.kind),
-        pca=lambda wildcards, input: f"--pca-components {input.pca}" if "pca" in input.keys() else "",
+        pca=lambda wildcards, input: f"--pca-components {input.components}" if "components" in input.keys() else "",
     shell:
         probe_command(kind=True)
 

@@ -229,7 +229,7 @@ def probe_kind_inputs(wildcards):
         "test": PATHS.features(wildcards.model, wildcards.dataset, "test"),
     }
     if kind_of_result(wildcards.kind).projected:
-        inputs["pca"] = PATHS.pca_components(wildcards.model, wildcards.dataset)
+        inputs["components"] = PATHS.pca_components(wildcards.model, wildcards.dataset)
     return inputs
 
 
