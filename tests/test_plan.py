@@ -165,7 +165,7 @@ def test_plan_names_the_kinds_it_does_not_price(tmp_path):
 def test_rates_files(tmp_path):
     shipped = read_rates(REPOSITORY / "resources" / "rates" / "h100.yaml")
     assert "H100" in shipped.device and "probe_step_fixed_s" in shipped.projected_keys()
-    assert shipped.prices_knn() and "knn_flops_per_s" in shipped.projected_keys(("knn_flops_per_s",))
+    assert shipped.prices("knn") and "knn_flops_per_s" in shipped.projected_keys(("knn_flops_per_s",))
     assert "scoring_flops_per_s" not in shipped.projected_keys()
     broken = tmp_path / "broken.yaml"
     broken.write_text(yaml.safe_dump({"device": "x", "rates": {"job_start_s": {"value": 1}}}))

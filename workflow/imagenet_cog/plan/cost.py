@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.naming import IN1K, KNN, level_name
+from imagenet_cog.probes.kinds import KINDS
 
 IN1K_TRAIN, IN1K_TEST = 1_281_167, 50_000  # the official training and validation sets
 CONCEPTS_PER_LEVEL, TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT, MIN_IMAGES = 1000, 50, 1300, 782
@@ -26,9 +27,9 @@ RATE_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build
 # rates measured per architecture; a rates file may give a "default" for the others
 PER_ARCH_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s")
 STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring", "probe loading", "probe job starts")
-# The k-NN probe's rates: optional, so that a rates file written before the k-NN existed still
-# prices everything else; the plan names the k-NN unpriced where they are missing.
-KNN_RATE_KEYS = ("knn_flops_per_s", "topk_values_per_s")
+# The k-NN probe's rates (its module's own_rates): optional, so that a rates file written before
+# the k-NN existed still prices everything else.
+KNN_RATE_KEYS = KINDS[KNN].own_rates
 KNN_STAGES = ("knn products", "knn top-k", "knn loading", "knn job starts")
 
 

@@ -87,7 +87,7 @@ def projected_jobs(config: dict, image_counts: Path, split_summary: Path | None,
     projected = {}
     for model, (arch, dim) in widths.items():
         for group in groups:
-            knn = group.knn and rates.prices_knn()
+            knn = group.knn and rates.prices(KNN)
             for data in group.datasets:
                 cost = dataset_cost(data, dim, group.probes, config["features"], rates.values, arch, knn)
                 if group.extracted:

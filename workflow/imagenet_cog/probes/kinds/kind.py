@@ -79,6 +79,9 @@ class ProbeKind:
     # the plan's cost model counts its work (imagenet_cog.plan.cost: the linear probe's
     # training passes, the k-NN's products); the plan names the other kinds unpriced
     priced: bool = False
+    # the rates that price it beyond those every rates file has (a file may lack them: the
+    # plan then names the kind unpriced)
+    own_rates: tuple[str, ...] = ()
     # (feature width, classes, probes.* settings) -> its training work per sample against the
     # linear probe's, which scales its jobs' wall-clock limit; None: the linear probe's work
     work_factor: Callable[[int, int, dict], float] | None = None

@@ -18,6 +18,7 @@ KIND = ProbeKind(
     settings=("knn", "device"),
     linear_grid=True,
     priced=True,
+    own_rates=("knn_flops_per_s", "topk_values_per_s"),
     searched=False,
     texts=KindTexts(
         "k-NN top-1 accuracy", "k-NN top-1", f"weighted k-NN classifiers ({KNN_REPORTED_K})", "voting among",
