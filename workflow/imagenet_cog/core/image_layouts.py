@@ -36,9 +36,11 @@ class ImageLayout:
     info_listed: bool = False
 
 
+# the layout read as files in folders: the demo's, and the commands' default
+FOLDERS = "folders"
 IMAGE_LAYOUTS = (
     # <root>/<wnid>/*.JPEG, or IN-1K's {train,val}/<wnid>/
-    ImageLayout("folders", "folders", (IN21K, IN1K, IN1K_BLURRED)),
+    ImageLayout(FOLDERS, "folders", (IN21K, IN1K, IN1K_BLURRED)),
     # one tar per synset (what 'tar xzf winter21_whole.tar.gz' leaves), or a release's set tars
     ImageLayout("tars", "folder of tars", (IN21K, IN1K, IN1K_BLURRED), indexed=True),
     # the root is one uncompressed tar of synset tars (winter21_whole.tar)

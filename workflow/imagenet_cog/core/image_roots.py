@@ -378,7 +378,7 @@ class ImageRoot:
     # IN-21K: one folder or tar per concept -------------------------------------------------
     def concept_images(self, wnids: Sequence[str], threads: int = 4) -> dict[str, ConceptImages | None]:
         """Each concept's images; None for a concept the root lacks."""
-        if self.layout == "folders":
+        if self.layout not in ARCHIVE_LAYOUTS:
             folders = [self.root / wnid for wnid in wnids]
             with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
                 listings = list(pool.map(_list_folder, folders))
@@ -413,7 +413,7 @@ class ImageRoot:
         """Each concept's images of the official ``train`` or ``val`` set; None when absent."""
         if self.source == IN21K:
             raise ValueError("ImageNet-21K has no official sets; use concept_images")
-        if self.layout == "folders":
+        if self.layout not in ARCHIVE_LAYOUTS:
             folder_name = next((name for name in PART_FOLDERS[self.source][part] if (self.root / name).is_dir()),
                                PART_FOLDERS[self.source][part][0])
             folders = [self.root / folder_name / wnid for wnid in wnids]

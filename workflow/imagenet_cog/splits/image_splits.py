@@ -32,7 +32,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from imagenet_cog.core.archives import WNID, ArchiveError, is_image_name
-from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, LAYOUT_NAMES
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, LAYOUT_NAMES
 from imagenet_cog.core.image_roots import ConceptImages, ImageRoot, ImageRootError
 from imagenet_cog.core.io import read_lines, write_tsv
 from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
@@ -366,7 +366,7 @@ def image_splits(argv: Sequence[str]) -> int:
     parser.add_argument("--concepts", required=True, help="the dataset's wnids, one a line")
     parser.add_argument("--root", required=True, help="the dataset's image root")
     parser.add_argument("--root-setting", default=None, help="config key of --root, for messages")
-    parser.add_argument("--layout", default="folders", choices=LAYOUT_NAMES,
+    parser.add_argument("--layout", default=FOLDERS, choices=LAYOUT_NAMES,
                         help="the root's layout; a tar layout is listed from --index")
     parser.add_argument("--index", default=None, help="the root's image index (tar layouts)")
     parser.add_argument("--val-labels", default=None,

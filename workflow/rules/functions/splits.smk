@@ -5,7 +5,7 @@
 import os
 import shlex
 
-from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, SHARD_LAYOUTS
 from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
 
 
@@ -41,7 +41,7 @@ def root_layout(source):
     """The layout of an image root (folders, tars, tar, wds, parquet): data.<source>_layout, or detected
     from what the root holds; the demo's images are folders."""
     if config["mode"] == "demo":
-        return "folders"
+        return FOLDERS
     root = config["data"][f"{source}_root"]
     if not root:
         raise WorkflowError(
@@ -55,12 +55,12 @@ def root_layout(source):
 
 
 def hub_copy_options():
-    """needed_synsets on a Hub copy's webdataset shards (every shard is needed, the samples
-    being shuffled across them): its root and layout; nothing for the release's tars."""
+    """needed_synsets on a Hub copy's shards (every shard is needed, the samples being
+    shuffled across them): its root and layout; nothing for the release's tars."""
     root = config["data"]["in21k_root"]
-    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout(naming.IN21K) != "wds":
+    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout(naming.IN21K) not in SHARD_LAYOUTS:
         return ""
-    return f" --root {shlex.quote(root)} --layout wds"
+    return f" --root {shlex.quote(root)} --layout {root_layout(naming.IN21K)}"
 
 
 def image_layout(dataset):
