@@ -100,13 +100,7 @@ rule result_figures:
         summary=PATHS.results_summary(),
         seeds=PATHS.seed_results(),
     output:
-        figure_report("top1_levels", "figure_top1_levels.rst"),
-        figure_report("relative_levels", "figure_relative_levels.rst"),
-        figure_report("few_shot", "figure_few_shot.rst"),
-        figure_report("few_shot_relative", "figure_few_shot_relative.rst"),
-        figure_report(naming.PCA, "figure_pca.rst"),
-        figure_report("pca_relative", "figure_pca_relative.rst"),
-        [figure_report(name, f"figure_{name}.rst") for name in KIND_FIGURE_NAMES],
+        [figure_report(name, f"figure_{name}.rst") for name in RESULT_FIGURE_NAMES],
         [PATHS.figure(name, "pdf") for name in RESULT_FIGURE_NAMES],
     log:
         PATHS.log("results/result_figures.log"),

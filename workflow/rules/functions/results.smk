@@ -8,7 +8,6 @@ import shlex
 from imagenet_cog.core.layout import (
     DROP_NAME,
     FIGURE_FORMATS,
-    KIND_FIGURES,
     PUBLISHED_FIGURE,
     STATISTICS_TABLES,
     TABLE_FORMATS,
@@ -46,7 +45,6 @@ if any("paper_name" in entry for entry in config["models"].values()):
 TABLED_KINDS = [name for name in PROBE_KINDS if name != naming.LINEAR and kind_of_result(name).texts]
 RESULT_TABLE_NAMES = result_table_names(DATASETS, TABLED_KINDS)
 RESULT_FIGURE_NAMES = result_figure_names(TABLED_KINDS)
-KIND_FIGURE_NAMES = [kind_result_name(name, kind) for kind in TABLED_KINDS for name in KIND_FIGURES]
 
 
 def results_root(wildcards, output):
