@@ -55,12 +55,19 @@ from imagenet_world import (  # noqa: E402
 )
 
 from imagenet_cog.core.archives import ImageIndex, build_index  # noqa: E402
+from imagenet_cog.core.image_layouts import (  # noqa: E402
+    ARCHIVE_LAYOUTS,
+    IMAGE_LAYOUTS,
+    LAYOUT_NAMES,
+    LAYOUTS_BY_NAME,
+    SHARD_LAYOUTS,
+)
 from imagenet_cog.core.image_roots import ImageRoot, index_archives  # noqa: E402
+from imagenet_cog.core.naming import IN1K  # noqa: E402
 from imagenet_cog.core.parquet_images import SHARD_SCANS  # noqa: E402
 from imagenet_cog.core.shards import build_shard_index  # noqa: E402
 
-LAYOUTS = ("folders", "tars", "tar", "wds", "parquet")
-NAMES = {"folders": "folders", "tars": "folder of tars", "tar": "outer tar", "wds": "wds shards", "parquet": "parquet"}
+NAMES = {layout.name: layout.title for layout in IMAGE_LAYOUTS}
 # timm/imagenet-22k-wds: 4,096 training and 512 validation shards
 HUB_22K_SHARDS, HUB_22K_SAMPLES = 4608, 13_673_551 + 472_840
 
@@ -119,13 +126,18 @@ def write_copies(base: Path, images: dict, shards: int, row_group: int) -> dict[
             "tar": write_outer_tar(base / "winter21_whole.tar", images), "wds": wds, "parquet": parquet}
 
 
+def layout_source(layout: str) -> str:
+    # the parquet copy is IN-1K's; every other layout is written here as IN-21K synsets
+    return LAYOUTS_BY_NAME[layout].sources[0]
+
+
 def image_root(layout: str, root: Path, index: Path | None) -> ImageRoot:
-    return ImageRoot("in1k" if layout == "parquet" else "in21k", root, layout, index)
+    return ImageRoot(layout_source(layout), root, layout, index)
 
 
 def listing(layout: str, root: ImageRoot, wnids: list[str]) -> list[str]:
     """Every image of the split stage's listing, in split-table order."""
-    if layout == "parquet":
+    if root.source == IN1K:  # IN-1K's images are listed per part
         parts = [root.part_images(wnids, part) for part in ("train", "val")]
         return sorted((path for found in parts for images in found.values() for path in images.paths),
                       key=lambda path: path.split("/", 1)[1])
@@ -135,13 +147,13 @@ def listing(layout: str, root: ImageRoot, wnids: list[str]) -> list[str]:
 def measure_index(base: Path, roots: dict[str, Path], processes: int) -> dict[str, Path]:
     print("\nindex build (seconds, images/s, cold page cache)")
     indexes = {}
-    for layout in LAYOUTS[1:]:
-        source = "in1k" if layout == "parquet" else "in21k"
+    for layout in ARCHIVE_LAYOUTS:
+        source = layout_source(layout)
         files = index_archives(source, roots[layout], layout)
         for count in sorted({1, processes}):
             drop_from_page_cache(files_under(roots[layout]))
             output = base / f"{layout}-{count}.h5"
-            if layout in ("wds", "parquet"):
+            if layout in SHARD_LAYOUTS:
                 summary = build_shard_index(source, roots[layout], files, output, layout, scan=SHARD_SCANS[layout],
                                             processes=count)
             else:
@@ -160,7 +172,7 @@ def measure_reads(roots: dict[str, Path], indexes: dict[str, Path], paths: dict[
     print("\nreading every image's bytes in split order, images/s (ratio to folders)")
     for state in ("cold", "warm"):
         rates = {}
-        for layout in LAYOUTS:
+        for layout in LAYOUT_NAMES:
             if state == "cold":
                 drop_from_page_cache(files_under(roots[layout]))
             started = time.perf_counter()
@@ -172,7 +184,7 @@ def measure_reads(roots: dict[str, Path], indexes: dict[str, Path], paths: dict[
             rates[layout] = len(paths[layout]) / (time.perf_counter() - started)
         print(f"  {state}: " + ", ".join(f"{NAMES[layout]} {rates[layout]:.0f}"
                                          + (f" ({rates[layout] / rates['folders']:.2f}x)" if layout != "folders" else "")
-                                         for layout in LAYOUTS))
+                                         for layout in LAYOUT_NAMES))
 
 
 def measure_loader(roots, indexes, paths, count: int, decode_images: int, workers: int) -> None:
@@ -182,13 +194,13 @@ def measure_loader(roots, indexes, paths, count: int, decode_images: int, worker
     print(f"\nthe loader's host path (decode, resize, crop 224), {workers} workers, warm, images/s")
     chosen = sorted(np.random.default_rng(0).choice(count, size=min(count, decode_images), replace=False))
     rates = {}
-    for layout in LAYOUTS:
+    for layout in LAYOUT_NAMES:
         subset = [paths[layout][position] for position in chosen]
         reader = None if layout == "folders" else ImageIndex(indexes[layout]).reader(subset)
         rates[layout] = decode_rate(ImageRows(roots[layout], subset, Preprocessing(), reader), workers)
     print("  " + ", ".join(f"{NAMES[layout]} {rates[layout]:.1f}"
                            + (f" ({rates[layout] / rates['folders']:.2f}x)" if layout != "folders" else "")
-                           for layout in LAYOUTS))
+                           for layout in LAYOUT_NAMES))
 
 
 def main() -> None:
@@ -216,7 +228,7 @@ def main() -> None:
         indexes = measure_index(base, roots, args.processes)
         print("\nlisting every concept's images (the split stage), seconds")
         paths = {}
-        for layout in LAYOUTS:
+        for layout in LAYOUT_NAMES:
             drop_from_page_cache(files_under(roots[layout]) if layout == "folders" else [indexes[layout]])
             started = time.perf_counter()
             paths[layout] = listing(layout, image_root(layout, roots[layout], indexes.get(layout)), wnids)

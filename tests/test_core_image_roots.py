@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from imagenet_world import (
     synset_images,
     write_folders,
@@ -18,6 +19,8 @@ from imagenet_world import (
     write_tar,
 )
 
+from conftest import REPOSITORY
+from imagenet_cog.core.image_layouts import IMAGE_LAYOUTS, SHARD_LAYOUTS, SOURCE_LAYOUTS, SOURCES
 from imagenet_cog.core.image_roots import (
     ImageRoot,
     ImageRootError,
@@ -27,6 +30,7 @@ from imagenet_cog.core.image_roots import (
     index_archives,
     resolve_layout,
 )
+from imagenet_cog.core.parquet_images import SHARD_SCANS
 
 IN21K = ["n01530575", "n01531178", "n01532829", "n02084071"]
 IN1K = ["n01440764", "n01443537", "n02119789"]
@@ -169,3 +173,18 @@ def test_an_index_out_of_date_with_its_folder_of_tars(tmp_path, in21k):
     other = ImageRoot("in21k", in21k["tars"], "tars", index=image_root.index_path)
     with pytest.raises(ImageRootError, match=r"was built for '.*tars', not for data.in21k_root = '.*winter21_whole'"):
         other.concept_images(IN21K)
+
+
+# the layouts table (core/image_layouts.py) --------------------------------------------------
+
+
+def test_the_schema_offers_each_root_exactly_the_layouts_of_the_table():
+    schema = yaml.safe_load((REPOSITORY / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    for source in SOURCES:
+        assert schema["properties"]["data"]["properties"][f"{source}_layout"]["enum"] == ["auto", *SOURCE_LAYOUTS[source]], source
+
+
+def test_every_layout_serves_a_root_and_every_hub_layout_has_an_index_scan():
+    assert all(layout.sources and set(layout.sources) <= set(SOURCES) for layout in IMAGE_LAYOUTS)
+    assert set(SHARD_SCANS) == set(SHARD_LAYOUTS)
+    assert all(layout.indexed for layout in IMAGE_LAYOUTS if layout.hub)

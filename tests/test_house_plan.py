@@ -222,3 +222,54 @@ def test_the_schema_allows_the_datasets_the_naming_module_names():
 
     schema = yaml.safe_load((REPOSITORY / "workflow" / "schemas" / "config.schema.yaml").read_text())
     assert schema["properties"]["datasets"]["items"]["pattern"] == f"^({DEFAULT_DATASET})$"
+
+
+# the names core/naming.py (and the probe kinds' modules) form: compared, defaulted or
+# assigned as literals elsewhere, a new kind or dataset would have to be found by hand
+FORMED_NAMES = {"in21k", "in1k", "in1k_blurred", "pool", "linear", "knn", "mlp", "mlp_noact", "pca"}
+FORMED_PREFIXES = {"l", "gap", "pca-", "random-", "balanced-"}
+NAME_MODULES = {PACKAGE / "core" / "naming.py", *(PACKAGE / "probes" / "kinds").glob("*.py")}
+
+
+def named_literals(tree: ast.AST) -> list[ast.AST]:
+    """String literals of a formed name where code decides on them (comparisons, argument
+    defaults, assigned constants, dict values) and f-strings that form a name's prefix."""
+    candidates, formed = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            candidates += [node.left, *node.comparators]
+        elif isinstance(node, ast.arguments):
+            candidates += [*node.defaults, *node.kw_defaults]
+        elif isinstance(node, ast.Assign):
+            candidates.append(node.value)
+        elif isinstance(node, ast.Dict):
+            candidates += node.values
+        elif isinstance(node, ast.JoinedStr) and len(node.values) > 1:
+            first = node.values[0]
+            formed += [node] if isinstance(first, ast.Constant) and first.value in FORMED_PREFIXES else []
+    parts = [part for node in candidates
+             for part in (node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node])]
+    return formed + [part for part in parts if isinstance(part, ast.Constant) and part.value in FORMED_NAMES]
+
+
+def test_dataset_and_kind_names_are_formed_by_the_naming_module_only():
+    literals = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}"
+        for path in sorted(PACKAGE.rglob("*.py")) if path not in NAME_MODULES
+        for node in named_literals(ast.parse(path.read_text()))
+    ]
+    assert literals == [], "use core/naming.py's constants and functions (or the probe kinds' registry)"
+
+
+def test_the_rule_files_take_dataset_and_kind_names_from_the_naming_module():
+    names = "|".join(sorted(FORMED_NAMES))
+    # compared, tested for membership, returned after else, or passed as a call's first argument
+    literal = re.compile(rf'(?:==|!=|\belse)\s*"(?:{names})"|"(?:{names})"\s*(?:==|!=|(?:not\s+)?in\b)'
+                         rf'|\(\s*"(?:{names})"\s*[,)]')
+    found = [
+        f"{path.relative_to(REPOSITORY)}:{number}: {line.strip()}"
+        for path in sorted([*RULES.glob("*.smk"), *FUNCTIONS.glob("*.smk")])
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if literal.search(line)
+    ]
+    assert found == [], "use naming's constants (naming.IN1K, naming.PCA, ...)"

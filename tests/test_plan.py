@@ -13,7 +13,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import REPOSITORY, copy_of_demo, copy_workflow, snakemake
-from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, project
+from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, knn_job_seconds, project
 from imagenet_cog.plan.measured import calibrated, compare
 from imagenet_cog.plan.rates import RatesError, read_rates, write_rates
 from imagenet_cog.plan.table import format_table, plan_rows
@@ -78,6 +78,9 @@ def test_knn_work_and_seconds_by_hand():
     assert seconds["knn top-k"] == pytest.approx(work.topk_values / 1e8)
     assert seconds["knn loading"] == pytest.approx(2 * 2148 * 8 * 2 / 1e6)
     assert seconds["knn job starts"] == pytest.approx(2.0)
+    # the rules' wall-clock limit prices the job with the same stages
+    assert knn_job_seconds(data, 8, probes, "float16", {**SIMPLE_RATES, **KNN_RATES}) == pytest.approx(
+        sum(seconds[stage] for stage in KNN_STAGES))
     # without the k-NN no k-NN stage, and the linear probes' seconds are the same
     linear = project(count_work([data], 8, probes, FEATURES), SIMPLE_RATES, "resnet50")["d"]
     assert linear == {stage: value for stage, value in seconds.items() if stage not in KNN_STAGES}
@@ -151,10 +154,17 @@ def test_plan_prices_knn_when_the_config_runs_it(tmp_path):
     assert any(note.startswith("not priced: the k-NN probe (the rates lack knn_flops_per_s") for note in unpriced)
 
 
+def test_plan_names_the_kinds_it_does_not_price(tmp_path):
+    config = small_config()
+    config["probes"]["kinds"] = ["linear", "mlp", "pca", "knn"]
+    _, notes = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES})), gpus=1)
+    assert "not priced: the probe kinds mlp, pca" in notes
+
+
 def test_rates_files(tmp_path):
     shipped = read_rates(REPOSITORY / "resources" / "rates" / "h100.yaml")
     assert "H100" in shipped.device and "probe_step_fixed_s" in shipped.projected_keys()
-    assert shipped.prices_knn() and "knn_flops_per_s" in shipped.projected_keys(("knn_flops_per_s",))
+    assert shipped.prices("knn") and "knn_flops_per_s" in shipped.projected_keys(("knn_flops_per_s",))
     assert "scoring_flops_per_s" not in shipped.projected_keys()
     broken = tmp_path / "broken.yaml"
     broken.write_text(yaml.safe_dump({"device": "x", "rates": {"job_start_s": {"value": 1}}}))

@@ -100,7 +100,7 @@ def test_knn_rows_cover_the_linear_grid_and_keep_their_own_timing_share(knn_run)
 def test_knn_tables_hold_the_knn_cells_and_leave_the_linear_tables_alone(knn_run):
     root, _, _ = knn_run
     layout = Layout(str(root))
-    for path in layout.result_tables(DATASETS, knn=True):
+    for path in layout.result_tables(DATASETS, kinds=["knn"]):
         assert Path(path).stat().st_size > 0, path
     levels = pd.read_csv(layout.table("knn_top1_levels", "csv")).set_index("Model")
     assert levels.loc["dino"].tolist() == ["70.7 ± 0.0 [70.7, 70.7]", "50.3 ± 0.0 [50.3, 50.3]"]
@@ -173,7 +173,7 @@ def test_knn_figures_are_drawn_by_the_linear_probes_figure_functions(knn_run, tm
     summary = read_summary(summary_path)
     figures = build_figures(summary[summary["level_set"] == "lin"], "resnet50", read_seed_results(seeds_path))
     try:
-        assert list(figures) == result_figure_names(knn=True)
+        assert list(figures) == result_figure_names(kinds=["knn"])
         (ax,) = [ax for ax in figures["knn_top1_levels"].axes if ax.get_visible()]
         assert ax.get_title() == "Weighted k-NN classification (k = probes.knn.reported_k) with all training images"
         dino = next(container for container in ax.containers if container.get_label() == "dino")
@@ -192,7 +192,7 @@ def test_knn_figures_are_drawn_by_the_linear_probes_figure_functions(knn_run, tm
     out = tmp_path / "out"
     assert figures_command(["--summary", str(summary_path), "--seed-results", str(seeds_path),
                             "--results-root", str(out), "--baseline", "resnet50"]) == 0
-    for path in Layout(str(out)).result_figures(knn=True):
+    for path in Layout(str(out)).result_figures(kinds=["knn"]):
         if path.endswith(".png"):
             with Image.open(path) as image:
                 assert image.width > 300
@@ -202,14 +202,14 @@ def test_knn_figures_are_drawn_by_the_linear_probes_figure_functions(knn_run, tm
 
 def test_without_knn_no_knn_table_or_figure_is_named_or_written(tmp_path):
     assert result_table_names(["in1k"]) == [*kind_table_names(["in1k"]), "probe_kinds", "pca_top1", "pca_relative"]
-    assert result_table_names(["in1k"], knn=True)[-6:] == [
+    assert result_table_names(["in1k"], kinds=["knn"])[-6:] == [
         "knn_top1_levels", "knn_relative_levels", "knn_top1_in1k", "knn_relative_in1k", "knn_vs_linear",
         "knn_rank_agreement",
     ]
     assert not [name for name in result_figure_names() if name.startswith("knn")]
     layout = Layout(str(tmp_path / "results"))
-    assert set(layout.result_targets(DATASETS, knn=True)) - set(layout.result_targets(DATASETS)) == {
-        *layout.result_tables(DATASETS, knn=True), *layout.result_figures(knn=True)
+    assert set(layout.result_targets(DATASETS, kinds=["knn"])) - set(layout.result_targets(DATASETS)) == {
+        *layout.result_tables(DATASETS, kinds=["knn"]), *layout.result_figures(kinds=["knn"])
     } - {*layout.result_tables(DATASETS), *layout.result_figures()}
     root = tmp_path / "results"
     write_results(root)

@@ -14,8 +14,8 @@ rule demo_world:
         ranking=PATHS.ranking(),
         levels=demo_level_lists(),
     output:
-        in21k=directory(PATHS.demo_images("in21k")),
-        in1k=directory(PATHS.demo_images("in1k")),
+        in21k=directory(PATHS.demo_images(naming.IN21K)),
+        in1k=directory(PATHS.demo_images(naming.IN1K)),
         concepts=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
         pretraining=PATHS.demo_pretraining_concepts(),
         preview=report(PATHS.demo_preview(), caption="../report/demo_world.rst", category="Demo world"),
@@ -48,7 +48,7 @@ rule demo_world:
 # model's weights like any other (config.yaml: models.demo_cnn).
 rule pretrain_demo_model:
     input:
-        images=PATHS.demo_images("in1k"),
+        images=PATHS.demo_images(naming.IN1K),
         concepts=PATHS.demo_pretraining_concepts(),
     output:
         PATHS.demo_checkpoint(),
@@ -76,8 +76,8 @@ if config["mode"] == "demo":
             ranking=PATHS.ranking(),
             drawn=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
         output:
-            images=directory(PATHS.demo_images("pool")),
-            concepts=PATHS.demo_concepts("pool"),
+            images=directory(PATHS.demo_images(naming.POOL)),
+            concepts=PATHS.demo_concepts(naming.POOL),
         log:
             PATHS.log("splits/demo_pool.log"),
         conda:
@@ -107,10 +107,10 @@ if config["mode"] == "demo":
     # IN-1K-blurred's images (supp. E): the demo's IN-1K images blurred, a few left out.
     rule demo_blurred:
         input:
-            images=PATHS.demo_images("in1k"),
-            concepts=PATHS.demo_concepts("in1k"),
+            images=PATHS.demo_images(naming.IN1K),
+            concepts=PATHS.demo_concepts(naming.IN1K),
         output:
-            directory(PATHS.demo_images("in1k_blurred")),
+            directory(PATHS.demo_images(naming.IN1K_BLURRED)),
         log:
             PATHS.log("splits/demo_blurred.log"),
         conda:

@@ -81,7 +81,7 @@ rule cut_levels:
         ),
         ranking=PATHS.ranking(),
         summary=report(PATHS.level_summary(), caption="../report/levels_summary.rst", category="Levels"),
-        in1k=PATHS.level_concepts("in1k"),
+        in1k=PATHS.level_concepts(naming.IN1K),
         levels=[PATHS.level_concepts(level) for level in LEVEL_NAMES],
     log:
         PATHS.log("levels/cut_levels.log"),
@@ -218,7 +218,7 @@ if config["mode"] != "demo":
         input:
             PATHS.ranking(),
         output:
-            PATHS.level_concepts("pool"),
+            PATHS.level_concepts(naming.POOL),
         log:
             PATHS.log("levels/pool_concepts.log"),
         conda:

@@ -12,10 +12,9 @@
 #
 # Settings (docs/architecture.md, "Staleness-only params"): a probe rule's `settings` are
 # params.probes (with lr_range and wd_range for the linear probe), the probes.* settings the
-# command reads plus any probes.* key a later version adds, so that adding one reruns the
-# probes. They keep the name `probes` rather than `settings`: the command text names them,
-# and Snakemake reruns every job whose rule's command text changed (docs/probes.md, "What
-# reruns a probe").
+# linear kind's module allows (imagenet_cog/probes/kinds/linear.py). They keep the name
+# `probes` rather than `settings`: the command text names them, and Snakemake reruns every
+# job whose rule's command text changed (docs/probes.md, "What reruns a probe").
 
 
 include: "functions/probes.smk"
@@ -126,7 +125,7 @@ rule probe_kind:
             wildcards.model, wildcards.dataset, wildcards.shots, wildcards.seed, wildcards.kind
         ),
         probes=lambda wildcards: kind_probe_settings(wildcards.kind),
-        pca=lambda wildcards, input: f"--pca-components {input.pca}" if "pca" in input.keys() else "",
+        pca=lambda wildcards, input: f"--pca-components {input.components}" if "components" in input.keys() else "",
     shell:
         probe_command(kind=True)
 

@@ -100,13 +100,7 @@ rule result_figures:
         summary=PATHS.results_summary(),
         seeds=PATHS.seed_results(),
     output:
-        figure_report("top1_levels", "figure_top1_levels.rst"),
-        figure_report("relative_levels", "figure_relative_levels.rst"),
-        figure_report("few_shot", "figure_few_shot.rst"),
-        figure_report("few_shot_relative", "figure_few_shot_relative.rst"),
-        figure_report("pca", "figure_pca.rst"),
-        figure_report("pca_relative", "figure_pca_relative.rst"),
-        [figure_report(name, f"figure_{name}.rst") for name in KNN_FIGURE_NAMES],
+        [figure_report(name, f"figure_{name}.rst") for name in RESULT_FIGURE_NAMES],
         [PATHS.figure(name, "pdf") for name in RESULT_FIGURE_NAMES],
     log:
         PATHS.log("results/result_figures.log"),
@@ -226,7 +220,7 @@ rule tables:
     input:
         PATHS.results_summary(),
         PATHS.seed_results(),
-        PATHS.result_tables(DATASETS, knn=RESULTS_KNN),
+        PATHS.result_tables(DATASETS, TABLED_KINDS),
         PATHS.statistics_tables(),
         [PATHS.table(DROP_NAME, extension) for extension in TABLE_FORMATS],
         [PATHS.table(name, extension) for name in published_table_names(DATASETS) for extension in TABLE_FORMATS],
@@ -236,5 +230,5 @@ rule tables:
 
 rule figures:
     input:
-        PATHS.result_figures(knn=RESULTS_KNN),
+        PATHS.result_figures(TABLED_KINDS),
         [PATHS.figure(name, extension) for name in (DROP_NAME, PUBLISHED_FIGURE) for extension in FIGURE_FORMATS],

@@ -70,7 +70,7 @@ rule needed_synsets:
         datasets=lambda wildcards: " ".join(
             f"--dataset {dataset}={concept_list(dataset)}"
             for dataset in run_image_datasets()
-            if image_source(dataset) == "in21k"
+            if image_source(dataset) == naming.IN21K
         )
         + hub_copy_options(),
         release=IN21K_RELEASE,

@@ -125,24 +125,24 @@ rule blurred_results:
         tables=[
             (
                 report(
-                    PATHS.table("in1k_blurred", extension),
+                    PATHS.table(naming.IN1K_BLURRED, extension),
                     caption="../report/in1k_blurred.rst",
                     category="IN-1K-blurred",
                 )
                 if extension == "csv"
-                else PATHS.table("in1k_blurred", extension)
+                else PATHS.table(naming.IN1K_BLURRED, extension)
             )
             for extension in TABLE_FORMATS
         ],
         figures=[
             (
                 report(
-                    PATHS.figure("in1k_blurred", extension),
+                    PATHS.figure(naming.IN1K_BLURRED, extension),
                     caption="../report/in1k_blurred_figure.rst",
                     category="IN-1K-blurred",
                 )
                 if extension == "png"
-                else PATHS.figure("in1k_blurred", extension)
+                else PATHS.figure(naming.IN1K_BLURRED, extension)
             )
             for extension in FIGURE_FORMATS
         ],

@@ -61,6 +61,7 @@ from imagenet_cog.core.io import (
     write_json,
     write_tsv,
 )
+from imagenet_cog.core.naming import IN1K
 from imagenet_cog.core.sampling import derived_rng
 from imagenet_cog.features.store import read_features
 
@@ -560,7 +561,7 @@ def score_answers(answers: Mapping[tuple[str, str], str], keys: Mapping[str, Map
 
     def order(group):
         dataset, variant, negatives = group
-        return (dataset != "in1k", dataset, VARIANTS.index(variant) if variant in VARIANTS else len(VARIANTS),
+        return (dataset != IN1K, dataset, VARIANTS.index(variant) if variant in VARIANTS else len(VARIANTS),
                 NEGATIVE_KINDS.index(negatives) if negatives in NEGATIVE_KINDS else len(NEGATIVE_KINDS), negatives)
 
     names = {key["wnid"]: key["name"] for key in keys.values()}

@@ -30,7 +30,7 @@ import seaborn as sns
 from imagenet_cog.analyses.clustering import CLUSTERING_METRICS
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import Layout
-from imagenet_cog.core.naming import dataset_title
+from imagenet_cog.core.naming import IN1K, dataset_title
 from imagenet_cog.core.plots import DATASET_LABEL, ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme
 from imagenet_cog.core.tables import MISSING, RANDOM_WEIGHTS_MARK, RANDOM_WEIGHTS_NOTE, write_table
 from imagenet_cog.models.registry import is_random_weights
@@ -65,7 +65,7 @@ def summary_rows(result_paths: Sequence[str]) -> pd.DataFrame:
 
 def relative_to_in1k(summary: pd.DataFrame) -> pd.DataFrame:
     ratios = summary[summary["metric"] == "alignment_uniformity_ratio"]
-    in1k = ratios[ratios["dataset"] == "in1k"].set_index("model")["value"]
+    in1k = ratios[ratios["dataset"] == IN1K].set_index("model")["value"]
     relative = ratios[ratios["model"].isin(in1k.index)].copy()
     relative["value"] = relative["value"].astype(float) / relative["model"].map(in1k).astype(float)
     relative["metric"] = RATIO_REL_IN1K

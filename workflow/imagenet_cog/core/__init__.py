@@ -9,6 +9,8 @@
 - :mod:`.naming`: dataset and probe-kind names (``l3``, ``wup-l3``, ``random-07``,
   ``balanced-l4``, ``pca-256``, ``in1k_blurred``, ``pool``): formed, parsed and matched here
   only, by the package and the rule files alike.
+- :mod:`.image_layouts`: the ways an image root holds ImageNet, one entry each (the roots
+  that may have it, how it is read).
 - :mod:`.device`: the torch device a ``*.device`` setting asks for.
 - :mod:`.sampling`: reproducible choices (generators seeded by names, evenly spaced picks).
 - :mod:`.tables`: a table as CSV, Markdown and LaTeX, and the marks its cells carry.

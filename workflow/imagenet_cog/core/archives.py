@@ -52,6 +52,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from imagenet_cog.core.image_layouts import PARQUET_ROW_LAYOUTS
 from imagenet_cog.core.io import atomic_output
 
 INDEX_FORMAT = "imagenet-cog image index"
@@ -535,7 +536,7 @@ class ImageIndex:
             else:
                 unknown.append(position)
         folders = [self._by_path[path] for path in wanted]
-        locations = MemberLocations.empty(len(paths), rows=self.layout == "parquet")
+        locations = MemberLocations.empty(len(paths), rows=self.layout in PARQUET_ROW_LAYOUTS)
         for folder, rows in zip(folders, self._read_rows(folders, ["name", *self.location_columns])):
             positions = wanted[folder.path]
             names = np.array([paths[position].rpartition("/")[2].encode() for position in positions], dtype=bytes)
@@ -583,7 +584,7 @@ class ImageIndex:
         used = sorted(set(locations.archive.tolist()))
         for number in used:
             self.check_archive(number)
-        kind = ParquetReader if self.layout == "parquet" else MemberReader
+        kind = ParquetReader if self.layout in PARQUET_ROW_LAYOUTS else MemberReader
         return kind(
             index=str(self.path), archive_paths={number: str(self.archive_path(number)) for number in used},
             archive_identity={number: (int(self.archive_sizes[number]), int(self.archive_mtimes[number])) for number in used},

@@ -44,22 +44,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
-from imagenet_cog.core.shards import INFO_FILE, SHARD_LAYOUTS, copy_release, read_info, shard_part
+from imagenet_cog.core.image_layouts import (
+    ARCHIVE_LAYOUTS,
+    INFO_LISTED_LAYOUTS,
+    LAYOUTS_BY_NAME,
+    PARQUET_ROW_LAYOUTS,
+    SHARD_LAYOUTS,
+    SOURCE_LAYOUTS,
+    SOURCES,
+)
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
+from imagenet_cog.core.shards import INFO_FILE, copy_release, read_info, shard_part
 from imagenet_cog.core.val_labels import LabelError, find_labels, read_val_labels, val_stem
 
-SOURCES = ("in21k", "in1k", "in1k_blurred")
-LAYOUTS = {"in21k": ("folders", "tars", "tar", "wds"), "in1k": ("folders", "tars", "wds", "parquet"),
-           "in1k_blurred": ("folders", "tars")}
-# layouts read through an image index: the release's tars and the Hub's shards
-ARCHIVE_LAYOUTS = ("tars", "tar", *SHARD_LAYOUTS)
 # IN-1K-like roots: the folder and the tar of each official set, as each release names them
 PART_FOLDERS = {
-    "in1k": {"train": ("train",), "val": ("val",)},
-    "in1k_blurred": {"train": ("train", "train_blurred"), "val": ("val", "val_blurred")},
+    IN1K: {"train": ("train",), "val": ("val",)},
+    IN1K_BLURRED: {"train": ("train", "train_blurred"), "val": ("val", "val_blurred")},
 }
 PART_ARCHIVES = {
-    "in1k": {"train": ("ILSVRC2012_img_train.tar",), "val": ("ILSVRC2012_img_val.tar",)},
-    "in1k_blurred": {"train": ("train_blurred.tar",), "val": ("val_blurred.tar",)},
+    IN1K: {"train": ("ILSVRC2012_img_train.tar",), "val": ("ILSVRC2012_img_val.tar",)},
+    IN1K_BLURRED: {"train": ("train_blurred.tar",), "val": ("val_blurred.tar",)},
 }
 PARTS = ("train", "val")
 
@@ -96,7 +101,10 @@ def root_release(root: str | os.PathLike | None, layout: str = "auto") -> str | 
     copies name it: ``imagenet22k`` is Fall 2011, ``imagenet_w21`` Winter 2021); None when
     it does not (folders and tars look the same in both releases)."""
     path = Path(root) if root else None
-    if path is None or not path.is_dir() or layout not in ("auto", "wds") or hub_layout(path) != "wds":
+    if path is None or not path.is_dir():
+        return None
+    hub = hub_layout(path)
+    if hub not in INFO_LISTED_LAYOUTS or layout not in ("auto", hub):
         return None
     shards, _ = hub_files(path)
     listed = read_info(path) or {}
@@ -178,13 +186,13 @@ def detect_layout(source: str, root: str | os.PathLike) -> str:
     path = Path(root)
     if not path.exists():
         raise ImageRootError(f"{root_setting(source)} = '{root}' does not exist; point it at your copy of ImageNet.")
-    if source == "in21k":
+    if source == IN21K:
         return _detect_in21k(path)
     return _detect_in1k_like(source, path)
 
 
 def _detect_in21k(path: Path) -> str:
-    setting = root_setting("in21k")
+    setting = root_setting(IN21K)
     if path.is_file():
         if _is_gzip(path):
             raise ImageRootError(
@@ -197,7 +205,7 @@ def _detect_in21k(path: Path) -> str:
     if folders and tars:
         raise ImageRootError(
             f"{setting} = '{path}' holds both synset folders (<wnid>/, {folders}) and synset tars "
-            f"(<wnid>.tar, {tars}); set {layout_setting('in21k')} to folders or tars to say which to read."
+            f"(<wnid>.tar, {tars}); set {layout_setting(IN21K)} to folders or tars to say which to read."
         )
     if tars or folders:
         return "tars" if tars else "folders"
@@ -209,7 +217,7 @@ def _detect_in21k(path: Path) -> str:
         f"(<root>/n01440764.tar) nor webdataset shards (imagenet22k-train-0000.tar)"
         + (f"; it holds {hint}: point {setting} at that tar (after gunzip if it is a .tar.gz), or at the "
            f"folder 'tar xzf' makes of it" if hint else "")
-        + f". {layout_setting('in21k')} can name the layout (folders, tars, tar or wds)."
+        + f". {layout_setting(IN21K)} can name the layout (folders, tars, tar or wds)."
     )
 
 
@@ -225,7 +233,7 @@ def _detect_in1k_like(source: str, path: Path) -> str:
     if any((path / name).is_file() for part in PARTS for name in PART_ARCHIVES[source][part]):
         return "tars"
     hub = hub_layout(path)
-    if hub in LAYOUTS[source]:
+    if hub in SOURCE_LAYOUTS[source]:
         return hub
     compressed = [f"{name}.gz" for part in PARTS for name in PART_ARCHIVES[source][part] if (path / f"{name}.gz").exists()]
     if compressed:
@@ -236,21 +244,21 @@ def _detect_in1k_like(source: str, path: Path) -> str:
     raise ImageRootError(
         f"{setting} = '{path}' holds neither {' nor '.join(f'{name}/' for name in PART_FOLDERS[source]['train'])} "
         f"(class folders) nor {' nor '.join(PART_ARCHIVES[source]['train'])}"
-        + (" nor a Hub copy (webdataset shards, data/*.parquet)" if source == "in1k" else "")
+        + (" nor a Hub copy (webdataset shards, data/*.parquet)" if source == IN1K else "")
         + "; point it at the folder holding the release's tars, the extracted train/ and val/ folders"
-        + (", or the download of timm/imagenet-1k-wds or ILSVRC/imagenet-1k." if source == "in1k" else ".")
+        + (", or the download of timm/imagenet-1k-wds or ILSVRC/imagenet-1k." if source == IN1K else ".")
     )
 
 
 def resolve_layout(source: str, root: str | os.PathLike, configured: str = "auto") -> str:
     """``configured``, checked against the root, or the detected layout for ``auto``."""
-    if source not in LAYOUTS:
+    if source not in SOURCE_LAYOUTS:
         raise ValueError(f"unknown image source {source!r}; one of {', '.join(SOURCES)}")
     if configured == "auto":
         return detect_layout(source, root)
-    if configured not in LAYOUTS[source]:
+    if configured not in SOURCE_LAYOUTS[source]:
         raise ImageRootError(
-            f"{layout_setting(source)} is {configured!r}; it must be auto or one of {', '.join(LAYOUTS[source])}."
+            f"{layout_setting(source)} is {configured!r}; it must be auto or one of {', '.join(SOURCE_LAYOUTS[source])}."
         )
     path = Path(root)
     if configured == "tar" and not path.is_file():
@@ -276,7 +284,7 @@ def index_archives(source: str, root: str | os.PathLike, layout: str) -> list[st
         return hub_shards(source, path, layout)
     if layout != "tars":
         raise ImageRootError(f"{root_setting(source)} has layout {layout}, which has no tars to index.")
-    if source == "in21k":
+    if source == IN21K:
         with os.scandir(path) as entries:
             names = sorted(entry.name for entry in entries
                            if entry.name.endswith(".tar") and WNID.match(entry.name[:-4]) and entry.is_file())
@@ -297,16 +305,16 @@ def hub_shards(source: str, path: Path, layout: str) -> list[str]:
     """A Hub copy's shards of the sets a source reads (train and validation; IN-1K needs
     both), found by globbing the folder (the cards' shard ranges are not to be trusted)."""
     shards, parquets = hub_files(path)
-    found = [name for name in (shards if layout == "wds" else parquets) if shard_part(name) in PARTS]
+    found = [name for name in (parquets if layout in PARQUET_ROW_LAYOUTS else shards) if shard_part(name) in PARTS]
     setting = root_setting(source)
     if not found:
-        listed = read_info(path) if layout == "wds" else None
+        listed = read_info(path) if layout in INFO_LISTED_LAYOUTS else None
         raise ImageRootError(
-            f"{setting} = '{path}' holds no {'webdataset shard (<copy>-train-NNNN.tar)' if layout == 'wds' else 'parquet file (data/train-NNNNN-of-NNNNN.parquet)'} "
+            f"{setting} = '{path}' holds no {LAYOUTS_BY_NAME[layout].hub_file} "
             f"to index" + (f" (its {INFO_FILE} lists {sum(len(files) for files in listed.values())})" if listed else "")
             + "; download the copy's shards into it (docs/imagenet.md)."
         )
-    missing = [part for part in PARTS if source != "in21k" and not any(shard_part(name) == part for name in found)]
+    missing = [part for part in PARTS if source != IN21K and not any(shard_part(name) == part for name in found)]
     if missing:
         raise ImageRootError(f"{setting} = '{path}' has no {' or '.join(missing)} shards; IN-1K needs its training and "
                              f"validation sets both.")
@@ -370,7 +378,7 @@ class ImageRoot:
     # IN-21K: one folder or tar per concept -------------------------------------------------
     def concept_images(self, wnids: Sequence[str], threads: int = 4) -> dict[str, ConceptImages | None]:
         """Each concept's images; None for a concept the root lacks."""
-        if self.layout == "folders":
+        if self.layout not in ARCHIVE_LAYOUTS:
             folders = [self.root / wnid for wnid in wnids]
             with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
                 listings = list(pool.map(_list_folder, folders))
@@ -403,9 +411,9 @@ class ImageRoot:
     # IN-1K-like roots: the official training and validation sets ------------------------------
     def part_images(self, wnids: Sequence[str], part: str, threads: int = 4) -> dict[str, ConceptImages | None]:
         """Each concept's images of the official ``train`` or ``val`` set; None when absent."""
-        if self.source == "in21k":
+        if self.source == IN21K:
             raise ValueError("ImageNet-21K has no official sets; use concept_images")
-        if self.layout == "folders":
+        if self.layout not in ARCHIVE_LAYOUTS:
             folder_name = next((name for name in PART_FOLDERS[self.source][part] if (self.root / name).is_dir()),
                                PART_FOLDERS[self.source][part][0])
             folders = [self.root / folder_name / wnid for wnid in wnids]

@@ -9,18 +9,20 @@ their own roots never touch each other's files.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .naming import KNN, LINEAR, RANDOM, view_parts
+from .naming import LINEAR, PCA, RANDOM, view_parts
 
 # results stage: the tables (each in every TABLE_FORMATS) and figures it writes
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf")
-RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", "pca", "pca_relative")
+RESULT_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative", PCA, "pca_relative")
 # the figures drawn for each probe kind with tables of its own (the linear probe's, and the k-NN's)
 KIND_FIGURES = ("top1_levels", "relative_levels", "few_shot", "few_shot_relative")
-# the k-NN beside the linear probe (results-tables): top-1 of both, and Kendall's tau of their rankings
-KNN_COMPARISON_TABLES = ("knn_vs_linear", "knn_rank_agreement")
+# a kind with tables of its own beside the linear probe (results-tables; the k-NN's: knn_vs_linear,
+# knn_rank_agreement): top-1 of both, and Kendall's tau of their rankings
+COMPARISON_TABLES = ("vs_linear", "rank_agreement")
 # paired tests against the baseline and Kendall's tau of rankings (results-statistics)
 STATISTICS_TABLES = ("paired_tests", "rank_agreement")
 # drop from IN-1K to each level (results-drop): a table and a figure of the same name
@@ -84,18 +86,19 @@ def kind_table_names(datasets: list[str], kind: str = LINEAR) -> list[str]:
     return [kind_result_name(name, kind) for name in names]
 
 
-def result_table_names(datasets: list[str], knn: bool = False) -> list[str]:
-    """The linear probe's tables and the other kinds' comparisons; with ``knn`` (probes.kinds
-    has it) the k-NN's own tables and its comparison with the linear probe."""
+def result_table_names(datasets: list[str], kinds: Sequence[str] = ()) -> list[str]:
+    """The linear probe's tables and the other kinds' comparisons; for each of ``kinds`` (the
+    configured kinds besides linear with tables of their own: knn) its own tables and its
+    comparison with the linear probe."""
     names = [*kind_table_names(datasets), "probe_kinds", "pca_top1", "pca_relative"]
-    if knn:
-        names += [*kind_table_names(datasets, KNN), *KNN_COMPARISON_TABLES]
+    for kind in kinds:
+        names += [*kind_table_names(datasets, kind), *(kind_result_name(name, kind) for name in COMPARISON_TABLES)]
     return names
 
 
-def result_figure_names(knn: bool = False) -> list[str]:
-    """The linear probe's and the pca figures; with ``knn`` the k-NN's set too."""
-    return [*RESULT_FIGURES, *(kind_result_name(name, KNN) for name in KIND_FIGURES if knn)]
+def result_figure_names(kinds: Sequence[str] = ()) -> list[str]:
+    """The linear probe's and the pca figures, and each of ``kinds``' set."""
+    return [*RESULT_FIGURES, *(kind_result_name(name, kind) for kind in kinds for name in KIND_FIGURES)]
 
 
 @dataclass(frozen=True)
@@ -246,11 +249,11 @@ class Layout:
         return f"{self.root}/features/{model}/{dataset}/{split}.h5"
 
     # probes stage -----------------------------------------------------------------
-    def probe_dir(self, model: str, dataset: str, kind: str = "linear") -> str:
+    def probe_dir(self, model: str, dataset: str, kind: str = LINEAR) -> str:
         """The linear probe's results sit where they did before other kinds existed; every
         other kind has a folder of its own below the dataset."""
         folder = f"{self.root}/probes/{model}/{dataset}"
-        return folder if kind == "linear" else f"{folder}/{kind}"
+        return folder if kind == LINEAR else f"{folder}/{kind}"
 
     def probe_classifier(self, model: str, dataset: str, seed: str) -> str:
         """The final classifier of an N = all probe, beside its result JSON (not a rule
@@ -270,10 +273,10 @@ class Layout:
         """The most confident cross-predictions: image, its own label, the predicted concept."""
         return f"{self.root}/audit/{model}/contact_sheet.png"
 
-    def probe_result(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+    def probe_result(self, model: str, dataset: str, shots: str, seed: str, kind: str = LINEAR) -> str:
         return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.json"
 
-    def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = "linear") -> str:
+    def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = LINEAR) -> str:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
         return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.optuna.jsonl"
 
@@ -316,9 +319,9 @@ class Layout:
         """Seconds per model and dataset: extraction and probe benchmarks."""
         return self.table("timings", extension)
 
-    def result_tables(self, datasets: list[str], knn: bool = False) -> list[str]:
+    def result_tables(self, datasets: list[str], kinds: Sequence[str] = ()) -> list[str]:
         return [
-            self.table(name, extension) for name in result_table_names(datasets, knn) for extension in TABLE_FORMATS
+            self.table(name, extension) for name in result_table_names(datasets, kinds) for extension in TABLE_FORMATS
         ]
 
     def statistics_tables(self) -> list[str]:
@@ -336,21 +339,21 @@ class Layout:
             *(self.figure(PUBLISHED_FIGURE, extension) for extension in FIGURE_FORMATS),
         ]
 
-    def result_figures(self, knn: bool = False) -> list[str]:
-        return [self.figure(name, extension) for name in result_figure_names(knn) for extension in FIGURE_FORMATS]
+    def result_figures(self, kinds: Sequence[str] = ()) -> list[str]:
+        return [self.figure(name, extension) for name in result_figure_names(kinds) for extension in FIGURE_FORMATS]
 
-    def result_targets(self, datasets: list[str], knn: bool = False) -> list[str]:
-        """Every file of the results stage (``knn``: probes.kinds has it)."""
+    def result_targets(self, datasets: list[str], kinds: Sequence[str] = ()) -> list[str]:
+        """Every file of the results stage (``kinds``: those of result_table_names)."""
         return [
             self.results_summary(),
             self.seed_results(),
-            *self.result_tables(datasets, knn),
+            *self.result_tables(datasets, kinds),
             *self.statistics_tables(),
             *self.drop_outputs(),
             *self.published_outputs(datasets),
             self.timings("csv"),
             self.timings("md"),
-            *self.result_figures(knn),
+            *self.result_figures(kinds),
         ]
 
     # analyses stage -----------------------------------------------------------------

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 
 IN1K = "in1k"
+# the image root of ImageNet-21K: the levels' and the pool's images (no dataset of that name)
+IN21K = "in21k"
 IN1K_BLURRED = "in1k_blurred"
 POOL = "pool"
 # the level set of IN-1K and Lin's levels
@@ -38,8 +40,12 @@ BALANCED_PREFIX = "balanced-"
 LINEAR = "linear"
 # the weighted k-NN classifier (issue #33): on the linear probe's grid, its own result tables
 KNN = "knn"
-MLP_KINDS = ("mlp", "mlp_noact")
-PCA_PREFIX = "pca-"
+MLP = "mlp"
+MLP_NOACT = "mlp_noact"
+MLP_KINDS = (MLP, MLP_NOACT)
+# the linear probe on d principal components: pca in probes.kinds, one kind pca-<d> per d
+PCA = "pca"
+PCA_PREFIX = f"{PCA}-"
 
 LEVEL_PATTERN = r"l[1-9][0-9]*"
 DRAW_PATTERN = r"[0-9]{2}"

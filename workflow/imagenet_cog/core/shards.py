@@ -54,8 +54,9 @@ from imagenet_cog.core.archives import (
     scan_all,
     write_index,
 )
+from imagenet_cog.core.image_layouts import INFO_LISTED_LAYOUTS
+from imagenet_cog.core.naming import IN21K
 
-SHARD_LAYOUTS = ("wds", "parquet")
 INFO_FILE = "_info.json"
 # the set a shard or parquet file belongs to, from its name (imagenet22k-train-0001.tar,
 # imagenet1k-validation-07.tar, validation-00003-of-00014.parquet)
@@ -329,7 +330,7 @@ def shard_units(source: str, root: Path, shards: Sequence[str]) -> list[ShardUni
     units = []
     for number, relative in enumerate(shards):
         part = shard_part(relative)
-        prefix = "" if source == "in21k" else part or ""
+        prefix = "" if source == IN21K else part or ""
         units.append(ShardUnit(number, str(root / relative), prefix, copy_name(relative)))
     return units
 
@@ -371,7 +372,7 @@ def build_shard_index(source: str, root: str | os.PathLike, shards: Sequence[str
     rows = archive_rows(root, shards)
     units = shard_units(source, root, shards)
     scans = list(scan_all(scan, units, processes, progress_log(log, started, "shards", "files")))
-    if layout == "wds":
+    if layout in INFO_LISTED_LAYOUTS:
         check_info(root, scans, shards)
     tables, duplicates = shard_tables(rows, scans)
     write_index(output, root, tables, {**(attributes or {}), "source": source, "layout": layout})

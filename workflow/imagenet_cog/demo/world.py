@@ -41,6 +41,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from imagenet_cog.core.io import atomic_directory, atomic_output, read_lines, read_tsv, write_lines
+from imagenet_cog.core.naming import IN1K, IN21K, POOL
 from imagenet_cog.core.sampling import derived_rng, spread
 
 # A canvas larger than the images leaves room for crops at different positions.
@@ -83,7 +84,7 @@ def choose_concepts(
                 seen.append(nearest)
     remaining = [wnid for wnid in in1k_concepts if wnid not in seen]
     seen += spread(remaining, seen_count - len(seen)) if len(seen) < seen_count else []
-    return {"in1k": spread(seen, count), **chosen}, seen
+    return {IN1K: spread(seen, count), **chosen}, seen
 
 
 @functools.lru_cache(maxsize=256)
@@ -185,7 +186,7 @@ def draw_images(
     written = 0
     for dataset, wnids in concepts.items():
         for wnid in wnids:
-            if dataset == "in1k":
+            if dataset == IN1K:
                 look = prototype(wnid, seed, canvas)
                 targets = [in1k_folder / "train" / wnid] * train_images + [in1k_folder / "val" / wnid] * test_images
             else:
@@ -204,7 +205,7 @@ def preview(
     """One row per dataset: the first ``per_concept`` images of each of its concepts."""
     rows = []
     for dataset, wnids in concepts.items():
-        folders = [in1k_folder / "train" / w if dataset == "in1k" else in21k_folder / w for w in wnids]
+        folders = [in1k_folder / "train" / w if dataset == IN1K else in21k_folder / w for w in wnids]
         rows.append((dataset, [f / f"{w}_{k}.JPEG" for f, w in zip(folders, wnids) for k in range(per_concept)]))
     size = Image.open(rows[0][1][0]).size[0] if rows and rows[0][1] else 1
     margin, gap = 48, 4
@@ -273,11 +274,11 @@ def demo_world(argv: Sequence[str]) -> int:
     sources = _pairs(args.level_concepts, "--level-concepts")
     outputs = _pairs(args.demo_concepts, "--demo-concepts")
     lacking = sorted(set(outputs) - set(sources))
-    if lacking or "in1k" not in sources:
+    if lacking or IN1K not in sources:
         print(f"error: --level-concepts missing for {', '.join(lacking or ['in1k'])}", file=sys.stderr)
         return 2
     ranking = read_ranking(args.ranking)
-    levels = {name: read_lines(path) for name, path in sources.items() if name != "in1k" and name in outputs}
+    levels = {name: read_lines(path) for name, path in sources.items() if name != IN1K and name in outputs}
     unranked = [wnid for wnids in levels.values() for wnid in wnids if wnid not in ranking]
     if unranked:
         # Published levels may hold concepts the recomputed ranking lacks.
@@ -286,19 +287,19 @@ def demo_world(argv: Sequence[str]) -> int:
             f"'{args.ranking}'; their images resemble no IN-1K concept."
         )
     nearest = {wnid: ranking[wnid][0] for wnids in levels.values() for wnid in wnids if wnid in ranking}
-    chosen, seen = choose_concepts(levels, read_lines(sources["in1k"]), nearest, args.concepts_per_dataset,
+    chosen, seen = choose_concepts(levels, read_lines(sources[IN1K]), nearest, args.concepts_per_dataset,
                                    args.in1k_concepts)
     chosen = {dataset: wnids for dataset, wnids in chosen.items() if dataset in outputs}
     # every seen concept has IN-1K images: the probed ones are among them
-    drawn = {**chosen, "in1k": seen} if "in1k" in chosen or args.pretraining_concepts else chosen
+    drawn = {**chosen, IN1K: seen} if IN1K in chosen or args.pretraining_concepts else chosen
 
-    folders = {"in21k": Path(args.in21k_images), "in1k": Path(args.in1k_images)}
-    with atomic_directory(folders["in21k"]) as in21k, atomic_directory(folders["in1k"]) as in1k:
+    folders = {IN21K: Path(args.in21k_images), IN1K: Path(args.in1k_images)}
+    with atomic_directory(folders[IN21K]) as in21k, atomic_directory(folders[IN1K]) as in1k:
         count = draw_images(
             drawn, ranking, in21k, in1k, args.train_images, args.test_images, args.seed, args.image_size,
         )
     if args.preview:
-        preview(chosen, folders["in21k"], folders["in1k"], args.preview)
+        preview(chosen, folders[IN21K], folders[IN1K], args.preview)
     for dataset, path in outputs.items():
         write_lines(path, chosen[dataset])
     if args.pretraining_concepts:
@@ -329,7 +330,7 @@ def demo_pool_command(argv: Sequence[str]) -> int:
     drawn = {wnid for path in args.exclude for wnid in read_lines(path)}
     pool = sorted(spread([wnid for wnid in ranking if wnid not in drawn], args.count))
     with atomic_directory(Path(args.images)) as folder:
-        count = draw_images({"pool": tuple(pool)}, ranking, folder, folder, args.train_images, args.test_images,
+        count = draw_images({POOL: tuple(pool)}, ranking, folder, folder, args.train_images, args.test_images,
                             args.seed, args.image_size)
     write_lines(args.output, pool)
     print(f"pool: {len(pool)} concepts, {count} images in {args.images}")

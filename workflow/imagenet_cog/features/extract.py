@@ -42,6 +42,7 @@ from PIL import Image
 
 from imagenet_cog.core.archives import ArchiveError, ImageIndex, MemberReader
 from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.image_layouts import FOLDERS, LAYOUT_NAMES
 from imagenet_cog.core.io import read_tsv
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, write_shard
@@ -268,7 +269,7 @@ class SplitImages:
     image_root: Path
     dataset: str
     split: str
-    image_layout: str = "folders"
+    image_layout: str = FOLDERS
     image_index: Path | None = None
 
 
@@ -416,7 +417,7 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
                         help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
-    parser.add_argument("--image-layout", default="folders", choices=("folders", "tars", "tar", "wds", "parquet"))
+    parser.add_argument("--image-layout", default=FOLDERS, choices=LAYOUT_NAMES)
     parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
 
 

@@ -12,6 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagenet_cog.core.naming import IN1K, KNN, level_name
+from imagenet_cog.probes.kinds import KINDS
+
 IN1K_TRAIN, IN1K_TEST = 1_281_167, 50_000  # the official training and validation sets
 CONCEPTS_PER_LEVEL, TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT, MIN_IMAGES = 1000, 50, 1300, 782
 
@@ -24,9 +27,9 @@ RATE_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build
 # rates measured per architecture; a rates file may give a "default" for the others
 PER_ARCH_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s")
 STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring", "probe loading", "probe job starts")
-# The k-NN probe's rates: optional, so that a rates file written before the k-NN existed still
-# prices everything else; the plan names the k-NN unpriced where they are missing.
-KNN_RATE_KEYS = ("knn_flops_per_s", "topk_values_per_s")
+# The k-NN probe's rates (its module's own_rates): optional, so that a rates file written before
+# the k-NN existed still prices everything else.
+KNN_RATE_KEYS = KINDS[KNN].own_rates
 KNN_STAGES = ("knn products", "knn top-k", "knn loading", "knn job starts")
 
 
@@ -57,7 +60,7 @@ def estimated_level(name: str, per_concept: list[int], val_fraction: float, conc
 
 
 def in1k_dataset(val_fraction: float) -> Dataset:
-    return Dataset("in1k", IN1K_TRAIN, IN1K_TEST, 1000, 1000 * int(val_fraction * IN1K_TRAIN / 1000))
+    return Dataset(IN1K, IN1K_TRAIN, IN1K_TEST, 1000, 1000 * int(val_fraction * IN1K_TRAIN / 1000))
 
 
 def summary_datasets(split_summary: Path, val_fraction: float) -> list[Dataset]:
@@ -81,7 +84,7 @@ def paper_datasets(image_counts: Path, split_summary: Path | None, val_fraction:
     if split_summary:
         return summary_datasets(split_summary, val_fraction)
     per_concept = level_train_counts(image_counts)
-    return [in1k_dataset(val_fraction)] + [estimated_level(f"l{level}", per_concept, val_fraction)
+    return [in1k_dataset(val_fraction)] + [estimated_level(level_name(level), per_concept, val_fraction)
                                            for level in range(1, levels + 1)]
 
 
@@ -283,6 +286,11 @@ def project_knn(counted: DatasetWork, rates: dict) -> dict[str, float]:
             "knn job starts": counted.knn_jobs * (rates["job_start_s"] + rates["cuda_start_s"])}
 
 
+def knn_job_seconds(data: Dataset, dim: int, probes: dict, dtype: str, rates: dict) -> float:
+    """The projected seconds of one dataset's k-NN job, every stage of it (the rules' limit)."""
+    return sum(project_knn(count_knn(DatasetWork(), data, dim, probes, dtype), rates).values())
+
+
 def stage_seconds(times: dict[str, float], prefix: str) -> float:
     """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
     return sum(value for key, value in times.items() if key.startswith(prefix))
@@ -308,7 +316,7 @@ def dataset_cost(data: Dataset, dim: int, probes: dict | None, features: dict, r
             count_knn(work, data, dim, probes, features["dtype"])
     seconds = project({data.name: work}, rates, arch, dim, {data.name: data.classes})[data.name]
     return DatasetCost(work, stage_seconds(seconds, "extraction"), stage_seconds(seconds, "probe"),
-                       stage_seconds(seconds, "knn"), seconds.get("knn products", 0.0) + seconds.get("knn top-k", 0.0))
+                       stage_seconds(seconds, KNN), seconds.get("knn products", 0.0) + seconds.get("knn top-k", 0.0))
 
 
 def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
@@ -317,7 +325,7 @@ def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
     two-stage flow shop; assumes neither slows the other: extraction is bound by decoding on
     the host, probes by the GPU's memory)."""
     extraction = [stage_seconds(times, "extraction") for times in per_dataset.values()]
-    probes = [stage_seconds(times, "probe") + stage_seconds(times, "knn") for times in per_dataset.values()]
+    probes = [stage_seconds(times, "probe") + stage_seconds(times, KNN) for times in per_dataset.values()]
     return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
 
 

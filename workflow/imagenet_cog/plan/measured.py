@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
+from imagenet_cog.core.naming import KNN
 from imagenet_cog.plan.cost import KNN_RATE_KEYS, PER_ARCH_KEYS, RATE_KEYS, dataset_cost
 from imagenet_cog.plan.rates import MEASURED, Rates, write_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
@@ -58,7 +59,7 @@ def rule_of(relative: Path) -> tuple[str, str] | None:
     if name == "resident.tsv":
         return "probe_resident", "probes"
     if name == "knn.tsv":
-        return "probe_knn", "knn"
+        return "probe_knn", KNN
     if parent.startswith("shots-"):
         return ("probe_seeds", "probes") if name == "seeds.tsv" else ("probe", "probes")
     return None
@@ -86,7 +87,7 @@ def projected_jobs(config: dict, image_counts: Path, split_summary: Path | None,
     projected = {}
     for model, (arch, dim) in widths.items():
         for group in groups:
-            knn = group.knn and rates.prices_knn()
+            knn = group.knn and rates.prices(KNN)
             for data in group.datasets:
                 cost = dataset_cost(data, dim, group.probes, config["features"], rates.values, arch, knn)
                 if group.extracted:
@@ -94,7 +95,7 @@ def projected_jobs(config: dict, image_counts: Path, split_summary: Path | None,
                 if group.probes is not None:
                     projected[("probes", model, data.name)] = (cost.probe_s, cost.work.probe_jobs, 0.0)
                 if knn:
-                    projected[("knn", model, data.name)] = (cost.knn_s, cost.work.knn_jobs, cost.knn_compute_s)
+                    projected[(KNN, model, data.name)] = (cost.knn_s, cost.work.knn_jobs, cost.knn_compute_s)
     return projected, widths
 
 
@@ -129,7 +130,7 @@ def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) ->
         for key in PROBE_SPEEDS:
             values[key] /= factor
     kinds, where_of = {key: MEASURED for key in RATE_KEYS}, {}
-    knn = [row for row in rows if row.stage == "knn"]
+    knn = [row for row in rows if row.stage == KNN]
     own = sum(row.projected_compute for row in knn)
     if own > 0:
         # the k-NN's starts and loading are times and bytes over the probes' rates: scaled by their ratio

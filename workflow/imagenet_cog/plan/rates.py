@@ -19,6 +19,7 @@ import yaml
 
 from imagenet_cog.core.io import write_text
 from imagenet_cog.plan.cost import KNN_RATE_KEYS, PER_ARCH_KEYS, RATE_KEYS
+from imagenet_cog.probes.kinds import KINDS
 
 MEASURED, PROJECTION = "measured", "projection"
 
@@ -39,8 +40,9 @@ class Rates:
         """Those of ``keys`` the file has that are not measured on the device."""
         return [key for key in keys if key in self.values and self.kinds.get(key) != MEASURED]
 
-    def prices_knn(self) -> bool:
-        return all(key in self.values for key in KNN_RATE_KEYS)
+    def prices(self, kind: str) -> bool:
+        """Whether the file has the rates of its own that a priced kind needs."""
+        return all(key in self.values for key in KINDS[kind].own_rates)
 
 
 def read_rates(path: str | os.PathLike) -> Rates:

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
+from imagenet_cog.core.naming import KNN
 from imagenet_cog.plan.cost import KNN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
+from imagenet_cog.probes.kinds import KINDS
 
 COLUMNS = ("stage", "model", "jobs", "images_read", "bytes_written", "trial_epochs", "gpu_hours", "rates")
 # Bytes a probe writes besides its classifier (measured on the demo's files): a journal line
@@ -72,7 +74,7 @@ def model_rows(model: str, arch: str, dim: int, groups, features: dict, rates: R
     extraction = Row("extraction", model, projected_rates=projected & EXTRACTION_RATES)
     probe_rows: dict[str, Row] = {}
     for group in groups:
-        knn = group.knn and rates.prices_knn()
+        knn = group.knn and rates.prices(KNN)
         for data in group.datasets:
             cost = dataset_cost(data, dim, group.probes, features, rates.values, arch, knn)
             work = cost.work
@@ -121,13 +123,18 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     notes = [f"device: {rates.device} (rates from {rates.source})", f"dataset sizes: {basis}",
              "bytes_written: features (float16 or float32 per features.dtype) and the probes' journals, results and "
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
-    knn_priced = "knn" in config["probes"]["kinds"] and rates.prices_knn()
-    used = rates.projected_keys(RATE_KEYS + (KNN_RATE_KEYS if knn_priced else ()))
+    own = tuple(key for kind in priced_kinds(config) if rates.prices(kind) for key in KINDS[kind].own_rates)
+    used = rates.projected_keys(RATE_KEYS + own)
     if used:
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
     notes += not_priced(config, rates)
     return rows + [total, wall], notes
+
+
+def priced_kinds(config: dict) -> list[str]:
+    """The configured probe kinds the cost model counts (their modules' priced)."""
+    return [kind for kind in config["probes"]["kinds"] if KINDS[kind].priced]
 
 
 def not_priced(config: dict, rates: Rates) -> list[str]:
@@ -138,12 +145,12 @@ def not_priced(config: dict, rates: Rates) -> list[str]:
                 if config["analyses"].get(name, {}).get("enabled", True)]
     if analyses:
         missing.append(f"not priced: the analyses ({', '.join(analyses)}) of every model and dataset")
-    other_kinds = [kind for kind in config["probes"]["kinds"] if kind not in ("linear", "knn")]
+    other_kinds = [kind for kind in config["probes"]["kinds"] if not KINDS[kind].priced]
     if other_kinds:
         missing.append(f"not priced: the probe kinds {', '.join(other_kinds)}")
-    if "knn" in config["probes"]["kinds"] and not rates.prices_knn():
-        missing.append(f"not priced: the k-NN probe (the rates lack {', '.join(KNN_RATE_KEYS)}: "
-                       "resources/rates/h100.yaml has them, or measure them with benchmarks/protocol_cost.py)")
+    missing += [f"not priced: the {KINDS[kind].title} probe (the rates lack {', '.join(KINDS[kind].own_rates)}: "
+                "resources/rates/h100.yaml has them, or measure them with benchmarks/protocol_cost.py)"
+                for kind in priced_kinds(config) if not rates.prices(kind)]
     if config["in1k_blurred"]["enabled"]:
         missing.append("not priced: IN-1K-blurred (in1k_blurred.enabled)")
     if config.get("label_audit", {}).get("enabled"):

@@ -78,7 +78,7 @@ def probed_datasets(config: dict, image_counts: Path, split_summary: Path | None
     per seed (workflow/rules/probes.smk); the k-NN runs on IN-1K and the levels only."""
     datasets, basis = default_datasets(config, image_counts, split_summary)
     probes = config["probes"]
-    groups = [ProbedDatasets("probes", datasets, probes, True, "knn" in probes["kinds"])]
+    groups = [ProbedDatasets("probes", datasets, probes, True, naming.KNN in probes["kinds"])]
     levels = [data for data in datasets if data.name != naming.IN1K]
     sets = config["level_sets"]
     if sets["sets"] and levels:
@@ -94,7 +94,7 @@ def probed_datasets(config: dict, image_counts: Path, split_summary: Path | None
     balanced = config["balanced"]
     if balanced["enabled"]:
         per_concept = balanced["train_per_concept"]
-        views = [Dataset(f"balanced-{data.name}", data.classes * per_concept, data.test, data.classes,
+        views = [Dataset(naming.balanced_dataset(data.name), data.classes * per_concept, data.test, data.classes,
                          data.classes * int(probes["val_fraction"] * per_concept)) for data in datasets]
         groups.append(ProbedDatasets("balanced", views, {**probes, "shots": ["all"], "group": "seed",
                                                          "seeds": balanced["seeds"] or probes["seeds"][:1]}, False))

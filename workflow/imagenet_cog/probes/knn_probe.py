@@ -30,6 +30,7 @@ import torch
 import imagenet_cog
 from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
 from imagenet_cog.core.io import write_json
+from imagenet_cog.core.naming import KNN
 from imagenet_cog.features.store import read_features, read_labels
 from imagenet_cog.probes.knn import SIMILARITIES, WEIGHTINGS, KnnSettings, knn_scores
 from imagenet_cog.probes.search import (
@@ -117,7 +118,7 @@ def knn_grid(args: argparse.Namespace, settings: KnnSettings):
     test_labels = torch.from_numpy(test_y).to(device)
     load_s = time.perf_counter() - started
     shared = {
-        "model": args.model, "dataset": args.dataset, "probe": "knn",
+        "model": args.model, "dataset": args.dataset, "probe": KNN,
         "random_weights": bool(train.metadata.get("random_weights", False)),
         "n_test": int(test_y.size), "n_classes": num_classes, "feature_dim": int(train.features.shape[1]),
         "settings": settings.as_result(),

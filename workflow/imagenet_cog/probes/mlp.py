@@ -35,8 +35,6 @@ import torch
 
 from imagenet_cog.probes.linear import SGDSchedule, operand_dtype, topk_accuracy
 
-ACTIVATIONS = {"mlp": "relu", "mlp_noact": "identity"}
-
 
 @dataclass
 class MLPProbes:

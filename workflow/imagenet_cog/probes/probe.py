@@ -19,11 +19,13 @@ import torch
 
 from imagenet_cog.core.device import DEVICE_CHOICES
 from imagenet_cog.core.io import write_json
+from imagenet_cog.core.naming import LINEAR, PCA
 from imagenet_cog.features.store import read_features, read_labels
 from imagenet_cog.probes.classifier import ClassifierError, keep_classifier
 from imagenet_cog.probes.fused_step import FUSED_CHOICES
+from imagenet_cog.probes.kinds import SEARCHED_KINDS
 from imagenet_cog.probes.pca import check_dim, read_components
-from imagenet_cog.probes.search import PROBE_KINDS, ProbeDataError, ProbeJob, SearchSettings, probe_grid, rows_used
+from imagenet_cog.probes.search import ProbeDataError, ProbeJob, SearchSettings, probe_grid, rows_used
 
 log = logging.getLogger("imagenet_cog.probes.probe")
 
@@ -56,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
                         help="matmul operands; auto: bfloat16 where the device multiplies it natively")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
-    parser.add_argument("--kind", choices=PROBE_KINDS, default=defaults.kind, help="the probe's kind")
+    parser.add_argument("--kind", choices=SEARCHED_KINDS, default=defaults.kind, help="the probe's kind")
     parser.add_argument("--hidden-width", type=int, default=defaults.hidden_width, help="MLP kinds: units per hidden layer")
     parser.add_argument("--hidden-layers", type=int, default=defaults.hidden_layers, help="MLP kinds: hidden layers")
     parser.add_argument("--pca-dim", type=int, default=0, help="pca kind: principal components kept (d)")
@@ -88,7 +90,7 @@ def main(argv: list[str]) -> int:
         settings = search_settings(args)
         job = ProbeJob(
             train_features, train_labels, test_features, test.labels, settings=settings, device=args.device,
-            where=where, test_path=args.test, train_rows=train_rows, return_classifier=args.kind == "linear",
+            where=where, test_path=args.test, train_rows=train_rows, return_classifier=args.kind == LINEAR,
         )
         seeds = len(args.seed)
         journals = [args.study[i * seeds : (i + 1) * seeds] for i in range(len(args.shots))]
@@ -133,7 +135,7 @@ def check_settings(args: argparse.Namespace) -> None:
 
 def projected(args: argparse.Namespace, train_features: np.ndarray, test_features: np.ndarray):
     """The features the probe reads: for the pca kind their first d principal components."""
-    if args.kind != "pca":
+    if args.kind != PCA:
         return train_features, test_features
     if not args.pca_components:
         raise SettingsError("--kind pca needs --pca-components")
@@ -159,7 +161,7 @@ def search_settings(args: argparse.Namespace) -> SearchSettings:
         kind=args.kind,
         hidden_width=args.hidden_width,
         hidden_layers=args.hidden_layers,
-        pca_dim=args.pca_dim if args.kind == "pca" else 0,
+        pca_dim=args.pca_dim if args.kind == PCA else 0,
         fused=args.fused,
         two_stage=tuple(args.two_stage) if args.two_stage else None,
     )

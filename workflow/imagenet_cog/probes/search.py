@@ -74,7 +74,9 @@ from optuna.trial import TrialState
 
 import imagenet_cog
 from imagenet_cog.core.device import float32_matmul_precision, resolve_device
+from imagenet_cog.core.naming import LINEAR, PCA, pca_kind
 from imagenet_cog.probes.fused_step import resolve_fused, step_description
+from imagenet_cog.probes.kinds import KINDS, SEARCHED_KINDS
 from imagenet_cog.probes.linear import (
     SGDSchedule,
     feature_dtype,
@@ -105,8 +107,8 @@ class SearchSettings:
     val_fraction: float = 0.2
     trials_per_batch: int = 1
     precision: str = "auto"
-    # the probe's kind (PROBE_KINDS) and, for the MLP kinds, its hidden layers
-    kind: str = "linear"
+    # the probe's kind (SEARCHED_KINDS) and, for the MLP kinds, its hidden layers
+    kind: str = LINEAR
     hidden_width: int = 2048
     hidden_layers: int = 2
     # the pca kind: principal components the features were projected onto
@@ -124,18 +126,14 @@ class SearchSettings:
         fields.pop("fused")
         if self.two_stage is None:  # the paper's protocol: study names as before deviations existed
             fields.pop("two_stage")
-        unused = {
-            "linear": ("kind", "hidden_width", "hidden_layers", "pca_dim"),
-            "pca": ("hidden_width", "hidden_layers"),
-        }.get(self.kind, ("pca_dim",))
-        for key in unused:
+        for key in KINDS[self.kind].unused_fields:
             fields.pop(key)
         return fields
 
     @property
     def probe_name(self) -> str:
         """The kind as result paths and the summary name it: linear, mlp, mlp_noact, pca-<d>."""
-        return f"pca-{self.pca_dim}" if self.kind == "pca" else self.kind
+        return pca_kind(self.pca_dim) if self.kind == PCA else self.kind
 
     @property
     def deviations(self) -> list[dict]:
@@ -147,10 +145,7 @@ class SearchSettings:
     @property
     def normalised_inputs(self) -> bool:
         """The linear protocol L2-normalises its inputs (also projected ones); MLPs do not (CoG preprint, supp. C.3)."""
-        return self.kind in ("linear", "pca")
-
-
-PROBE_KINDS = ("linear", "mlp", "mlp_noact", "pca")
+        return KINDS[self.kind].linear_protocol
 
 
 # data selection -------------------------------------------------------------------------
@@ -295,7 +290,7 @@ def scored_trials(study, limit: int) -> list[dict]:
 def shares_passes(settings: SearchSettings) -> bool:
     """Whether runs of this kind train together (:func:`imagenet_cog.probes.linear.train_probe_runs`);
     the MLP kinds train one run at a time."""
-    return settings.kind in ("linear", "pca")
+    return KINDS[settings.kind].linear_protocol
 
 
 def train_runs(features, labels, rows: list, num_classes: int, lrs: list, weight_decays: list, settings: SearchSettings,
@@ -369,13 +364,13 @@ def run_searches(studies: list, features, labels, search_rows: list, validation_
 def probe_trainer(settings: SearchSettings):
     """``train(features, labels, num_classes, lrs, weight_decays, schedule, seed, precision)``
     of the settings' kind."""
-    if settings.kind not in PROBE_KINDS:
-        raise ValueError(f"probe kind must be one of {PROBE_KINDS}, not {settings.kind!r}")
-    if settings.kind in ("linear", "pca"):
+    if settings.kind not in SEARCHED_KINDS:
+        raise ValueError(f"probe kind must be one of {SEARCHED_KINDS}, not {settings.kind!r}")
+    kind = KINDS[settings.kind]
+    if kind.linear_protocol:
         return train_probes
     return partial(
-        train_mlps, hidden_width=settings.hidden_width, hidden_layers=settings.hidden_layers,
-        relu=settings.kind == "mlp",
+        train_mlps, hidden_width=settings.hidden_width, hidden_layers=settings.hidden_layers, **kind.trainer_options
     )
 
 

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from imagenet_cog.core.layout import DROP_NAME, Layout  # noqa: E402
-from imagenet_cog.core.naming import dataset_title, shots_title  # noqa: E402
+from imagenet_cog.core.naming import IN1K, dataset_title, shots_title  # noqa: E402
 from imagenet_cog.core.plots import (  # noqa: E402
     DATASET_LABEL,
     ModelStyles,
@@ -35,7 +35,7 @@ from imagenet_cog.core.tables import write_tidy_table  # noqa: E402
 from imagenet_cog.results.statistics import generalization_drop  # noqa: E402
 from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
 
-REFERENCE = "in1k"
+REFERENCE = IN1K
 
 
 def drop_shots(summary: pd.DataFrame) -> str:

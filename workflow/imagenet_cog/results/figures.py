@@ -46,11 +46,11 @@ from imagenet_cog.core.plots import (  # noqa: E402
     save_figure,
     set_theme,
 )
+from imagenet_cog.probes.kinds.kind import KindTexts  # noqa: E402
 from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
 from imagenet_cog.results.summary import (  # noqa: E402
     INTERVAL_COLUMNS,
     KIND_TEXTS,
-    KindTexts,
     kind_seed_results,
     lin_rows,
     read_seed_results,
@@ -213,7 +213,7 @@ def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
     """CoG preprint, Fig. 8: the few-shot layout with d in place of N, at N = all."""
     full = summary[summary["shots"] == "all"]
     pca = full[full["probe"].str.startswith(PCA_PREFIX)].assign(shots=lambda frame: frame["probe"].map(lambda kind: str(pca_dim(kind))))
-    frame = pd.concat([pca, full[full["probe"] == "linear"]], ignore_index=True)
+    frame = pd.concat([pca, full[full["probe"] == LINEAR]], ignore_index=True)
     if pca.empty:
         fig, axes = panel_grid(1, 1)
         no_data(axes.flat[0], "no pca probes (probes.kinds)")

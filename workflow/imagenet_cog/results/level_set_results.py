@@ -11,22 +11,22 @@ from __future__ import annotations
 import argparse
 import math
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from imagenet_cog.core.layout import LEVEL_SETS_NAME, Layout
-from imagenet_cog.core.naming import LINEAR, MEASURE_TITLES, RANDOM, level_number, view_parts
+from imagenet_cog.core.naming import IN1K, LINEAR, MEASURE_TITLES, RANDOM, level_number, view_parts
 from imagenet_cog.core.plots import save_figure
 from imagenet_cog.core.tables import write_table
 from imagenet_cog.results.summary import read_summary
-import matplotlib
-import matplotlib.pyplot as plt
 
 
 def level_set_frame(summary: pd.DataFrame, shots: str) -> pd.DataFrame:
     """model, label, level_set, level (1..n, NaN for random draws), mean of the linear probe's
     level rows at ``shots`` (the level sets are probed linearly; Lin's levels also have the
     other kinds' rows, which the table's pivot would otherwise average in)."""
-    frame = summary[(summary["shots"] == shots) & (summary["dataset"] != "in1k") & (summary["probe"] == LINEAR)].copy()
+    frame = summary[(summary["shots"] == shots) & (summary["dataset"] != IN1K) & (summary["probe"] == LINEAR)].copy()
     frame["level"] = [
         math.nan if level_set == RANDOM else level_number(view_parts(d)[1] if "-" in d else d)
         for d, level_set in zip(frame["dataset"], frame["level_set"])

@@ -36,6 +36,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from imagenet_cog.core.naming import IN1K, LINEAR
+
 ALPHA = 0.05
 CONFIDENCE = 0.95
 # Top-1 values (percentages) that differ by less than this are equal: far below one test
@@ -155,7 +157,7 @@ def rank_table(rows: list[dict]) -> pd.DataFrame:
     return table
 
 
-def rank_agreement(summary: pd.DataFrame, reference: str = "in1k") -> pd.DataFrame:
+def rank_agreement(summary: pd.DataFrame, reference: str = IN1K) -> pd.DataFrame:
     """Kendall's tau between the ranking on ``reference`` and on each other dataset, per N."""
     rows = []
     complete = summary[summary["complete"]]
@@ -167,7 +169,7 @@ def rank_agreement(summary: pd.DataFrame, reference: str = "in1k") -> pd.DataFra
     return rank_table(rows)
 
 
-def kind_rank_agreement(summary: pd.DataFrame, kind: str, reference_kind: str = "linear") -> pd.DataFrame:
+def kind_rank_agreement(summary: pd.DataFrame, kind: str, reference_kind: str = LINEAR) -> pd.DataFrame:
     """Kendall's tau between the models' ranking by ``reference_kind``'s top-1 and by
     ``kind``'s, per N and dataset (``summary``: the rows of both kinds, column ``probe``)."""
     rows = []
@@ -180,7 +182,7 @@ def kind_rank_agreement(summary: pd.DataFrame, kind: str, reference_kind: str = 
     return rank_table(rows)
 
 
-def generalization_drop(summary: pd.DataFrame, reference: str = "in1k") -> pd.DataFrame:
+def generalization_drop(summary: pd.DataFrame, reference: str = IN1K) -> pd.DataFrame:
     """Drop from ``reference`` to each other dataset, per model and N (module docstring)."""
     reference_means = summary[summary["dataset"] == reference].set_index(["model", "shots"])["mean"]
     levels = summary[summary["dataset"] != reference].copy()

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -52,8 +51,9 @@ import pandas as pd
 
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import Layout
-from imagenet_cog.core.naming import KNN, LINEAR, level_set_of
+from imagenet_cog.core.naming import LINEAR, level_set_of
 from imagenet_cog.models.registry import is_random_weights
+from imagenet_cog.probes.kinds import KINDS
 from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
 
 SUMMARY_COLUMNS = [
@@ -91,7 +91,7 @@ def read_probe_result(path: Path) -> dict:
 
 def load_probe_results(
     root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str],
-    kind: str = "linear",
+    kind: str = LINEAR,
 ) -> pd.DataFrame:
     """One row per probe result file of the grid that exists (model, probe, dataset, shots, seed, ...)."""
     layout = Layout(root)
@@ -134,7 +134,7 @@ def lin_rows(summary: pd.DataFrame, every_probe: bool = False) -> pd.DataFrame:
     if "level_set" in summary.columns:
         summary = summary[summary["level_set"] == "lin"]
     if not every_probe and "probe" in summary.columns:
-        summary = summary[summary["probe"] == "linear"]
+        summary = summary[summary["probe"] == LINEAR]
     return summary.reset_index(drop=True)
 
 
@@ -156,7 +156,7 @@ def summarise(
     datasets: Sequence[str],
     shots: Sequence[str],
     seeds: Sequence[str],
-    kind: str = "linear",
+    kind: str = LINEAR,
 ) -> pd.DataFrame:
     """The tidy summary of one probe kind over its full grid (see the module docstring)."""
     seeds = [str(seed) for seed in seeds]
@@ -266,38 +266,8 @@ def with_relative(summary: pd.DataFrame, baseline: str, paired: pd.DataFrame | N
 INTERVAL_COLUMNS = {"mean": ("ci95_low", "ci95_high"), "relative": ("relative_low", "relative_high")}
 
 
-@dataclass(frozen=True)
-class KindTexts:
-    """How the tables and figures of a probe kind with a set of its own name what they show."""
-
-    top1: str  # at the start of a caption
-    score: str  # within a sentence
-    classifiers: str
-    fitted_on: str  # what the classifiers do with the training images
-    title: str  # the levels figure's title, before "with all training images"
-    axis: str  # the relative figures' axis, before "relative to <baseline>"
-    tests: str  # the family the paired tests are Holm-corrected over
-    notes: tuple[str, ...] = ()
-
-
-KNN_REPORTED_K = "k = probes.knn.reported_k"
-KNN_NOTE = (
-    f"k-NN: weighted vote of the k nearest training images, top-1 at {KNN_REPORTED_K} (each result JSON "
-    "holds every k of probes.knn.k). At N = all the k-NN has no randomness: every seed gives the same "
-    "top-1 (std 0, a zero-width interval, no paired test)."
-)
 # the kinds whose results get the paper's set of tables and figures (layout.kind_table_names)
-KIND_TEXTS = {
-    LINEAR: KindTexts(
-        "Top-1 accuracy", "top-1", "linear classifiers", "trained on", "Linear classification", "Top-1",
-        "every model, dataset and N of the run",
-    ),
-    KNN: KindTexts(
-        "k-NN top-1 accuracy", "k-NN top-1", f"weighted k-NN classifiers ({KNN_REPORTED_K})", "voting among",
-        f"Weighted k-NN classification ({KNN_REPORTED_K})", "k-NN top-1", "every model, dataset and N of the k-NN tables",
-        (KNN_NOTE,),
-    ),
-}
+KIND_TEXTS = {name: kind.texts for name, kind in KINDS.items() if kind.texts}
 
 
 def tabled_kinds(summary: pd.DataFrame) -> list[str]:
@@ -315,7 +285,7 @@ def grid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", nargs="+", required=True)
     parser.add_argument("--shots", nargs="+", required=True)
     parser.add_argument("--seeds", nargs="+", required=True)
-    parser.add_argument("--kinds", nargs="+", default=["linear"], help="probe kinds (linear is always read)")
+    parser.add_argument("--kinds", nargs="+", default=[LINEAR], help="probe kinds (linear is always read)")
     parser.add_argument("--other-kinds-shots", nargs="+",
                         help="shots of the kinds other than linear and knn (default --shots)")
     parser.add_argument("--other-kinds-seeds", nargs="+",
@@ -323,7 +293,7 @@ def grid_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # kinds that run on the linear probe's grid (--shots, --seeds), not on --other-kinds-shots/seeds
-LINEAR_GRID_KINDS = (LINEAR, KNN)
+LINEAR_GRID_KINDS = tuple(name for name, kind in KINDS.items() if kind.linear_grid)
 
 
 def kind_grids(args: argparse.Namespace) -> list[tuple[str, list[str], list[str]]]:

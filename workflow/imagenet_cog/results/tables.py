@@ -40,13 +40,13 @@ from imagenet_cog.core.tables import (
     write_table,
     write_tidy_table,
 )
+from imagenet_cog.probes.kinds import KINDS, kind_of_result
+from imagenet_cog.probes.kinds.knn import KNN_NOTE, KNN_REPORTED_K
 from imagenet_cog.results.statistics import kind_rank_agreement, paired_tests, rank_agreement
 from imagenet_cog.results.summary import (
     DEVIATIONS_COLUMN,
     INTERVAL_COLUMNS,
     KIND_TEXTS,
-    KNN_NOTE,
-    KNN_REPORTED_K,
     joined_deviations,
     kind_seed_results,
     lin_rows,
@@ -133,18 +133,15 @@ def table_notes(frame: pd.DataFrame, extra: Iterable[str] = (), significant: str
 
 
 
-KIND_TITLES = {"linear": "LogReg", "mlp": "MLP", "mlp_noact": "MLP-NoAct"}
-
-
 def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """CoG preprint, Tab. 3: per model, each other kind's top-1 relative to the linear probe's, in
     percent of the linear top-1, per dataset at N=all; and the table's notes."""
     full = summary[summary["shots"] == "all"]
     datasets = list(dict.fromkeys(summary["dataset"]))
-    kinds = [kind for kind in dict.fromkeys(summary["probe"]) if kind in ("mlp", "mlp_noact")]
-    linear = full[full["probe"] == "linear"].set_index(["model", "dataset"])["mean"]
-    table = pd.DataFrame({"Model": list(dict.fromkeys(full.loc[full["probe"] == "linear"].apply(display_label, axis=1)))})
-    models = list(dict.fromkeys(full.loc[full["probe"] == "linear", "model"]))
+    kinds = [kind for kind in dict.fromkeys(summary["probe"]) if kind_of_result(kind).in_kinds_table]
+    linear = full[full["probe"] == LINEAR].set_index(["model", "dataset"])["mean"]
+    table = pd.DataFrame({"Model": list(dict.fromkeys(full.loc[full["probe"] == LINEAR].apply(display_label, axis=1)))})
+    models = list(dict.fromkeys(full.loc[full["probe"] == LINEAR, "model"]))
     for kind in kinds:
         cells = full[full["probe"] == kind].set_index(["model", "dataset"])
         for dataset in datasets:
@@ -155,7 +152,7 @@ def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                     column.append(MISSING)
                 else:
                     column.append(f"{100.0 * (cells.loc[key, 'mean'] - linear[key]) / linear[key]:+.1f}")
-            table[f"{KIND_TITLES[kind]} {dataset_title(dataset)}"] = column
+            table[f"{KINDS[kind].title} {dataset_title(dataset)}"] = column
     notes = [
         f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / "
         "probes.other_kinds_shots do not ask for it at N=all."
@@ -171,9 +168,9 @@ def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.D
     column the linear probe on all dimensions; absolute, and relative to ``baseline``."""
     full = summary[summary["shots"] == "all"]
     dims = sorted(dim for dim in map(pca_dim, dict.fromkeys(summary["probe"])) if dim is not None)
-    columns = [(pca_kind(dim), f"d={dim}") for dim in dims] + [("linear", "All dims")]
+    columns = [(pca_kind(dim), f"d={dim}") for dim in dims] + [(LINEAR, "All dims")]
     absolute_rows, relative_rows = [], []
-    linear = full[full["probe"] == "linear"]
+    linear = full[full["probe"] == LINEAR]
     for _, row in linear.iterrows():
         absolute = {"Model": display_label(row), "Dataset": dataset_title(row["dataset"])}
         relative = dict(absolute)

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Sequence
 
 from imagenet_cog.core.archives import ArchiveError, build_index
-from imagenet_cog.core.image_roots import SOURCES, ImageRootError, index_archives, root_setting
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, SHARD_LAYOUTS, SOURCES
+from imagenet_cog.core.image_roots import ImageRootError, index_archives, root_setting
 from imagenet_cog.core.parquet_images import SHARD_SCANS
-from imagenet_cog.core.shards import SHARD_LAYOUTS, build_shard_index
+from imagenet_cog.core.shards import build_shard_index
 
 
 def index_images_command(argv: Sequence[str]) -> int:
@@ -19,7 +20,7 @@ def index_images_command(argv: Sequence[str]) -> int:
                                      description="Index the images of a root's tars: name, offset and size of each.")
     parser.add_argument("--source", required=True, choices=SOURCES)
     parser.add_argument("--root", required=True)
-    parser.add_argument("--layout", required=True, help="the root's layout: tars, tar, wds or parquet")
+    parser.add_argument("--layout", required=True, choices=ARCHIVE_LAYOUTS, help="the root's layout")
     parser.add_argument("--processes", type=int, default=1, help="tars read at once")
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)

@@ -32,9 +32,10 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from imagenet_cog.core.archives import WNID, ArchiveError, is_image_name
-from imagenet_cog.core.image_roots import ARCHIVE_LAYOUTS, ConceptImages, ImageRoot, ImageRootError
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, LAYOUT_NAMES
+from imagenet_cog.core.image_roots import ConceptImages, ImageRoot, ImageRootError
 from imagenet_cog.core.io import read_lines, write_tsv
-from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
 from imagenet_cog.core.pickles import read_data_pickle
 from imagenet_cog.core.sampling import derived_rng
 
@@ -365,7 +366,7 @@ def image_splits(argv: Sequence[str]) -> int:
     parser.add_argument("--concepts", required=True, help="the dataset's wnids, one a line")
     parser.add_argument("--root", required=True, help="the dataset's image root")
     parser.add_argument("--root-setting", default=None, help="config key of --root, for messages")
-    parser.add_argument("--layout", default="folders", choices=("folders", *ARCHIVE_LAYOUTS),
+    parser.add_argument("--layout", default=FOLDERS, choices=LAYOUT_NAMES,
                         help="the root's layout; a tar layout is listed from --index")
     parser.add_argument("--index", default=None, help="the root's image index (tar layouts)")
     parser.add_argument("--val-labels", default=None,
@@ -385,7 +386,7 @@ def image_splits(argv: Sequence[str]) -> int:
         wnids = read_concepts(args.concepts)
         archive = None
         if args.layout in ARCHIVE_LAYOUTS:
-            source = "in1k_blurred" if args.dataset == IN1K_BLURRED else "in1k" if is_in1k else "in21k"
+            source = IN1K_BLURRED if args.dataset == IN1K_BLURRED else IN1K if is_in1k else IN21K
             archive = ImageRoot(source, args.root, args.layout, args.index, args.val_labels, setting)
         if is_in1k:
             rows = in1k_rows(args.root, wnids, setting, args.threads, archive)

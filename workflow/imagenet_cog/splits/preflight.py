@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
+from imagenet_cog.core.image_layouts import SHARD_LAYOUTS, SOURCE_LAYOUTS
 from imagenet_cog.core.image_roots import (
     RELEASES,
     ImageRoot,
@@ -34,7 +35,8 @@ from imagenet_cog.core.image_roots import (
 )
 from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
 from imagenet_cog.core.layout import Layout
-from imagenet_cog.core.shards import SHARD_LAYOUTS, ShardDownload, shard_download, shard_part
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
+from imagenet_cog.core.shards import ShardDownload, shard_download, shard_part
 from imagenet_cog.levels.concepts import ConceptError, read_image_counts
 from imagenet_cog.splits.image_splits import SplitError, load_published_splits, read_concepts
 
@@ -45,7 +47,7 @@ NEEDED_HEADER = ("wnid", "name", "tar", "fall11_images", "datasets")
 def source_of(dataset: str) -> str:
     """The image root a dataset's images come from: IN-1K's, IN-1K-blurred's, else IN-21K's
     (the levels and the pool)."""
-    return dataset if dataset in ("in1k", "in1k_blurred") else "in21k"
+    return dataset if dataset in (IN1K, IN1K_BLURRED) else IN21K
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def failure_message(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoo
         for source, by_wnid in by_source.items():
             datasets_of = {wnid: [check.dataset for check in group] for wnid, group in by_wnid.items()}
             lines.append(f"{_plural(len(by_wnid), 'concept')} {heading} ({roots[source].describe()}"
-                         + (f", release {release}" if source == "in21k" else "") + "):")
+                         + (f", release {release}" if source == IN21K else "") + "):")
             lines += [_concept_line(group[0], datasets_of[wnid]) for wnid, group in by_wnid.items()]
     release_note = RELEASES[release]
     return (
@@ -190,7 +192,7 @@ def run_preflight(datasets: Mapping[str, Sequence[str]], roots: Mapping[str, Ima
     checks = []
     for dataset, wnids in datasets.items():
         root = roots[source_of(dataset)]
-        if source_of(dataset) == "in21k":
+        if source_of(dataset) == IN21K:
             checks += check_level_concepts(dataset, wnids, root, requirements, fall11,
                                            published if dataset in published_datasets else None, threads)
         else:
@@ -232,7 +234,7 @@ def preflight_command(argv: Sequence[str]) -> int:
         datasets = {dataset: read_concepts(path) for dataset, path in _pairs(args.dataset, "--dataset").items()}
         roots = {
             source: ImageRoot(source, roots_given[source], layouts[source], index=indexes.get(source),
-                              val_labels=args.val_labels if source == "in1k" else None, setting=root_setting(source))
+                              val_labels=args.val_labels if source == IN1K else None, setting=root_setting(source))
             for source in {source_of(dataset) for dataset in datasets}
         }
         published = load_published_splits(args.published_splits) if args.published_splits else None
@@ -274,7 +276,7 @@ def hub_copy_notes(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoot
         if root.layout not in SHARD_LAYOUTS:
             continue
         mine = [check for check in checks if source_of(check.dataset) == source]
-        if source == "in21k":
+        if source == IN21K:
             counted = {check.wnid: check for check in mine if check.fall11_images is not None}.values()
             fewer = [check for check in counted if check.images < check.fall11_images]
             dropped = sum(check.fall11_images - check.images for check in fewer)
@@ -302,7 +304,8 @@ def needed_synsets_command(argv: Sequence[str]) -> int:
     parser.add_argument("--list", required=True, help="one <wnid>.tar a line")
     parser.add_argument("--release", choices=sorted(RELEASES), default="winter21", help="the release the copy is of")
     parser.add_argument("--root", default=None, help="data.in21k_root, when it is a Hub copy's shards (--layout wds)")
-    parser.add_argument("--layout", default=None, choices=["wds"], help="the root's layout: wds (every shard is needed)")
+    parser.add_argument("--layout", default=None, choices=[name for name in SOURCE_LAYOUTS[IN21K] if name in SHARD_LAYOUTS],
+                        help="the root's layout, when it is a Hub copy (every shard is needed)")
     args = parser.parse_args(argv)
     try:
         datasets = {dataset: read_concepts(path) for dataset, path in _pairs(args.dataset, "--dataset").items()}

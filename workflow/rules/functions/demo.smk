@@ -21,7 +21,7 @@ def in1k_concepts_option():
 def demo_level_datasets():
     """The datasets whose level lists the demo world reads: IN-1K always (the demo's IN-1K
     concepts are the nearest ones of the chosen level concepts), and the configured levels."""
-    return ["in1k", *(dataset for dataset in DATASETS if dataset != "in1k")]
+    return [naming.IN1K, *(dataset for dataset in DATASETS if dataset != naming.IN1K)]
 
 
 def demo_level_lists():

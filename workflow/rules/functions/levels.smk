@@ -6,6 +6,7 @@ import os
 import shlex
 import sys
 
+from imagenet_cog.core.image_layouts import FOLDERS
 from imagenet_cog.core.image_roots import ImageRootError, resolve_layout, resolve_release
 from imagenet_cog.levels.cut import LevelError
 from imagenet_cog.levels.level_sets import check_level_sets
@@ -54,10 +55,10 @@ def counts_images_from_root():
             "point it at ImageNet-21K or set count_images_from_root: false."
         )
     try:
-        layout = resolve_layout("in21k", config["data"]["in21k_root"], config["data"]["in21k_layout"])
+        layout = resolve_layout(naming.IN21K, config["data"]["in21k_root"], config["data"]["in21k_layout"])
     except ImageRootError as error:
         raise WorkflowError(f"config: {error}") from None
-    if layout != "folders":
+    if layout != FOLDERS:
         raise WorkflowError(
             f"config.yaml: data.count_images_from_root counts synset folders, but data.in21k_root is in the {layout} "
             "layout; set count_images_from_root: false (the shipped counts) or point in21k_root at extracted folders."

@@ -6,8 +6,12 @@ import functools
 
 from snakemake.exceptions import IncompleteCheckpointException
 
+from imagenet_cog.plan.cost import Dataset, knn_job_seconds
+from imagenet_cog.plan.rates import read_rates
+from imagenet_cog.probes.kinds import KINDS, kind_of_result
 
-def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=("linear",)):
+
+def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=(naming.LINEAR,)):
     return [
         PATHS.probe_result(model, dataset, shot, seed, kind)
         for kind in kinds
@@ -21,40 +25,24 @@ def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=("li
 # probe kinds ---------------------------------------------------------------------------
 
 PCA_DIMS = [int(dim) for dim in config["probes"]["pca_dims"]]
-# pca in probes.kinds stands for one kind per d, pca-<d>
-PROBE_KINDS = [
-    name
-    for kind in config["probes"]["kinds"]
-    for name in ([naming.pca_kind(dim) for dim in PCA_DIMS] if kind == "pca" else [kind])
-]
+# each configured kind's result folders (pca stands for one kind per d, pca-<d>)
+PROBE_KINDS = [name for kind in config["probes"]["kinds"] for name in KINDS[kind].result_names(config["probes"])]
 if naming.LINEAR not in PROBE_KINDS:
     raise WorkflowError(
         f"config.yaml: probes.kinds is {PROBE_KINDS} without 'linear'; the linear probe is the "
         f"reference the other kinds' tables are relative to: add 'linear' to probes.kinds."
     )
-# the kinds of probe_kind, on their own shots and seeds; knn runs on the linear probe's grid
-OTHER_KINDS = [kind for kind in PROBE_KINDS if kind not in (naming.LINEAR, naming.KNN)]
+# the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
+OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
+LINEAR_GRID_KINDS = [name for name in PROBE_KINDS if kind_of_result(name).linear_grid]
 KNN_KINDS = [naming.KNN] if naming.KNN in PROBE_KINDS else []
 OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
 OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
-# probes settings that are not the linear probe's (and so must not enter its params)
-NOT_LINEAR_PROBE_SETTINGS = (
-    "seeds",
-    "shots",
-    "kinds",
-    "other_kinds_shots",
-    "other_kinds_seeds",
-    "mlp",
-    "knn",
-    "pca_dims",
-    "group",
-    "fused",
-    "two_stage",
-)
 # The search settings every probe kind shares, and the linear probe's ranges as the command
-# reads them (pca-<d> probes use them too); seeds and shots are wildcards, so a change of
-# one of these reruns the probes, not a change of the seeds or shots.
-SHARED_PROBE_SETTINGS = {key: value for key, value in config["probes"].items() if key not in NOT_LINEAR_PROBE_SETTINGS}
+# reads them (pca-<d> probes use them too): the linear kind's allow-list (its module in
+# imagenet_cog/probes/kinds), so that a probes.* key a later version adds reruns nothing it
+# does not shape. Seeds and shots are wildcards: a change of one of them reruns no probe.
+SHARED_PROBE_SETTINGS = {key: value for key, value in config["probes"].items() if key in KINDS[naming.LINEAR].settings}
 LINEAR_LR_RANGE = " ".join(str(value) for value in config["probes"]["lr_range"])
 LINEAR_WD_RANGE = " ".join(str(value) for value in config["probes"]["wd_range"])
 if "seeds_together" in config["probes"]:
@@ -198,24 +186,8 @@ def probe_resources(runs=1, runtime=None):
 
 def kind_probe_settings(kind):
     """The search settings of a kind other than linear: the shared ones, with the kind's
-    learning-rate and weight-decay ranges and network; ranges as the command reads them.
-    pca-<d> is the linear probe on projected features, with the linear probe's ranges."""
-    dim = naming.pca_dim(kind)
-    if dim is not None:
-        return {
-            **SHARED_PROBE_SETTINGS,
-            "lr_range": LINEAR_LR_RANGE,
-            "wd_range": LINEAR_WD_RANGE,
-            "kind_arguments": f"--kind pca --pca-dim {dim}",
-        }
-    mlp = config["probes"]["mlp"]
-    lr_range = mlp["lr_range"] if kind == "mlp" else mlp["noact_lr_range"]
-    return {
-        **SHARED_PROBE_SETTINGS,
-        "lr_range": " ".join(str(value) for value in lr_range),
-        "wd_range": " ".join(str(value) for value in mlp["wd_range"]),
-        "kind_arguments": f"--kind {kind} --hidden-width {mlp['hidden_width']} --hidden-layers {mlp['hidden_layers']}",
-    }
+    learning-rate and weight-decay ranges and --kind options (its module's command_settings)."""
+    return {**SHARED_PROBE_SETTINGS, **kind_of_result(kind).command_settings(config["probes"], kind)}
 
 
 # The k-NN kind (imagenet_cog/probes/knn.py): one job per model and dataset of IN-1K and the
@@ -229,16 +201,26 @@ if KNN_KINDS and config["probes"]["knn"]["reported_k"] not in config["probes"]["
     )
 
 
+# The shipped H100 rates price the limits, not plan.rates: a job's limit does not move with the
+# device the plan is for, and these hold the k-NN's rates, which a rates file may lack.
+LIMIT_RATES = read_rates(shipped_file("resources/rates/h100.yaml")).values
+# A limit is not an estimate: a device a quarter as fast as the rates' still finishes in time.
+LIMIT_MARGIN = 4
+
+
 def knn_runtime_minutes(wildcards):
-    """A generous wall-clock limit for schedulers: every run's similarity products (2 D per
-    test x training pair) at a conservative 2 TFLOP/s, above a start-up allowance."""
+    """A wall-clock limit for schedulers: the plan's cost model (plan/cost.py) prices the job
+    at LIMIT_RATES, times LIMIT_MARGIN, above a start-up allowance; each dataset is taken to
+    have the levels' concepts_per_level classes (the few-shot training sets' size)."""
     try:
         train, test = (split_row_count(wildcards.dataset, split) for split in SPLITS)
     except IncompleteCheckpointException:
         return 30  # dry runs before the split tables exist (see probe_feature_mb)
-    runs = sum(1 if shots == "all" else len(SEEDS) for shots in SHOTS)
-    flops = runs * 2 * model_feature_dim(wildcards.model) * test * train
-    return int(30 + flops / 2e12 / 60)
+    data = Dataset(wildcards.dataset, train, test, config["levels"]["concepts_per_level"], 0)
+    seconds = knn_job_seconds(
+        data, model_feature_dim(wildcards.model), config["probes"], config["features"]["dtype"], LIMIT_RATES
+    )
+    return int(30 + LIMIT_MARGIN * seconds / 60)
 
 
 def probe_kind_inputs(wildcards):
@@ -246,15 +228,15 @@ def probe_kind_inputs(wildcards):
         "train": PATHS.features(wildcards.model, wildcards.dataset, "train"),
         "test": PATHS.features(wildcards.model, wildcards.dataset, "test"),
     }
-    if naming.pca_dim(wildcards.kind) is not None:
-        inputs["pca"] = PATHS.pca_components(wildcards.model, wildcards.dataset)
+    if kind_of_result(wildcards.kind).projected:
+        inputs["components"] = PATHS.pca_components(wildcards.model, wildcards.dataset)
     return inputs
 
 
 def all_probe_results(models=None):
     """The linear (and k-NN) probes of the whole grid and the other kinds' on their own shots
     and seeds."""
-    return probe_results(models=models, kinds=[naming.LINEAR, *KNN_KINDS]) + probe_results(
+    return probe_results(models=models, kinds=LINEAR_GRID_KINDS) + probe_results(
         models=models, shots=OTHER_KINDS_SHOTS, seeds=OTHER_KINDS_SEEDS, kinds=OTHER_KINDS
     )
 
@@ -307,7 +289,7 @@ def probe_mem_mb(wildcards):
 # Checked before any job: a d wider than a model's features cannot be had (a d above a
 # dataset's training samples is known only once its splits exist: the probe job says so).
 for model in MODELS:
-    too_wide = [dim for dim in PCA_DIMS if dim > model_feature_dim(model)] if "pca" in config["probes"]["kinds"] else []
+    too_wide = [dim for dim in PCA_DIMS if dim > model_feature_dim(model)] if naming.PCA in config["probes"]["kinds"] else []
     if too_wide:
         raise WorkflowError(
             f"config.yaml: probes.pca_dims has {too_wide}, more principal components than model "
@@ -328,12 +310,11 @@ def probe_runtime_minutes(wildcards):
 
 
 def probe_kind_runtime_minutes(wildcards):
-    """The linear probe's limit, scaled for the MLP kinds by their products per sample
-    (forward and backward, about 3x the weights) against the linear probe's (2 D C)."""
+    """The linear probe's limit, its time beyond the start-up allowance scaled by the kind's
+    work per sample against the linear probe's (its module's work_factor: the MLP kinds')."""
     minutes = probe_runtime_minutes(wildcards)
-    if wildcards.kind not in naming.MLP_KINDS:
+    work_factor = kind_of_result(wildcards.kind).work_factor
+    if work_factor is None:
         return minutes
-    dim, classes = model_feature_dim(wildcards.model), config["levels"]["concepts_per_level"]
-    width, layers = config["probes"]["mlp"]["hidden_width"], config["probes"]["mlp"]["hidden_layers"]
-    weights = dim * width + (layers - 1) * width * width + width * classes
-    return int(30 + (minutes - 30) * 3 * weights / (2 * dim * classes))
+    factor = work_factor(model_feature_dim(wildcards.model), config["levels"]["concepts_per_level"], config["probes"])
+    return int(30 + (minutes - 30) * factor)

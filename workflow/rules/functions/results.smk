@@ -8,7 +8,6 @@ import shlex
 from imagenet_cog.core.layout import (
     DROP_NAME,
     FIGURE_FORMATS,
-    KIND_FIGURES,
     PUBLISHED_FIGURE,
     STATISTICS_TABLES,
     TABLE_FORMATS,
@@ -39,13 +38,13 @@ if any("paper_name" in entry for entry in config["models"].values()):
         raise WorkflowError(f"config.yaml: {error}") from error
 
 
-# The k-NN's tables and figures (issue #33) exist only when probes.kinds has knn: a run
-# without it plans exactly the outputs it had. Their commands see the k-NN in the summary's
-# rows (no new param or option, so finished runs stay current).
-RESULTS_KNN = naming.KNN in PROBE_KINDS
-RESULT_TABLE_NAMES = result_table_names(DATASETS, knn=RESULTS_KNN)
-RESULT_FIGURE_NAMES = result_figure_names(knn=RESULTS_KNN)
-KNN_FIGURE_NAMES = [kind_result_name(name, naming.KNN) for name in KIND_FIGURES] if RESULTS_KNN else []
+# The tables and figures of a kind besides linear with a set of its own (its module's texts:
+# the k-NN's, issue #33) exist only when probes.kinds has it: a run without it plans exactly
+# the outputs it had. Their commands see the kind in the summary's rows (no new param or
+# option, so finished runs stay current).
+TABLED_KINDS = [name for name in PROBE_KINDS if name != naming.LINEAR and kind_of_result(name).texts]
+RESULT_TABLE_NAMES = result_table_names(DATASETS, TABLED_KINDS)
+RESULT_FIGURE_NAMES = result_figure_names(TABLED_KINDS)
 
 
 def results_root(wildcards, output):
@@ -82,14 +81,20 @@ def level_set_grid_arguments():
     )
 
 
+def tabled_kind_of(name):
+    """The kind (of TABLED_KINDS) a result table is named for (layout.kind_result_name), or
+    None for the linear probe's and the other kinds' tables."""
+    return next((kind for kind in TABLED_KINDS if name.startswith(f"{kind}_")), None)
+
+
 def table_report(name):
     """A table's CSV as a report entry (its Markdown and LaTeX versions lie next to it)."""
     probe_kind_tables = {
         "probe_kinds": "MLP probes relative to linear",
         "pca_top1": "PCA + linear, top-1",
         "pca_relative": "PCA + linear, relative to baseline",
-        "knn_vs_linear": "k-NN beside linear, top-1",
-        "knn_rank_agreement": "Kendall's tau k-NN vs linear",
+        **{kind_result_name("vs_linear", kind): f"{KINDS[kind].title} beside linear, top-1" for kind in TABLED_KINDS},
+        **{kind_result_name("rank_agreement", kind): f"Kendall's tau {KINDS[kind].title} vs linear" for kind in TABLED_KINDS},
     }
     if name in probe_kind_tables:
         return report(
@@ -99,15 +104,15 @@ def table_report(name):
             subcategory="Probe kinds",
             labels={"table": probe_kind_tables[name], "dataset": "IN-1K and levels"},
         )
-    plain = name.removeprefix(f"{naming.KNN}_")  # the k-NN's tables: layout.kind_result_name
-    knn = plain != name
+    tabled = tabled_kind_of(name)
+    plain = name.removeprefix(f"{tabled}_") if tabled else name
     absolute = plain.startswith("top1_")
     across_levels = plain.endswith("_levels")
     dataset = "IN-1K and levels" if across_levels else plain.split("_", 1)[1].upper().replace("IN1K", "IN-1K")
     kind = ("Top-1" if absolute else "Relative to baseline") + (", all images" if across_levels else " per N")
-    if knn:
-        kind = f"k-NN {kind[0].lower()}{kind[1:]}"
-    caption = f"table_{'knn_' if knn else ''}{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
+    if tabled:
+        kind = f"{KINDS[tabled].title} {kind[0].lower()}{kind[1:]}"
+    caption = f"table_{f'{tabled}_' if tabled else ''}{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
     return report(
         PATHS.table(name, "csv"),
         caption=f"../report/{caption}",
@@ -166,4 +171,4 @@ def results_targets():
         if LEVEL_SET_DATASETS
         else []
     )
-    return [*PATHS.result_targets(DATASETS, knn=RESULTS_KNN), *level_set_results]
+    return [*PATHS.result_targets(DATASETS, TABLED_KINDS), *level_set_results]

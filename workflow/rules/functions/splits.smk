@@ -5,12 +5,13 @@
 import os
 import shlex
 
-from imagenet_cog.core.image_roots import ARCHIVE_LAYOUTS, ImageRootError, resolve_layout
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, SHARD_LAYOUTS
+from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
 
 
 def demo_image_source(dataset):
     """The demo image folder of a dataset: in1k, pool (drawn for level sets) or in21k."""
-    return dataset if dataset in (naming.IN1K, naming.IN1K_BLURRED, naming.POOL) else "in21k"
+    return dataset if dataset in (naming.IN1K, naming.IN1K_BLURRED, naming.POOL) else naming.IN21K
 
 
 # the config key of each dataset's image root (the levels and the pool: IN-21K's)
@@ -32,7 +33,7 @@ def image_root(dataset):
 
 def image_source(dataset):
     """The image root a dataset's images come from: in21k, in1k or in1k_blurred."""
-    return {naming.IN1K: "in1k", naming.IN1K_BLURRED: "in1k_blurred"}.get(dataset, "in21k")
+    return dataset if dataset in (naming.IN1K, naming.IN1K_BLURRED) else naming.IN21K
 
 
 @functools.cache
@@ -40,7 +41,7 @@ def root_layout(source):
     """The layout of an image root (folders, tars, tar, wds, parquet): data.<source>_layout, or detected
     from what the root holds; the demo's images are folders."""
     if config["mode"] == "demo":
-        return "folders"
+        return FOLDERS
     root = config["data"][f"{source}_root"]
     if not root:
         raise WorkflowError(
@@ -54,12 +55,12 @@ def root_layout(source):
 
 
 def hub_copy_options():
-    """needed_synsets on a Hub copy's webdataset shards (every shard is needed, the samples
-    being shuffled across them): its root and layout; nothing for the release's tars."""
+    """needed_synsets on a Hub copy's shards (every shard is needed, the samples being
+    shuffled across them): its root and layout; nothing for the release's tars."""
     root = config["data"]["in21k_root"]
-    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout("in21k") != "wds":
+    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout(naming.IN21K) not in SHARD_LAYOUTS:
         return ""
-    return f" --root {shlex.quote(root)} --layout wds"
+    return f" --root {shlex.quote(root)} --layout {root_layout(naming.IN21K)}"
 
 
 def image_layout(dataset):

@@ -65,8 +65,8 @@ def blurred_targets():
         return []
     return [
         *blurred_probe_results(),
-        *(PATHS.table("in1k_blurred", extension) for extension in TABLE_FORMATS),
-        *(PATHS.figure("in1k_blurred", extension) for extension in FIGURE_FORMATS),
+        *(PATHS.table(naming.IN1K_BLURRED, extension) for extension in TABLE_FORMATS),
+        *(PATHS.figure(naming.IN1K_BLURRED, extension) for extension in FIGURE_FORMATS),
     ]
 
 
@@ -82,7 +82,7 @@ def audit_pairs():
         pairs = [tuple(pair) for pair in AUDIT_SETTINGS["pairs"]]
     else:
         levels = [dataset for dataset in DATASETS if dataset != naming.IN1K]
-        pairs = [(level, "in1k") for level in levels] + ([(naming.IN1K, levels[-1])] if levels else [])
+        pairs = [(level, naming.IN1K) for level in levels] + ([(naming.IN1K, levels[-1])] if levels else [])
         if naming.IN1K not in DATASETS:
             pairs = []
     for pair in pairs:
