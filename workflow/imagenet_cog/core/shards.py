@@ -320,7 +320,7 @@ def check_info(root: Path, scans: Sequence[ShardScan], shards: Sequence[str]) ->
     if problems:
         raise ArchiveError(
             f"{root / INFO_FILE} disagrees with the shards in {root}: {'; '.join(problems)}. The download is "
-            f"incomplete or mixes copies: run the download again (huggingface-cli download resumes and replaces "
+            f"incomplete or mixes copies: run the download again (hf download resumes and replaces "
             f"damaged files), or, if the shards are the copy you want, remove {INFO_FILE} to index them as found."
         )
 

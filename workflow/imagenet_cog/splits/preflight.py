@@ -169,8 +169,8 @@ def failure_message(checks: Sequence[ConceptCheck], roots: Mapping[str, ImageRoo
     return (
         "pre-flight check: this run's concepts do not all fit your copy of ImageNet; nothing was deleted or run.\n"
         + "\n".join(lines)
-        + "\nFix: add the missing synsets to the copy (`snakemake --cores 1 needed_synsets` lists every tar this run "
-        f"needs, in {needed_tars}), point the data settings at a complete copy, or lower "
+        + "\nFix: add the missing synsets to the copy (`snakemake needed_synsets --cores 1` with this run's --configfile lists every tar "
+        f"it needs, in {needed_tars}), point the data settings at a complete copy, or lower "
         f"splits.test_per_concept / balanced.train_per_concept. The levels come from the shipped Fall 2011 image counts "
         f"whatever the copy ({release_note.title}: {release_note.note})."
     )
