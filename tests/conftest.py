@@ -22,7 +22,7 @@ from filelock import FileLock
 from PIL import Image
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "resources", "envs", "slurm"]
+WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "resources", "envs", "slurm", "profiles"]
 
 
 def copy_workflow(destination: Path) -> Path:
