@@ -4,24 +4,60 @@ Both train the same runs from the same draws; the compiled update does the refer
 float32 arithmetic, so weights agree to float tolerance (a compiler may fuse a multiply and
 an add the reference rounds twice), candidates diverge alike, and accuracies are equal.
 torch.compile builds C++ kernels on this CPU, Triton kernels on a GPU, from the same code.
+
+The compiled comparisons run in a new interpreter each (:func:`in_a_new_process`): the C++
+kernels are built with OpenMP for this very CPU, and a pytest worker has loaded the libraries
+of every module before (faiss brings an OpenMP runtime of its own); a crash in native code
+there would take the worker down with the rest of its tests, here it fails one test, naming
+the signal.
 """
 
 from __future__ import annotations
+
+import multiprocessing
+import signal
 
 import pytest
 import torch
 from test_probes_linear import clustered_features, three_runs
 
 from imagenet_cog.probes import fused_step
-from imagenet_cog.probes.linear import SGDSchedule, l2_normalise, operand_dtype, train_probe_runs, train_probes
+from imagenet_cog.probes.linear import SGDSchedule, l2_normalise, train_probe_runs, train_probes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-@pytest.mark.parametrize("sample_major", [False, True])
-def test_the_fused_step_trains_the_reference_probes(precision, sample_major):
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory, monkeypatch_module):
+    """One inductor cache for this module's processes (later ones load the kernels the first
+    built), apart from the one other tests' and benchmarks' processes share."""
+    monkeypatch_module.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def in_a_new_process(function, *arguments, timeout: float = 600) -> None:
+    """``function(*arguments)`` in a new interpreter (spawned: nothing of this one's state),
+    its assertion errors printed to this test's output; fails on its exit status or signal."""
+    process = multiprocessing.get_context("spawn").Process(target=function, args=arguments)
+    process.start()
+    process.join(timeout)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        raise AssertionError(f"{function.__name__}{arguments} still ran after {timeout} s")
+    if process.exitcode < 0:
+        raise AssertionError(f"{function.__name__}{arguments} died of {signal.Signals(-process.exitcode).name}")
+    assert process.exitcode == 0, f"{function.__name__}{arguments} failed (its traceback is in this test's output)"
+
+
+def fused_runs_equal_the_reference(precision, sample_major):
     # one candidate diverges: rolled back and frozen by both steps alike
+    torch.set_num_threads(1)
     arguments = three_runs(precision)
     normalised, labels = arguments[:2]
     reference = train_probe_runs(*arguments, sample_major=sample_major)
@@ -36,7 +72,8 @@ def test_the_fused_step_trains_the_reference_probes(precision, sample_major):
     assert fused[1].diverged == [False, True]
 
 
-def test_one_fused_probe_is_train_probes_with_the_reference_step():
+def one_fused_probe_equals_the_reference():
+    torch.set_num_threads(1)
     features, labels = clustered_features(classes=5, per_class=40, dim=16, seed=2)
     normalised = l2_normalise(features)
     schedule = SGDSchedule(epochs=5, batch_size=32, momentum=0.9)
@@ -44,6 +81,21 @@ def test_one_fused_probe_is_train_probes_with_the_reference_step():
     fused = train_probes(normalised, labels, 5, [3.0], [1e-4], schedule, seed=7, fused=True)
     torch.testing.assert_close(fused.weight, reference.weight, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(fused.bias, reference.bias, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+@pytest.mark.parametrize("sample_major", [False, True])
+def test_the_fused_step_trains_the_reference_probes(kernel_cache, precision, sample_major):
+    in_a_new_process(fused_runs_equal_the_reference, precision, sample_major)
+
+
+def test_one_fused_probe_is_train_probes_with_the_reference_step(kernel_cache):
+    in_a_new_process(one_fused_probe_equals_the_reference)
+
+
+def test_a_crash_in_the_new_process_fails_the_test_naming_the_signal():
+    with pytest.raises(AssertionError, match="died of SIGSEGV"):
+        in_a_new_process(signal.raise_signal, signal.SIGSEGV)
 
 
 @pytest.fixture
