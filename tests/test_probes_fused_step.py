@@ -5,16 +5,18 @@ float32 arithmetic, so weights agree to float tolerance (a compiler may fuse a m
 an add the reference rounds twice), candidates diverge alike, and accuracies are equal.
 torch.compile builds C++ kernels on this CPU, Triton kernels on a GPU, from the same code.
 
-The compiled comparisons run in a new interpreter each (:func:`in_a_new_process`): the C++
-kernels are built with OpenMP for this very CPU, and a pytest worker has loaded the libraries
-of every module before (faiss brings an OpenMP runtime of its own); a crash in native code
-there would take the worker down with the rest of its tests, here it fails one test, naming
-the signal.
+The compiled comparisons run in a new interpreter each (:func:`in_a_new_process`), with kernels
+built for any x86-64 CPU: what is tested is the fused step's arithmetic, the same on every CPU
+this suite runs on, not the compiler's code for one chip; a pytest worker has loaded the
+libraries of every module before (faiss brings an OpenMP runtime of its own), and a crash in
+native code would take the worker down with the rest of its tests, where here it fails one
+test, naming the signal.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import platform
 import signal
 
 import pytest
@@ -28,16 +30,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def kernel_cache(tmp_path_factory, monkeypatch_module):
-    """One inductor cache for this module's processes (later ones load the kernels the first
-    built), apart from the one other tests' and benchmarks' processes share."""
-    monkeypatch_module.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
+def portable_kernels(tmp_path_factory):
+    """For the processes this module starts: inductor's C++ kernels unvectorised (ATen's default
+    capability) and, on x86-64, built for any such chip, not -march=native; one kernel cache of their own
+    (later processes load what the first built)."""
     with pytest.MonkeyPatch.context() as patch:
-        yield patch
+        patch.setenv("ATEN_CPU_CAPABILITY", "default")
+        if platform.machine() == "x86_64":
+            patch.setenv("TORCHINDUCTOR_CPP_MARCH", "x86-64")
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+        yield
 
 
 def in_a_new_process(function, *arguments, timeout: float = 600) -> None:
@@ -85,11 +87,11 @@ def one_fused_probe_equals_the_reference():
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 @pytest.mark.parametrize("sample_major", [False, True])
-def test_the_fused_step_trains_the_reference_probes(kernel_cache, precision, sample_major):
+def test_the_fused_step_trains_the_reference_probes(portable_kernels, precision, sample_major):
     in_a_new_process(fused_runs_equal_the_reference, precision, sample_major)
 
 
-def test_one_fused_probe_is_train_probes_with_the_reference_step(kernel_cache):
+def test_one_fused_probe_is_train_probes_with_the_reference_step(portable_kernels):
     in_a_new_process(one_fused_probe_equals_the_reference)
 
 
