@@ -93,7 +93,7 @@ checkpoint image_splits:
         dataset=naming.EXTRACTED_DATASET,
     conda:
         CONDA_ENVIRONMENT
-    threads: 4
+    threads: SPLIT_THREADS
     resources:
         mem_mb=2000,
     params:

@@ -9,6 +9,12 @@ from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, SHARD_LAYO
 from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
 
 
+# Threads of a split job: on real data its folders are listed that many at once (listing waits
+# on the file system, so a few threads repay); the demo's few small folders take one, so that
+# its split jobs run beside the pretraining on a small machine rather than wait for every core.
+SPLIT_THREADS = 1 if config["mode"] == "demo" else 4
+
+
 def demo_image_source(dataset):
     """The demo image folder of a dataset: in1k, pool (drawn for level sets) or in21k."""
     return dataset if dataset in (naming.IN1K, naming.IN1K_BLURRED, naming.POOL) else naming.IN21K
