@@ -13,7 +13,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import REPOSITORY, copy_of_demo, copy_workflow, snakemake
-from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, knn_job_seconds, project
+from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, dataset_cost, knn_job_seconds, probe_run_seconds, project
 from imagenet_cog.plan.measured import calibrated, compare
 from imagenet_cog.plan.rates import RatesError, read_rates, write_rates
 from imagenet_cog.plan.table import format_table, plan_rows
@@ -84,6 +84,19 @@ def test_knn_work_and_seconds_by_hand():
     # without the k-NN no k-NN stage, and the linear probes' seconds are the same
     linear = project(count_work([data], 8, probes, FEATURES), SIMPLE_RATES, "resnet50")["d"]
     assert linear == {stage: value for stage, value in seconds.items() if stage not in KNN_STAGES}
+
+
+def test_a_probe_runs_limit_is_priced_as_the_plan_prices_its_runs():
+    """The rules' limit of one linear probe run (probe_run_seconds): over every N and seed of a
+    job-per-run grid, the runs' prices add up to the plan's probe seconds of the dataset."""
+    data = Dataset("d", train=2048, test=100, classes=10, validation=400)
+    probes = {**PROBES, "seeds": [1, 2], "shots": [1, "all"]}
+    rates = {**SIMPLE_RATES, "probe_shape": [10, 4]}
+    runs = [probe_run_seconds(data, 8, probes, "float16", rates, str(shots)) for shots in probes["shots"]
+            for _ in probes["seeds"]]
+    assert sum(runs) == pytest.approx(dataset_cost(data, 8, probes, FEATURES, rates, "resnet50").probe_s)
+    assert runs[0] < runs[-1]  # N = 1 trains on 10 rows, N = all on 2048
+    assert probe_run_seconds(data, 8, probes, "float16", rates) == runs[-1]
 
 
 def small_config(**overrides) -> dict:

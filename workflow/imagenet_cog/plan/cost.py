@@ -291,6 +291,15 @@ def knn_job_seconds(data: Dataset, dim: int, probes: dict, dtype: str, rates: di
     return sum(project_knn(count_knn(DatasetWork(), data, dim, probes, dtype), rates).values())
 
 
+def probe_run_seconds(data: Dataset, dim: int, probes: dict, dtype: str, rates: dict, shots: str = "all") -> float:
+    """The projected seconds of one linear probe run (one N and seed in a job of its own: its
+    search, final fit, scoring, loading and start), every probe stage of it (the rules' limit)."""
+    one_run = {**probes, "shots": [shots], "seeds": probes["seeds"][:1], "group": "seed"}
+    work = count_probes(DatasetWork(), data, dim, one_run, dtype)
+    seconds = project({data.name: work}, rates, "default", dim, {data.name: data.classes})[data.name]
+    return stage_seconds(seconds, "probe")
+
+
 def stage_seconds(times: dict[str, float], prefix: str) -> float:
     """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
     return sum(value for key, value in times.items() if key.startswith(prefix))

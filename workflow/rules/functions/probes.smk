@@ -6,7 +6,7 @@ import functools
 
 from snakemake.exceptions import IncompleteCheckpointException
 
-from imagenet_cog.plan.cost import Dataset, knn_job_seconds
+from imagenet_cog.plan.cost import Dataset, knn_job_seconds, probe_run_seconds
 from imagenet_cog.plan.rates import read_rates
 from imagenet_cog.probes.kinds import KINDS, kind_of_result
 
@@ -201,8 +201,10 @@ if KNN_KINDS and config["probes"]["knn"]["reported_k"] not in config["probes"]["
     )
 
 
-# The shipped H100 rates price the limits, not plan.rates: a job's limit does not move with the
-# device the plan is for, and these hold the k-NN's rates, which a rates file may lack.
+# The probe jobs' wall-clock limits (probe, probe_kind, probe_knn) are the plan's cost model's
+# price of the job. The shipped H100 rates price them, not plan.rates: a job's limit does not
+# move with the device the plan is for, and these hold every kind's rates, which a rates file
+# may lack.
 LIMIT_RATES = read_rates(shipped_file("resources/rates/h100.yaml")).values
 # A limit is not an estimate: a device a quarter as fast as the rates' still finishes in time.
 LIMIT_MARGIN = 4
@@ -299,14 +301,19 @@ for model in MODELS:
 
 
 def probe_runtime_minutes(wildcards):
-    """A generous wall-clock limit for schedulers, in proportion to trials x epochs x data.
-
-    Calibrated for a GPU at a conservative 20 GB of features per second of training; CPU jobs
-    on real data need far longer (set probes.device: cpu and raise it with --set-resources).
-    """
+    """A wall-clock limit for schedulers of one linear probe run: the plan's cost model
+    (plan/cost.py) prices a run on all the training images (the largest N; a limit, not an
+    estimate) at LIMIT_RATES, times LIMIT_MARGIN, above a start-up allowance. A balanced
+    dataset holds at most its default dataset's rows. CPU jobs on real data need far longer
+    (set probes.device: cpu and raise it with --set-resources)."""
+    try:
+        train, test = (split_row_count(naming.balanced_source(wildcards.dataset), split) for split in SPLITS)
+    except IncompleteCheckpointException:
+        return 30  # dry runs before the split tables exist (see probe_feature_mb)
     probes = config["probes"]
-    passes_mb = (probes["trials"] + 1) * probes["epochs"] * probe_feature_mb(wildcards)
-    return int(30 + passes_mb / (20 * 1024) / 60)
+    data = Dataset(wildcards.dataset, train, test, config["levels"]["concepts_per_level"], int(probes["val_fraction"] * train))
+    seconds = probe_run_seconds(data, model_feature_dim(wildcards.model), probes, config["features"]["dtype"], LIMIT_RATES)
+    return int(30 + LIMIT_MARGIN * seconds / 60)
 
 
 def probe_kind_runtime_minutes(wildcards):
