@@ -8,7 +8,6 @@ import shlex
 from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, SHARD_LAYOUTS
 from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
 
-
 # Threads of a split job: on real data its folders are listed that many at once (listing waits
 # on the file system, so a few threads repay); the demo's few small folders take one, so that
 # its split jobs run beside the pretraining on a small machine rather than wait for every core.
