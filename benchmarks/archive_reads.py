@@ -57,10 +57,15 @@ from imagenet_world import (  # noqa: E402
 from imagenet_cog.core.archives import ImageIndex, build_index  # noqa: E402
 from imagenet_cog.core.image_layouts import (  # noqa: E402
     ARCHIVE_LAYOUTS,
+    FOLDERS,
     IMAGE_LAYOUTS,
     LAYOUT_NAMES,
     LAYOUTS_BY_NAME,
+    OUTER_TAR,
+    PARQUET,
     SHARD_LAYOUTS,
+    TARS,
+    WDS,
 )
 from imagenet_cog.core.image_roots import ImageRoot, index_archives  # noqa: E402
 from imagenet_cog.core.naming import IN1K  # noqa: E402
@@ -122,8 +127,8 @@ def write_copies(base: Path, images: dict, shards: int, row_group: int) -> dict[
     classes = sorted(images)
     write_parquet_files(parquet, "train", kept, shards, classes, row_group_size=row_group)
     write_parquet_files(parquet, "validation", held_out, 1, classes, row_group_size=row_group)
-    return {"folders": write_folders(base / "folders", images), "tars": write_synset_tars(base / "winter21_whole", images),
-            "tar": write_outer_tar(base / "winter21_whole.tar", images), "wds": wds, "parquet": parquet}
+    return {FOLDERS: write_folders(base / "folders", images), TARS: write_synset_tars(base / "winter21_whole", images),
+            OUTER_TAR: write_outer_tar(base / "winter21_whole.tar", images), WDS: wds, PARQUET: parquet}
 
 
 def layout_source(layout: str) -> str:
@@ -161,7 +166,7 @@ def measure_index(base: Path, roots: dict[str, Path], processes: int) -> dict[st
             indexes[layout] = output
             line = (f"  {NAMES[layout]:14s} {count} process{'es' if count > 1 else '  '}: {summary.seconds:6.2f} s, "
                     f"{summary.images / summary.seconds:8.0f} images/s")
-            if layout == "wds":
+            if layout == WDS:
                 line += (f"; the 22k copy's {HUB_22K_SHARDS:,} shards ({HUB_22K_SAMPLES:,} samples) at this rate: "
                          f"{HUB_22K_SAMPLES / (summary.images / summary.seconds) / 60:.0f} min")
             print(line)
@@ -176,14 +181,14 @@ def measure_reads(roots: dict[str, Path], indexes: dict[str, Path], paths: dict[
             if state == "cold":
                 drop_from_page_cache(files_under(roots[layout]))
             started = time.perf_counter()
-            if layout == "folders":
+            if layout == FOLDERS:
                 read = read_folder_bytes(roots[layout], paths[layout])
             else:
                 read = read_indexed_bytes(ImageIndex(indexes[layout]), paths[layout])
             assert read == size, layout
             rates[layout] = len(paths[layout]) / (time.perf_counter() - started)
         print(f"  {state}: " + ", ".join(f"{NAMES[layout]} {rates[layout]:.0f}"
-                                         + (f" ({rates[layout] / rates['folders']:.2f}x)" if layout != "folders" else "")
+                                         + (f" ({rates[layout] / rates[FOLDERS]:.2f}x)" if layout != FOLDERS else "")
                                          for layout in LAYOUT_NAMES))
 
 
@@ -196,10 +201,10 @@ def measure_loader(roots, indexes, paths, count: int, decode_images: int, worker
     rates = {}
     for layout in LAYOUT_NAMES:
         subset = [paths[layout][position] for position in chosen]
-        reader = None if layout == "folders" else ImageIndex(indexes[layout]).reader(subset)
+        reader = None if layout == FOLDERS else ImageIndex(indexes[layout]).reader(subset)
         rates[layout] = decode_rate(ImageRows(roots[layout], subset, Preprocessing(), reader), workers)
     print("  " + ", ".join(f"{NAMES[layout]} {rates[layout]:.1f}"
-                           + (f" ({rates[layout] / rates['folders']:.2f}x)" if layout != "folders" else "")
+                           + (f" ({rates[layout] / rates[FOLDERS]:.2f}x)" if layout != FOLDERS else "")
                            for layout in LAYOUT_NAMES))
 
 
@@ -229,7 +234,7 @@ def main() -> None:
         print("\nlisting every concept's images (the split stage), seconds")
         paths = {}
         for layout in LAYOUT_NAMES:
-            drop_from_page_cache(files_under(roots[layout]) if layout == "folders" else [indexes[layout]])
+            drop_from_page_cache(files_under(roots[layout]) if layout == FOLDERS else [indexes[layout]])
             started = time.perf_counter()
             paths[layout] = listing(layout, image_root(layout, roots[layout], indexes.get(layout)), wnids)
             print(f"  {NAMES[layout]:14s}: {time.perf_counter() - started:.3f} s")

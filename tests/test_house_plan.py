@@ -231,25 +231,28 @@ FORMED_PREFIXES = {"l", "gap", "pca-", "random-", "balanced-"}
 NAME_MODULES = {PACKAGE / "core" / "naming.py", *(PACKAGE / "probes" / "kinds").glob("*.py")}
 
 
-def named_literals(tree: ast.AST) -> list[ast.AST]:
-    """String literals of a formed name where code decides on them (comparisons, argument
-    defaults, assigned constants, dict values) and f-strings that form a name's prefix."""
+def named_literals(tree: ast.AST, names: set[str] = FORMED_NAMES, prefixes: set[str] = FORMED_PREFIXES) -> list[ast.AST]:
+    """String literals of one of ``names`` where code decides on them (comparisons, argument
+    defaults, assigned constants, returned values, dict keys and values) and f-strings that
+    form a name's prefix."""
     candidates, formed = [], []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             candidates += [node.left, *node.comparators]
         elif isinstance(node, ast.arguments):
             candidates += [*node.defaults, *node.kw_defaults]
-        elif isinstance(node, ast.Assign):
+        elif isinstance(node, (ast.Assign, ast.Return)) and node.value is not None:
             candidates.append(node.value)
+        elif isinstance(node, ast.IfExp):
+            candidates += [node.body, node.orelse]
         elif isinstance(node, ast.Dict):
-            candidates += node.values
+            candidates += [key for key in node.keys if key is not None] + node.values
         elif isinstance(node, ast.JoinedStr) and len(node.values) > 1:
             first = node.values[0]
-            formed += [node] if isinstance(first, ast.Constant) and first.value in FORMED_PREFIXES else []
+            formed += [node] if isinstance(first, ast.Constant) and first.value in prefixes else []
     parts = [part for node in candidates
              for part in (node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node])]
-    return formed + [part for part in parts if isinstance(part, ast.Constant) and part.value in FORMED_NAMES]
+    return formed + [part for part in parts if isinstance(part, ast.Constant) and part.value in names]
 
 
 def test_dataset_and_kind_names_are_formed_by_the_naming_module_only():
@@ -259,6 +262,22 @@ def test_dataset_and_kind_names_are_formed_by_the_naming_module_only():
         for node in named_literals(ast.parse(path.read_text()))
     ]
     assert literals == [], "use core/naming.py's constants and functions (or the probe kinds' registry)"
+
+
+def test_image_layout_names_come_from_the_layouts_table_only():
+    """A layout is decided on by its constant or its entry's flags (core/image_layouts.py), so
+    that a new layout is found where the table is read, not by searching for its name."""
+    from imagenet_cog.core.image_layouts import LAYOUT_NAMES
+
+    # spelt like a layout, meaning something else: the needed-synsets table's column of tar names
+    homonyms = {("splits/preflight.py", "tar")}
+    literals = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}"
+        for path in sorted(PACKAGE.rglob("*.py")) if path.name != "image_layouts.py"
+        for node in named_literals(ast.parse(path.read_text()), set(LAYOUT_NAMES), set())
+        if (str(path.relative_to(PACKAGE)), node.value) not in homonyms
+    ]
+    assert literals == [], "use core/image_layouts.py's constants (FOLDERS, TARS, ...) or its entries' flags"
 
 
 def test_the_rule_files_take_dataset_and_kind_names_from_the_naming_module():

@@ -302,8 +302,7 @@ def archive_rows(root: Path, archives: Sequence[str], check: Callable[[Path], No
     return rows
 
 
-def progress_log(log: Callable[[str], None], started: float, label: str, what: str = "tars"
-                 ) -> Callable[[int, int], None]:
+def progress_log(log: Callable[[str], None], started: float, label: str, what: str) -> Callable[[int, int], None]:
     """A progress callback that logs about twenty lines over a scan."""
     def report(done: int, total: int) -> None:
         if done % max(1, total // 20) == 0 or done == total:
@@ -398,13 +397,13 @@ def build_index(root: str | os.PathLike, archives: Sequence[str], output: str | 
              for number, (relative, size, _) in enumerate(rows)]
     collector = FolderCollector()
     inner_units: list[ScanUnit] = []
-    for scan in scan_all(_scan_archive, units, processes, progress_log(log, started, "archives")):
+    for scan in scan_all(_scan_archive, units, processes, progress_log(log, started, "archives", "tars")):
         collector.add(scan)
         inner_units += scan.inner
     twice = sorted(path for path, count in Counter(unit.folder for unit in inner_units).items() if count > 1)
     if twice:
         raise ArchiveError(f"{root}: the inner tar {twice[0]} appears twice; an archive must name each inner tar once.")
-    for scan in scan_all(_scan_inner, inner_units, processes, progress_log(log, started, "inner tars")):
+    for scan in scan_all(_scan_inner, inner_units, processes, progress_log(log, started, "inner tars", "tars")):
         collector.add(scan)
     tables = collector.tables(rows)
     write_index(output, root, tables, attributes or {})

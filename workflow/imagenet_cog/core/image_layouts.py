@@ -34,22 +34,25 @@ class ImageLayout:
     hub_file: str = ""
     # the copy lists its shards and their lengths in _info.json, which the index is checked against
     info_listed: bool = False
+    # the root is one file (the archive itself), not a folder
+    root_is_file: bool = False
 
 
-# the layout read as files in folders: the demo's, and the commands' default
-FOLDERS = "folders"
+# The layouts' names, as config.yaml's data.*_layout and --layout take them. FOLDERS: the
+# demo's, and the commands' default.
+FOLDERS, TARS, OUTER_TAR, WDS, PARQUET = "folders", "tars", "tar", "wds", "parquet"
 IMAGE_LAYOUTS = (
     # <root>/<wnid>/*.JPEG, or IN-1K's {train,val}/<wnid>/
     ImageLayout(FOLDERS, "folders", (IN21K, IN1K, IN1K_BLURRED)),
     # one tar per synset (what 'tar xzf winter21_whole.tar.gz' leaves), or a release's set tars
-    ImageLayout("tars", "folder of tars", (IN21K, IN1K, IN1K_BLURRED), indexed=True),
+    ImageLayout(TARS, "folder of tars", (IN21K, IN1K, IN1K_BLURRED), indexed=True),
     # the root is one uncompressed tar of synset tars (winter21_whole.tar)
-    ImageLayout("tar", "outer tar", (IN21K,), indexed=True),
+    ImageLayout(OUTER_TAR, "outer tar", (IN21K,), indexed=True, root_is_file=True),
     # webdataset shards (timm/imagenet-22k-wds, timm/imagenet-1k-wds)
-    ImageLayout("wds", "wds shards", (IN21K, IN1K), indexed=True, hub=True,
+    ImageLayout(WDS, "wds shards", (IN21K, IN1K), indexed=True, hub=True,
                 hub_file="webdataset shard (<copy>-train-NNNN.tar)", info_listed=True),
     # ILSVRC/imagenet-1k's data/*.parquet
-    ImageLayout("parquet", "parquet", (IN1K,), indexed=True, hub=True, parquet_rows=True,
+    ImageLayout(PARQUET, "parquet", (IN1K,), indexed=True, hub=True, parquet_rows=True,
                 hub_file="parquet file (data/train-NNNNN-of-NNNNN.parquet)"),
 )
 LAYOUT_NAMES = tuple(layout.name for layout in IMAGE_LAYOUTS)

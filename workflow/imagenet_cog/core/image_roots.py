@@ -46,12 +46,17 @@ from pathlib import Path
 from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
 from imagenet_cog.core.image_layouts import (
     ARCHIVE_LAYOUTS,
+    FOLDERS,
     INFO_LISTED_LAYOUTS,
     LAYOUTS_BY_NAME,
+    OUTER_TAR,
+    PARQUET,
     PARQUET_ROW_LAYOUTS,
     SHARD_LAYOUTS,
     SOURCE_LAYOUTS,
     SOURCES,
+    TARS,
+    WDS,
 )
 from imagenet_cog.core.naming import IN1K, IN1K_BLURRED, IN21K
 from imagenet_cog.core.shards import INFO_FILE, copy_release, read_info, shard_part
@@ -176,8 +181,8 @@ def hub_layout(path: Path) -> str | None:
     """``wds`` or ``parquet`` when ``path`` holds a Hub copy (or just its ``_info.json``)."""
     shards, parquets = hub_files(path)
     if shards or (path / INFO_FILE).is_file():
-        return "wds"
-    return "parquet" if parquets else None
+        return WDS
+    return PARQUET if parquets else None
 
 
 def detect_layout(source: str, root: str | os.PathLike) -> str:
@@ -200,7 +205,7 @@ def _detect_in21k(path: Path) -> str:
                 f"Either 'gunzip {path.name}' (one uncompressed tar of the same content; point {setting} at it) "
                 f"or 'tar xzf {path.name}' (a folder of one tar per synset; point {setting} at that folder)."
             )
-        return "tar"
+        return OUTER_TAR
     folders, tars = _wnid_entries(path)
     if folders and tars:
         raise ImageRootError(
@@ -208,9 +213,9 @@ def _detect_in21k(path: Path) -> str:
             f"(<wnid>.tar, {tars}); set {layout_setting(IN21K)} to folders or tars to say which to read."
         )
     if tars or folders:
-        return "tars" if tars else "folders"
-    if hub_layout(path) == "wds":
-        return "wds"
+        return TARS if tars else FOLDERS
+    if hub_layout(path) == WDS:
+        return WDS
     hint = ", ".join(_release_files(path))
     raise ImageRootError(
         f"{setting} = '{path}' holds neither synset folders (<root>/n01440764/*.JPEG), synset tars "
@@ -229,9 +234,9 @@ def _detect_in1k_like(source: str, path: Path) -> str:
             f"{' and '.join(PART_ARCHIVES[source]['train'] + PART_ARCHIVES[source]['val'])} or its train/ and val/ folders."
         )
     if any((path / name).is_dir() for name in PART_FOLDERS[source]["train"]):
-        return "folders"
+        return FOLDERS
     if any((path / name).is_file() for part in PARTS for name in PART_ARCHIVES[source][part]):
-        return "tars"
+        return TARS
     hub = hub_layout(path)
     if hub in SOURCE_LAYOUTS[source]:
         return hub
@@ -261,12 +266,13 @@ def resolve_layout(source: str, root: str | os.PathLike, configured: str = "auto
             f"{layout_setting(source)} is {configured!r}; it must be auto or one of {', '.join(SOURCE_LAYOUTS[source])}."
         )
     path = Path(root)
-    if configured == "tar" and not path.is_file():
+    root_is_file = LAYOUTS_BY_NAME[configured].root_is_file
+    if root_is_file and not path.is_file():
         raise ImageRootError(
             f"{layout_setting(source)} is tar, but {root_setting(source)} = '{root}' is not a file; point it at the "
             f"uncompressed release tar (e.g. winter21_whole.tar) or set the layout to auto."
         )
-    if configured != "tar" and not path.is_dir():  # the Hub's shards lie in a folder too
+    if not root_is_file and not path.is_dir():  # the Hub's shards lie in a folder too
         raise ImageRootError(
             f"{layout_setting(source)} is {configured}, but {root_setting(source)} = '{root}' is not a folder; fix "
             f"the root or set the layout to auto."
@@ -278,11 +284,11 @@ def index_archives(source: str, root: str | os.PathLike, layout: str) -> list[st
     """The files of a root to index, relative to it (``.``: the root itself): tars, or a
     Hub copy's training and validation shards."""
     path = Path(root)
-    if layout == "tar":
+    if LAYOUTS_BY_NAME[layout].root_is_file:
         return ["."]
     if layout in SHARD_LAYOUTS:
         return hub_shards(source, path, layout)
-    if layout != "tars":
+    if layout != TARS:
         raise ImageRootError(f"{root_setting(source)} has layout {layout}, which has no tars to index.")
     if source == IN21K:
         with os.scandir(path) as entries:
@@ -406,7 +412,7 @@ class ImageRoot:
     def _where(self, folder: str) -> str:
         if self.layout in SHARD_LAYOUTS:
             return f"{self.root} ({self.layout} shards) concept {folder}"
-        return str(self.root) + (f" member {folder}" if self.layout == "tar" else f"/{folder}")
+        return str(self.root) + (f" member {folder}" if LAYOUTS_BY_NAME[self.layout].root_is_file else f"/{folder}")
 
     # IN-1K-like roots: the official training and validation sets ------------------------------
     def part_images(self, wnids: Sequence[str], part: str, threads: int = 4) -> dict[str, ConceptImages | None]:

@@ -17,6 +17,7 @@ import re
 import pyarrow as pa
 
 from imagenet_cog.core.archives import WNID, ArchiveError, open_parquet
+from imagenet_cog.core.image_layouts import PARQUET, WDS
 from imagenet_cog.core.shards import ShardScan, ShardUnit, class_list, scan_wds_shard
 
 # <original stem>_<wnid>.<extension>, as the Hub's builder names each image
@@ -66,4 +67,4 @@ def scan_parquet_file(unit: ShardUnit) -> ShardScan:
 
 
 # how each Hub layout's files are scanned for the index (build_shard_index's ``scan``)
-SHARD_SCANS = {"wds": scan_wds_shard, "parquet": scan_parquet_file}
+SHARD_SCANS = {WDS: scan_wds_shard, PARQUET: scan_parquet_file}

@@ -151,7 +151,7 @@ def run_result(shared: dict, shots: str, seed: int, per_k: list[dict], n_train: 
         "seed": seed,
         "test_top1": reported["test_top1"],
         "test_top5": reported["test_top5"],
-        "knn": {"reported_k": settings.reported_k, "per_k": per_k},
+        KNN: {"reported_k": settings.reported_k, "per_k": per_k},
         "n_train": n_train,
         **{key: shared[key] for key in ("n_test", "n_classes", "feature_dim", "settings")},
         "timings": dict(timings),

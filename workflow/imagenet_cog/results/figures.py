@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from imagenet_cog.core.layout import Layout, kind_result_name  # noqa: E402
-from imagenet_cog.core.naming import LINEAR, PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
+from imagenet_cog.core.naming import LINEAR, PCA, PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
 from imagenet_cog.core.plots import (  # noqa: E402
     DATASET_LABEL,
     ModelStyles,
@@ -246,8 +246,8 @@ def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFra
     set_theme()
     figures = {
         **kind_figures(summary, baseline, seed_results, LINEAR),
-        "pca": pca_figure(summary),
-        "pca_relative": pca_figure(summary, baseline),
+        PCA: pca_figure(summary),
+        f"{PCA}_relative": pca_figure(summary, baseline),
     }
     for kind in tabled_kinds(summary):
         if kind != LINEAR:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from imagenet_cog.core.archives import ArchiveError, build_index
-from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, SHARD_LAYOUTS, SOURCES
+from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, PARQUET_ROW_LAYOUTS, SHARD_LAYOUTS, SOURCES
 from imagenet_cog.core.image_roots import ImageRootError, index_archives, root_setting
 from imagenet_cog.core.parquet_images import SHARD_SCANS
 from imagenet_cog.core.shards import build_shard_index
@@ -26,7 +26,7 @@ def index_images_command(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     try:
         archives = index_archives(args.source, args.root, args.layout)
-        print(f"indexing {len(archives)} {'files' if args.layout == 'parquet' else 'tar files'} of {root_setting(args.source)} = {args.root} (layout {args.layout}) "
+        print(f"indexing {len(archives)} {'files' if args.layout in PARQUET_ROW_LAYOUTS else 'tar files'} of {root_setting(args.source)} = {args.root} (layout {args.layout}) "
               f"on {args.processes} processes", file=sys.stderr, flush=True)
         options = {"processes": args.processes, "attributes": {"source": args.source, "layout": args.layout},
                    "log": lambda message: print(message, file=sys.stderr, flush=True)}
