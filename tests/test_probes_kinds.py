@@ -86,3 +86,21 @@ def test_a_kinds_command_settings_give_the_probe_command_its_kind_and_ranges(nam
             "--lr-range", *settings["lr_range"].split(), "--wd-range", *settings["wd_range"].split()]
     searched = asdict(search_settings(_parser().parse_args(argv)))
     assert {key: searched[key] for key in expected} == expected
+
+
+def test_a_kind_finds_what_is_wrong_with_its_settings():
+    knn = KINDS["knn"].settings_problem
+    assert knn({"knn": {"k": [5, 10, 20], "reported_k": 10}}) is None
+    problem = knn({"knn": {"k": [5, 10], "reported_k": 20}})
+    assert "probes.knn.reported_k 20 is not one of probes.knn.k [5, 10]" in problem and "add it to k" in problem
+
+
+def test_a_configured_kinds_settings_problem_stops_the_workflow_before_any_job(tmp_path):
+    from conftest import copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path / "copy")
+    (workdir / "knn.yaml").write_text("probes:\n  kinds: [linear, knn]\n  knn:\n    k: [5, 10]\n    reported_k: 20\n")
+    result = snakemake(workdir, "--dry-run", "--cores", "1", "--configfile", "knn.yaml", check=False)
+    assert result.returncode != 0
+    assert "config.yaml: probes.knn.reported_k 20 is not one of probes.knn.k [5, 10]" in result.stdout + result.stderr
+    assert not (workdir / "results").exists()

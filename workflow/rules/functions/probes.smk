@@ -32,6 +32,11 @@ if naming.LINEAR not in PROBE_KINDS:
         f"config.yaml: probes.kinds is {PROBE_KINDS} without 'linear'; the linear probe is the "
         f"reference the other kinds' tables are relative to: add 'linear' to probes.kinds."
     )
+# what a configured kind's module finds wrong with its settings, said before any job runs
+for kind in config["probes"]["kinds"]:
+    problem = KINDS[kind].settings_problem(config["probes"]) if KINDS[kind].settings_problem else None
+    if problem:
+        raise WorkflowError(f"config.yaml: {problem}")
 # the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
 OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
 LINEAR_GRID_KINDS = [name for name in PROBE_KINDS if kind_of_result(name).linear_grid]
@@ -194,11 +199,6 @@ def kind_probe_settings(kind):
 # levels scores every N and seed. Its settings are the params the command reads (k as the
 # command takes it), so that changing one reruns the k-NN jobs and nothing else.
 KNN_SETTINGS = {**config["probes"]["knn"], "k": " ".join(str(k) for k in config["probes"]["knn"]["k"])}
-if KNN_KINDS and config["probes"]["knn"]["reported_k"] not in config["probes"]["knn"]["k"]:
-    raise WorkflowError(
-        f"config.yaml: probes.knn.reported_k {config['probes']['knn']['reported_k']} is not one of probes.knn.k "
-        f"{config['probes']['knn']['k']}; the tables show the reported k's top-1: add it to k or pick one of them."
-    )
 
 
 # The probe jobs' wall-clock limits (probe, probe_kind, probe_knn) are the plan's cost model's

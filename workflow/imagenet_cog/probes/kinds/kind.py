@@ -88,6 +88,9 @@ class ProbeKind:
     # the wording of its own set of the paper's tables and figures (results/tables.py,
     # results/figures.py); None: no such set
     texts: KindTexts | None = None
+    # probes.* settings -> what is wrong with them that the schema cannot say (a message naming
+    # the keys and the fix), or None; the workflow checks every configured kind before any job
+    settings_problem: Callable[[dict], str | None] | None = None
 
     def result_names(self, probes: dict) -> list[str]:
         """The kind's names in result paths and the summary's ``probe`` column."""

@@ -12,6 +12,17 @@ KNN_NOTE = (
     "top-1 (std 0, a zero-width interval, no paired test)."
 )
 
+
+
+def reported_k_problem(probes: dict) -> str | None:
+    """The tables report one k's top-1, which the job must have scored."""
+    knn = probes["knn"]
+    if knn["reported_k"] in knn["k"]:
+        return None
+    return (f"probes.knn.reported_k {knn['reported_k']} is not one of probes.knn.k {knn['k']}; the tables show the "
+            "reported k's top-1: add it to k or pick one of them.")
+
+
 KIND = ProbeKind(
     name=KNN,
     title="k-NN",
@@ -25,4 +36,5 @@ KIND = ProbeKind(
         f"Weighted k-NN classification ({KNN_REPORTED_K})", "k-NN top-1", "every model, dataset and N of the k-NN tables",
         (KNN_NOTE,),
     ),
+    settings_problem=reported_k_problem,
 )
