@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from filelock import FileLock
 from PIL import Image
 
@@ -65,6 +66,15 @@ def snakemake(workdir: Path, *arguments: str, check: bool = True, timeout: int =
             f"{result.stdout[-5000:]}\n{result.stderr[-10000:]}"
         )
     return result
+
+
+def refused_overlay(workdir: Path, settings: dict, name: str = "overlay.yaml") -> str:
+    """Snakemake's output (stdout and stderr) from a dry run of ``workdir`` with the config
+    overlay ``settings``, written to ``workdir/name``, which a config check must refuse."""
+    (workdir / name).write_text(yaml.safe_dump(settings))
+    result = snakemake(workdir, "--dry-run", "--cores", "1", "--configfile", name, check=False)
+    assert result.returncode != 0, f"the overlay {settings} was accepted:\n{result.stdout[-3000:]}"
+    return result.stdout + result.stderr
 
 
 def other_probe_kinds(config: dict) -> list[str]:

@@ -213,30 +213,20 @@ def workflow_copy(tmp_path_factory) -> Path:
     ],
 )
 def test_bad_level_set_settings_stop_before_any_job(workflow_copy, settings, message):
-    import yaml
+    from conftest import refused_overlay
 
-    from conftest import snakemake
-
-    overlay = workflow_copy / "bad.yaml"
-    overlay.write_text(yaml.safe_dump(settings))
-    result = snakemake(workflow_copy, "--dry-run", "--cores", "1", "--configfile", str(overlay), check=False)
-    assert result.returncode != 0
-    assert message in result.stdout + result.stderr
-    assert "rule " not in result.stdout  # no job was planned
+    output = refused_overlay(workflow_copy, settings)
+    assert message in output
+    assert "rule " not in output  # no job was planned
 
 
 def test_a_random_draw_larger_than_the_eligible_concepts_stops_the_run(workflow_copy):
-    import yaml
-
-    from conftest import snakemake
+    from conftest import refused_overlay
 
     ranking = workflow_copy / "results" / "levels" / "ranking.tsv"
     write_tsv(ranking, ["rank", "wnid", "level"], [(k, f"n{k:08d}", "l1") for k in range(1, 11)])
-    overlay = workflow_copy / "draws.yaml"
-    overlay.write_text(yaml.safe_dump({"level_sets": {"sets": ["random"], "random": {"concepts": 11}}}))
-    result = snakemake(workflow_copy, "--dry-run", "--cores", "1", "--configfile", str(overlay), check=False)
-    assert result.returncode != 0
-    assert "level_sets.random.concepts is 11 but only 10 concepts are eligible" in result.stdout + result.stderr
+    output = refused_overlay(workflow_copy, {"level_sets": {"sets": ["random"], "random": {"concepts": 11}}})
+    assert "level_sets.random.concepts is 11 but only 10 concepts are eligible" in output
     ranking.unlink()
 
 
