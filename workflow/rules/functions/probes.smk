@@ -210,19 +210,24 @@ LIMIT_RATES = read_rates(shipped_file("resources/rates/h100.yaml")).values
 LIMIT_MARGIN = 4
 
 
-def knn_runtime_minutes(wildcards):
-    """A wall-clock limit for schedulers: the plan's cost model (plan/cost.py) prices the job
-    at LIMIT_RATES, times LIMIT_MARGIN, above a start-up allowance; each dataset is taken to
-    have the levels' concepts_per_level classes (the few-shot training sets' size)."""
+def priced_limit_minutes(wildcards, job_seconds, validation_fraction=0.0):
+    """A wall-clock limit for schedulers: the plan's cost model prices the job (``job_seconds``,
+    plan/cost.py's price of one job) at LIMIT_RATES, times LIMIT_MARGIN, above a start-up
+    allowance. Each dataset is taken to have the levels' concepts_per_level classes (the
+    few-shot training sets' size); a balanced dataset holds at most its default dataset's rows."""
     try:
-        train, test = (split_row_count(wildcards.dataset, split) for split in SPLITS)
+        train, test = (split_row_count(naming.balanced_source(wildcards.dataset), split) for split in SPLITS)
     except IncompleteCheckpointException:
         return 30  # dry runs before the split tables exist (see probe_feature_mb)
-    data = Dataset(wildcards.dataset, train, test, config["levels"]["concepts_per_level"], 0)
-    seconds = knn_job_seconds(
-        data, model_feature_dim(wildcards.model), config["probes"], config["features"]["dtype"], LIMIT_RATES
-    )
+    validation = int(validation_fraction * train)
+    data = Dataset(wildcards.dataset, train, test, config["levels"]["concepts_per_level"], validation)
+    seconds = job_seconds(data, model_feature_dim(wildcards.model), config["probes"], config["features"]["dtype"], LIMIT_RATES)
     return int(30 + LIMIT_MARGIN * seconds / 60)
+
+
+def knn_runtime_minutes(wildcards):
+    """The k-NN job's limit: every N and seed of a dataset, nothing held out."""
+    return priced_limit_minutes(wildcards, knn_job_seconds)
 
 
 def probe_kind_inputs(wildcards):
@@ -301,19 +306,10 @@ for model in MODELS:
 
 
 def probe_runtime_minutes(wildcards):
-    """A wall-clock limit for schedulers of one linear probe run: the plan's cost model
-    (plan/cost.py) prices a run on all the training images (the largest N; a limit, not an
-    estimate) at LIMIT_RATES, times LIMIT_MARGIN, above a start-up allowance. A balanced
-    dataset holds at most its default dataset's rows. CPU jobs on real data need far longer
-    (set probes.device: cpu and raise it with --set-resources)."""
-    try:
-        train, test = (split_row_count(naming.balanced_source(wildcards.dataset), split) for split in SPLITS)
-    except IncompleteCheckpointException:
-        return 30  # dry runs before the split tables exist (see probe_feature_mb)
-    probes = config["probes"]
-    data = Dataset(wildcards.dataset, train, test, config["levels"]["concepts_per_level"], int(probes["val_fraction"] * train))
-    seconds = probe_run_seconds(data, model_feature_dim(wildcards.model), probes, config["features"]["dtype"], LIMIT_RATES)
-    return int(30 + LIMIT_MARGIN * seconds / 60)
+    """The limit of one linear probe run, priced on all the training images (the largest N; a
+    limit, not an estimate). CPU jobs on real data need far longer (set probes.device: cpu and
+    raise it with --set-resources)."""
+    return priced_limit_minutes(wildcards, probe_run_seconds, config["probes"]["val_fraction"])
 
 
 def probe_kind_runtime_minutes(wildcards):
