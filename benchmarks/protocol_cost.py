@@ -60,21 +60,22 @@ IMAGE_COUNTS = REPOSITORY / "resources" / "imagenet21k_fall11_image_counts.tsv"
 sys.path.insert(0, str(REPOSITORY / "workflow"))
 
 # The counting and projecting arithmetic is the workflow's plan stage's (one copy).
+from imagenet_cog.core.naming import KNN  # noqa: E402
 from imagenet_cog.plan.cost import (  # noqa: E402
     AUTHORS_EXTRACTION_MIN_PER_DATASET,
     AUTHORS_PROBE_MIN_PER_DATASET_AND_SEED,
-    KNN_RATE_KEYS,
-    KNN_STAGES,
     STAGES,
     count_work,
     hours,
     overlapped,
+    own_job_stages,
     paper_datasets,
     project,
     stacking,
     stage_seconds,
 )
 from imagenet_cog.plan.rates import read_rates  # noqa: E402
+from imagenet_cog.probes.kinds import KINDS  # noqa: E402
 
 
 def schema_defaults(properties: dict) -> dict:
@@ -427,22 +428,23 @@ def print_knn(arch: str, dim: int, datasets: list, probes: dict, features: dict,
               linear: list[tuple[str, dict]]) -> None:
     """The k-NN probe's work on the linear probe's grid and its seconds per stage on every
     device with k-NN rates, beside the linear probes' seconds (steps, scoring, loading, starts)."""
-    work = count_work(datasets, dim, probes, features, knn=True)
-    flops = sum(counted.knn_flops for counted in work.values())
-    similarities = sum(counted.topk_values for counted in work.values())
-    read = sum(counted.knn_file_bytes for counted in work.values())
-    settings = probes["knn"]
-    print(f"\n{arch}, k-NN probe (issue #33) on the same grid: {sum(c.knn_jobs for c in work.values())} jobs (one per "
+    work = count_work(datasets, dim, probes, features, own_job_kinds=(KNN,))
+    jobs = [counted.own_jobs[KNN] for counted in work.values()]
+    flops = sum(job.priced["knn_flops_per_s"] for job in jobs)
+    similarities = sum(job.priced["topk_values_per_s"] for job in jobs)
+    read = sum(job.file_bytes for job in jobs)
+    settings = probes[KNN]
+    print(f"\n{arch}, k-NN probe (issue #33) on the same grid: {sum(job.jobs for job in jobs)} jobs (one per "
           f"dataset), {flops / 1e15:.2f} PFLOP of float32 similarity products (TF32 off), {similarities / 1e12:.2f}T "
           f"similarities through top-{max(settings['k'])} (blocks of {settings['test_block']} x "
           f"{settings['train_block']}), {read / 1e12:.3f} TB of features read")
     print(f"{'stage':<24}" + "".join(f"{name[:34]:>36}" for name, _ in linear))
-    priced = [all(key in rates for key in KNN_RATE_KEYS) for rates in columns]
+    priced = [all(key in rates for key in KINDS[KNN].own_rates) for rates in columns]
     knn = [project(work, rates, arch, dim) if can else None for rates, can in zip(columns, priced)]
-    for stage in KNN_STAGES:
+    for stage in own_job_stages(KNN):
         print(f"{stage:<24}" + "".join(f"{hours(sum(t[stage] for t in times.values())) if times else 'no k-NN rates':>36}"
                                        for times in knn))
-    knn_total = [sum(stage_seconds(t, "knn") for t in times.values()) if times else None for times in knn]
+    knn_total = [sum(stage_seconds(t, f"{KNN} ") for t in times.values()) if times else None for times in knn]
     linear_total = [sum(stage_seconds(t, "probe") for t in times.values()) for _, times in linear]
     print(f"{'k-NN, whole grid':<24}" + "".join(f"{f'{hours(s)} ({s:.0f} s)' if s is not None else '':>36}"
                                               for s in knn_total))

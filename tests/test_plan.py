@@ -13,7 +13,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import REPOSITORY, copy_of_demo, copy_workflow, snakemake
-from imagenet_cog.plan.cost import KNN_STAGES, Dataset, count_work, dataset_cost, knn_job_seconds, probe_run_seconds, project
+from imagenet_cog.plan.cost import Dataset, count_work, dataset_cost, own_job_seconds, own_job_stages, probe_run_seconds, project
 from imagenet_cog.plan.measured import calibrated, compare
 from imagenet_cog.plan.rates import RatesError, read_rates, write_rates
 from imagenet_cog.plan.table import format_table, plan_rows
@@ -65,25 +65,26 @@ def test_project_by_hand_and_width_scaling():
 def test_knn_work_and_seconds_by_hand():
     data = Dataset("d", train=2048, test=100, classes=10, validation=400)
     probes = {**PROBES, "seeds": [1, 2], "shots": [1, "all"], "knn": {"k": [5, 20], "train_block": 1000}}
-    work = count_work([data], 8, probes, FEATURES, knn=True)["d"]
+    work = count_work([data], 8, probes, FEATURES, own_job_kinds=("knn",))["d"]
+    job = work.own_jobs["knn"]
     # one product with all 2048 training images (shared by the seeds) and one per seed with
     # N = 1 (10 images), each 2 D n_test n_train
-    assert work.knn_flops == 2.0 * 8 * 100 * (2048 + 10 + 10)
+    assert job.priced["knn_flops_per_s"] == 2.0 * 8 * 100 * (2048 + 10 + 10)
     # every similarity through a top-k; N = all spans 3 training blocks of 1000, so two merges
     # of the running top-20 with a block's (2 x 20 values per test image)
-    assert work.topk_values == 100 * (2048 + 2 * 2 * 20) + 2 * 100 * 10
-    assert (work.knn_jobs, work.knn_results, work.knn_file_bytes) == (1, 4, 2148 * 8 * 2)
+    assert job.priced["topk_values_per_s"] == 100 * (2048 + 2 * 2 * 20) + 2 * 100 * 10
+    assert (job.jobs, job.results, job.file_bytes) == (1, 4, 2148 * 8 * 2)
     seconds = project({"d": work}, {**SIMPLE_RATES, **KNN_RATES}, "resnet50")["d"]
-    assert seconds["knn products"] == pytest.approx(work.knn_flops / 1e9)
-    assert seconds["knn top-k"] == pytest.approx(work.topk_values / 1e8)
+    assert seconds["knn products"] == pytest.approx(job.priced["knn_flops_per_s"] / 1e9)
+    assert seconds["knn top-k"] == pytest.approx(job.priced["topk_values_per_s"] / 1e8)
     assert seconds["knn loading"] == pytest.approx(2 * 2148 * 8 * 2 / 1e6)
     assert seconds["knn job starts"] == pytest.approx(2.0)
     # the rules' wall-clock limit prices the job with the same stages
-    assert knn_job_seconds(data, 8, probes, "float16", {**SIMPLE_RATES, **KNN_RATES}) == pytest.approx(
-        sum(seconds[stage] for stage in KNN_STAGES))
+    assert own_job_seconds("knn", data, 8, probes, "float16", {**SIMPLE_RATES, **KNN_RATES}) == pytest.approx(
+        sum(seconds[stage] for stage in own_job_stages("knn")))
     # without the k-NN no k-NN stage, and the linear probes' seconds are the same
     linear = project(count_work([data], 8, probes, FEATURES), SIMPLE_RATES, "resnet50")["d"]
-    assert linear == {stage: value for stage, value in seconds.items() if stage not in KNN_STAGES}
+    assert linear == {stage: value for stage, value in seconds.items() if stage not in own_job_stages("knn")}
 
 
 def test_a_probe_runs_limit_is_priced_as_the_plan_prices_its_runs():

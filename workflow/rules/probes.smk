@@ -130,40 +130,36 @@ rule probe_kind:
         probe_command(kind=True)
 
 
-# The k-NN probe (probes.kinds: knn; imagenet_cog/probes/knn.py): every N and seed of one model
-# and dataset of IN-1K and the levels in one job, the features read and prepared once; each
-# (N, seed) scored on the linear probe's final-fit images. Nothing is searched, so no journal.
-rule probe_knn:
-    input:
-        **LINEAR_PROBE_INPUT,
-    output:
-        [PATHS.probe_result("{model}", "{dataset}", shots, seed, naming.KNN) for shots in SHOTS for seed in SEEDS],
-    log:
-        PATHS.log("probes/{model}/{dataset}/knn.log"),
-    benchmark:
-        PATHS.log("benchmarks/probes/{model}/{dataset}/knn.tsv")
-    wildcard_constraints:
-        dataset="|".join(DATASETS),
-    conda:
-        CONDA_ENVIRONMENT
-    threads: PROBE_THREADS
-    resources:
-        gpu=PROBE_GPUS,
-        mem_mb=probe_mem_mb,
-        runtime=knn_runtime_minutes,
-    params:
-        knn=KNN_SETTINGS,
-        shots=" ".join(SHOTS),
-        seeds=" ".join(SEEDS),
-        device=config["probes"]["device"],
-    shell:
-        python_command("probe-knn")
-        + " --train {input.train} --test {input.test} --output {output} --model {wildcards.model}"
-        + " --dataset {wildcards.dataset} --shots {params.shots} --seed {params.seeds} --k {params.knn[k]}"
-        + " --reported-k {params.knn[reported_k]} --temperature {params.knn[temperature]}"
-        + " --similarity {params.knn[similarity]} --weighting {params.knn[weighting]}"
-        + " --test-block {params.knn[test_block]} --train-block {params.knn[train_block]}"
-        + " --device {params.device} --threads {threads} > {log} 2>&1"
+# The kinds scored by a command of their own (their module's own_job: the k-NN, probes.kinds:
+# knn, imagenet_cog/probes/knn.py): rule probe_<kind>, every N and seed of one model and dataset
+# of IN-1K and the levels in one job, the features read and prepared once; each (N, seed) scored
+# on the linear probe's final-fit images. Nothing is searched, so no journal.
+for own_job_kind in OWN_JOB_KINDS:
+
+    rule:
+        name:
+            naming.own_job_rule(own_job_kind.name)
+        input:
+            **LINEAR_PROBE_INPUT,
+        output:
+            [PATHS.probe_result("{model}", "{dataset}", shots, seed, own_job_kind.name) for shots in SHOTS for seed in SEEDS],
+        log:
+            PATHS.log(f"probes/{{model}}/{{dataset}}/{own_job_kind.name}.log"),
+        benchmark:
+            PATHS.log(f"benchmarks/probes/{{model}}/{{dataset}}/{own_job_kind.name}.tsv")
+        wildcard_constraints:
+            dataset="|".join(DATASETS),
+        conda:
+            CONDA_ENVIRONMENT
+        threads: PROBE_THREADS
+        resources:
+            gpu=PROBE_GPUS,
+            mem_mb=probe_mem_mb,
+            runtime=own_job_runtime_minutes(own_job_kind.name),
+        params:
+            **own_job_params(own_job_kind),
+        shell:
+            own_job_command(own_job_kind)
 
 
 # Principal components of a dataset's training features, once for every d and seed of the

@@ -47,6 +47,12 @@ MLP_KINDS = (MLP, MLP_NOACT)
 PCA = "pca"
 PCA_PREFIX = f"{PCA}-"
 
+
+def own_job_rule(kind: str) -> str:
+    """The rule of a kind with jobs of its own (``probe_knn``), one job per model and dataset;
+    its benchmark files are ``<kind>.tsv``."""
+    return f"probe_{kind}"
+
 LEVEL_PATTERN = r"l[1-9][0-9]*"
 DRAW_PATTERN = r"[0-9]{2}"
 LEVEL_SET_PATTERN = "|".join(RANKED_LEVEL_SETS)

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagenet_cog.core.naming import IN1K, KNN, level_name
+from imagenet_cog.core.naming import IN1K, level_name
 from imagenet_cog.probes.kinds import KINDS
 
 IN1K_TRAIN, IN1K_TEST = 1_281_167, 50_000  # the official training and validation sets
@@ -27,10 +27,10 @@ RATE_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build
 # rates measured per architecture; a rates file may give a "default" for the others
 PER_ARCH_KEYS = ("extraction_images_per_s", "extraction_shard_fixed_s", "model_build_s", "checkpoint_load_s")
 STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring", "probe loading", "probe job starts")
-# The k-NN probe's rates (its module's own_rates): optional, so that a rates file written before
-# the k-NN existed still prices everything else.
-KNN_RATE_KEYS = KINDS[KNN].own_rates
-KNN_STAGES = ("knn products", "knn top-k", "knn loading", "knn job starts")
+# The kinds with jobs of their own (the k-NN) and the rates that price them beyond RATE_KEYS:
+# optional, so that a rates file written before such a kind existed still prices everything else.
+OWN_JOB_KINDS = tuple(name for name, kind in KINDS.items() if kind.own_job)
+OWN_RATE_KEYS = tuple(key for name in OWN_JOB_KINDS for key in KINDS[name].own_rates)
 
 
 @dataclass(frozen=True)
@@ -110,11 +110,17 @@ class DatasetWork:
     pass_epochs: int = 0  # epochs of a pass (its fixed costs are paid once for the candidates it stacks)
     file_bytes: float = 0.0
     prepared_bytes: float = 0.0
-    knn_jobs: int = 0
-    knn_flops: float = 0.0  # the similarity products, float32
-    topk_values: float = 0.0  # similarities that pass through a top-k (each block's and the merges)
-    knn_file_bytes: float = 0.0
-    knn_results: int = 0  # result files: one per N and seed
+    own_jobs: dict[str, OwnJobWork] = field(default_factory=dict)  # by kind (ProbeKind.own_job)
+
+
+@dataclass
+class OwnJobWork:
+    """The jobs of a kind with jobs of its own on one dataset."""
+
+    jobs: int = 0
+    results: int = 0  # result files: one per N and seed
+    file_bytes: float = 0.0  # its features, read and prepared once per job
+    priced: Counter = field(default_factory=Counter)  # rate key -> the work that rate prices
 
 
 def batches(rows: int, batch: int) -> Counter:
@@ -176,44 +182,27 @@ def count_probes(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dt
     return counted
 
 
-def knn_training_sizes(data: Dataset, probes: dict) -> list[int]:
-    """The training-set sizes of one dataset's k-NN job, one per distinct training set: N = all
-    once (no randomness: every seed shares it), each few-shot N once per seed."""
-    sizes = []
-    for shots in probes["shots"]:
-        if shots == "all":
-            sizes.append(data.train)
-        else:
-            sizes += [min(int(shots) * data.classes, data.train)] * len(probes["seeds"])
-    return sizes
-
-
-def count_knn(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dtype: str) -> DatasetWork:
-    """Adds one dataset's k-NN job to ``counted``: a float32 similarity product of the test
-    set with each distinct training set (2 D n_test n_train FLOPs), a top-k over each block
-    of similarities and a merge with the running top-k per training block (2 k values per
-    test image), the features read and prepared once. The votes (k values per test image and
-    k) are left out: ~1e-4 of the similarities at IN-1K's size. ``probes``: as validated, with
-    probes.knn's defaults (k and train_block are read)."""
-    settings = probes["knn"]
-    counted.knn_jobs += 1
-    for train in knn_training_sizes(data, probes):
-        counted.knn_flops += 2.0 * dim * data.test * train
-        merges = math.ceil(train / settings["train_block"]) - 1
-        counted.topk_values += data.test * (train + merges * 2 * min(max(settings["k"]), train))
-    counted.knn_file_bytes += (data.train + data.test) * dim * bytes_per_value(dtype)
-    counted.knn_results += len(probes["shots"]) * len(probes["seeds"])
+def count_own_job(counted: DatasetWork, data: Dataset, dim: int, probes: dict, dtype: str, kind: str) -> DatasetWork:
+    """Adds one dataset's job of ``kind`` (a kind with jobs of its own) to ``counted``: the work
+    its module counts, its features read and prepared once, a result per N and seed."""
+    job = counted.own_jobs.setdefault(kind, OwnJobWork())
+    job.jobs += 1
+    job.priced.update(KINDS[kind].own_job.work(data, dim, probes))
+    job.file_bytes += (data.train + data.test) * dim * bytes_per_value(dtype)
+    job.results += len(probes["shots"]) * len(probes["seeds"])
     return counted
 
 
 def count_work(datasets: list[Dataset], dim: int, probes: dict, features: dict,
-               knn: bool = False) -> dict[str, DatasetWork]:
-    """The work of one model through the whole protocol, per dataset (with ``knn``, the k-NN
-    probe's on the linear probe's grid too)."""
+               own_job_kinds: tuple[str, ...] = ()) -> dict[str, DatasetWork]:
+    """The work of one model through the whole protocol, per dataset (with ``own_job_kinds``,
+    their jobs on the linear probe's grid too)."""
     work = {}
     for data in datasets:
         counted = count_probes(count_extraction(data, features), data, dim, probes, features["dtype"])
-        work[data.name] = count_knn(counted, data, dim, probes, features["dtype"]) if knn else counted
+        for kind in own_job_kinds:
+            count_own_job(counted, data, dim, probes, features["dtype"], kind)
+        work[data.name] = counted
     return work
 
 
@@ -269,26 +258,33 @@ def project(work: dict[str, DatasetWork], rates: dict, arch: str, dim: int | Non
                              + counted.prepared_bytes / rates["prepare_bytes_per_s"],
             "probe job starts": counted.probe_jobs * probe_job,
         }
-        if counted.knn_jobs:
-            per_dataset[name].update(project_knn(counted, rates))
+        for kind, job in counted.own_jobs.items():
+            per_dataset[name].update(project_own_job(kind, job, rates))
     return per_dataset
 
 
-def project_knn(counted: DatasetWork, rates: dict) -> dict[str, float]:
-    """Seconds of a dataset's k-NN jobs per stage (``KNN_STAGES``)."""
-    missing = [key for key in KNN_RATE_KEYS if key not in rates]
+def own_job_stages(kind: str) -> tuple[str, ...]:
+    """The stages of a kind's own jobs: what its own rates price, then its loading and starts."""
+    return (*(f"{kind} {stage}" for stage in KINDS[kind].own_job.priced_by.values()), f"{kind} loading",
+            f"{kind} job starts")
+
+
+def project_own_job(kind: str, job: OwnJobWork, rates: dict) -> dict[str, float]:
+    """Seconds of a dataset's jobs of ``kind`` per stage (:func:`own_job_stages`)."""
+    priced_by = KINDS[kind].own_job.priced_by
+    missing = [key for key in priced_by if key not in rates]
     if missing:
-        raise ValueError(f"the rates lack {', '.join(missing)}, which price the k-NN probe")
-    return {"knn products": counted.knn_flops / rates["knn_flops_per_s"],
-            "knn top-k": counted.topk_values / rates["topk_values_per_s"],
-            "knn loading": counted.knn_file_bytes / rates["read_bytes_per_s"]
-                           + counted.knn_file_bytes / rates["prepare_bytes_per_s"],
-            "knn job starts": counted.knn_jobs * (rates["job_start_s"] + rates["cuda_start_s"])}
+        raise ValueError(f"the rates lack {', '.join(missing)}, which price the {KINDS[kind].title} probe")
+    seconds = {f"{kind} {stage}": job.priced[key] / rates[key] for key, stage in priced_by.items()}
+    seconds[f"{kind} loading"] = job.file_bytes / rates["read_bytes_per_s"] + job.file_bytes / rates["prepare_bytes_per_s"]
+    seconds[f"{kind} job starts"] = job.jobs * (rates["job_start_s"] + rates["cuda_start_s"])
+    return seconds
 
 
-def knn_job_seconds(data: Dataset, dim: int, probes: dict, dtype: str, rates: dict) -> float:
-    """The projected seconds of one dataset's k-NN job, every stage of it (the rules' limit)."""
-    return sum(project_knn(count_knn(DatasetWork(), data, dim, probes, dtype), rates).values())
+def own_job_seconds(kind: str, data: Dataset, dim: int, probes: dict, dtype: str, rates: dict) -> float:
+    """The projected seconds of one dataset's job of ``kind``, every stage of it (the rules' limit)."""
+    counted = count_own_job(DatasetWork(), data, dim, probes, dtype, kind)
+    return sum(project_own_job(kind, counted.own_jobs[kind], rates).values())
 
 
 def probe_run_seconds(data: Dataset, dim: int, probes: dict, dtype: str, rates: dict, shots: str = "all") -> float:
@@ -310,22 +306,24 @@ class DatasetCost:
     work: DatasetWork
     extraction_s: float  # its extraction and extraction job starts
     probe_s: float  # its linear probes' steps, scoring, loading and job starts
-    knn_s: float = 0.0  # its k-NN job
-    knn_compute_s: float = 0.0  # the k-NN's products and top-k (what its own rates price)
+    own_job_s: dict[str, float] = field(default_factory=dict)  # each own-job kind's job
+    own_compute_s: dict[str, float] = field(default_factory=dict)  # the part its own rates price
 
 
 def dataset_cost(data: Dataset, dim: int, probes: dict | None, features: dict, rates: dict, arch: str,
-                 knn: bool = False) -> DatasetCost:
+                 own_job_kinds: tuple[str, ...] = ()) -> DatasetCost:
     """One dataset's work for one model (its extraction; its linear probes unless ``probes``
-    is None, and with ``knn`` its k-NN job) and its projected seconds per part."""
+    is None, and the jobs of ``own_job_kinds``) and its projected seconds per part."""
     work = count_extraction(data, features)
     if probes is not None:
         count_probes(work, data, dim, probes, features["dtype"])
-        if knn:
-            count_knn(work, data, dim, probes, features["dtype"])
+        for kind in own_job_kinds:
+            count_own_job(work, data, dim, probes, features["dtype"], kind)
     seconds = project({data.name: work}, rates, arch, dim, {data.name: data.classes})[data.name]
+    own = {kind: own_job_stages(kind) for kind in work.own_jobs}
     return DatasetCost(work, stage_seconds(seconds, "extraction"), stage_seconds(seconds, "probe"),
-                       stage_seconds(seconds, KNN), seconds.get("knn products", 0.0) + seconds.get("knn top-k", 0.0))
+                       {kind: sum(seconds[stage] for stage in stages) for kind, stages in own.items()},
+                       {kind: sum(seconds[stage] for stage in stages[:-2]) for kind, stages in own.items()})
 
 
 def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
@@ -334,7 +332,8 @@ def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:
     two-stage flow shop; assumes neither slows the other: extraction is bound by decoding on
     the host, probes by the GPU's memory)."""
     extraction = [stage_seconds(times, "extraction") for times in per_dataset.values()]
-    probes = [stage_seconds(times, "probe") + stage_seconds(times, KNN) for times in per_dataset.values()]
+    probes = [sum(value for key, value in times.items() if not key.startswith("extraction"))
+              for times in per_dataset.values()]
     return max(sum(extraction[:d + 1]) + sum(probes[d:]) for d in range(len(extraction)))
 
 

@@ -3,7 +3,8 @@ projection, and rates calibrated on them for the user's own hardware.
 
 The benchmark files are ``<benchmarks>/features/<model>/<dataset>/...`` (rules
 extract_split, extract_features) and ``<benchmarks>/probes/<model>/<dataset>/...`` (probe,
-probe_seeds, probe_resident, and probe_knn's ``knn.tsv``); their first column ``s`` is the
+probe_seeds, probe_resident, and a kind with jobs of its own's ``<kind>.tsv``, probe_knn's
+``knn.tsv``); their first column ``s`` is the
 job's wall time. A rule's
 projection for the jobs measured is the dataset's projected seconds times the share of its
 jobs that have a benchmark file.
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.core.naming import KNN
-from imagenet_cog.plan.cost import KNN_RATE_KEYS, PER_ARCH_KEYS, RATE_KEYS, dataset_cost
+from imagenet_cog.core.naming import own_job_rule
+from imagenet_cog.plan.cost import OWN_JOB_KINDS, PER_ARCH_KEYS, RATE_KEYS, dataset_cost
 from imagenet_cog.plan.rates import MEASURED, Rates, write_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
+from imagenet_cog.probes.kinds import KINDS
 
 COMPARISON_COLUMNS = ("rule", "model", "dataset", "jobs", "measured_s", "projected_s", "ratio")
 # rates that are times (scaled by measured / projected) and rates that are speeds (divided by it)
@@ -36,11 +38,11 @@ class Measured:
     rule: str
     model: str
     dataset: str
-    stage: str  # extraction | probes | knn
+    stage: str  # extraction | probes | a kind with jobs of its own (knn)
     jobs: int
     seconds: float
     projected: float = 0.0
-    projected_compute: float = 0.0  # k-NN: the part its own rates price (products and top-k)
+    projected_compute: float = 0.0  # a kind's own jobs: the part its own rates price (the k-NN's products and top-k)
 
 
 def benchmark_seconds(path: Path) -> float:
@@ -50,7 +52,7 @@ def benchmark_seconds(path: Path) -> float:
 
 
 def rule_of(relative: Path) -> tuple[str, str] | None:
-    """(rule, stage) of a benchmark file of the extraction, linear probe or k-NN rules."""
+    """(rule, stage) of a benchmark file of the extraction, linear probe or own-job (k-NN) rules."""
     name, parent = relative.name, relative.parent.name
     if relative.parts[0] == "features":
         return ("extract_features", "extraction") if name.startswith("shard-") else ("extract_split", "extraction")
@@ -58,15 +60,15 @@ def rule_of(relative: Path) -> tuple[str, str] | None:
         return None  # probe kinds other than linear sit one folder deeper
     if name == "resident.tsv":
         return "probe_resident", "probes"
-    if name == "knn.tsv":
-        return "probe_knn", KNN
+    if name.removesuffix(".tsv") in OWN_JOB_KINDS:
+        return own_job_rule(name.removesuffix(".tsv")), name.removesuffix(".tsv")
     if parent.startswith("shots-"):
         return ("probe_seeds", "probes") if name == "seeds.tsv" else ("probe", "probes")
     return None
 
 
 def measured_jobs(benchmarks: Path, models: set[str]) -> list[Measured]:
-    """Every measured extraction, linear probe and k-NN job, summed per rule, model and dataset."""
+    """Every measured extraction, linear probe and own-job (k-NN) job, summed per rule, model and dataset."""
     found: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for path in sorted(benchmarks.rglob("*.tsv")):
         relative = path.relative_to(benchmarks)
@@ -80,22 +82,22 @@ def measured_jobs(benchmarks: Path, models: set[str]) -> list[Measured]:
 
 
 def projected_jobs(config: dict, image_counts: Path, split_summary: Path | None, rates: Rates):
-    """(stage, model, dataset) -> (projected seconds, jobs, the k-NN's compute seconds) of every
-    extracted or probed dataset."""
+    """(stage, model, dataset) -> (projected seconds, jobs, the seconds a kind's own rates price) of
+    every extracted or probed dataset, the stage of a kind's own jobs being the kind."""
     groups, _ = probed_datasets(config, image_counts, split_summary)
     widths, _ = model_widths(config["models"])
     projected = {}
     for model, (arch, dim) in widths.items():
         for group in groups:
-            knn = group.knn and rates.prices(KNN)
+            own_kinds = tuple(kind for kind in group.own_job_kinds if rates.prices(kind))
             for data in group.datasets:
-                cost = dataset_cost(data, dim, group.probes, config["features"], rates.values, arch, knn)
+                cost = dataset_cost(data, dim, group.probes, config["features"], rates.values, arch, own_kinds)
                 if group.extracted:
                     projected[("extraction", model, data.name)] = (cost.extraction_s, cost.work.extraction_jobs, 0.0)
                 if group.probes is not None:
                     projected[("probes", model, data.name)] = (cost.probe_s, cost.work.probe_jobs, 0.0)
-                if knn:
-                    projected[(KNN, model, data.name)] = (cost.knn_s, cost.work.knn_jobs, cost.knn_compute_s)
+                for kind, job in cost.work.own_jobs.items():
+                    projected[(kind, model, data.name)] = (cost.own_job_s[kind], job.jobs, cost.own_compute_s[kind])
     return projected, widths
 
 
@@ -116,8 +118,8 @@ def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) ->
     """The rates scaled so that the measured jobs' projections equal their times: the probes'
     rates by one ratio (job starts included), then each architecture's extraction rates by
     the ratio of what is left once those starts are taken out (the default: all archs'), and
-    the k-NN's own rates by the ratio of what is left of its jobs once the starts and loading
-    (priced by the probes' rates) are taken out."""
+    each own-job kind's own rates (the k-NN's) by the ratio of what is left of its jobs once
+    the starts and loading (priced by the probes' rates) are taken out."""
     def ratio(selected: list[Measured]) -> float | None:
         projected = sum(row.projected for row in selected)
         return sum(row.seconds for row in selected) / projected if projected > 0 else None
@@ -130,18 +132,8 @@ def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) ->
         for key in PROBE_SPEEDS:
             values[key] /= factor
     kinds, where_of = {key: MEASURED for key in RATE_KEYS}, {}
-    knn = [row for row in rows if row.stage == KNN]
-    own = sum(row.projected_compute for row in knn)
-    if own > 0:
-        # the k-NN's starts and loading are times and bytes over the probes' rates: scaled by their ratio
-        shared_after = sum(row.projected - row.projected_compute for row in knn) * (factor or 1.0)
-        knn_factor = max(sum(row.seconds for row in knn) - shared_after, 1e-3 * own) / own
-        for key in KNN_RATE_KEYS:
-            values[key] /= knn_factor
-            kinds[key] = MEASURED
-    else:  # not calibrated: the k-NN's rates keep their provenance
-        kinds.update({key: rates.kinds[key] for key in KNN_RATE_KEYS if key in rates.kinds})
-        where_of = {key: rates.where[key] for key in KNN_RATE_KEYS if key in rates.where}
+    for kind in OWN_JOB_KINDS:
+        calibrate_own_job(kind, [row for row in rows if row.stage == kind], factor, rates, values, kinds, where_of)
     starts_before = rates.values["job_start_s"] + rates.values["cuda_start_s"]
     starts_after = values["job_start_s"] + values["cuda_start_s"]
     extraction = [row for row in rows if row.stage == "extraction"]
@@ -160,6 +152,24 @@ def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) ->
     values["device"] = device
     where = f"calibrated on {len(rows)} measured rule x model x dataset groups of a run (imagenet_cog.plan.measured)"
     return Rates(device, values, kinds, {**{key: where for key in kinds}, **where_of}, where)
+
+
+def calibrate_own_job(kind: str, rows: list[Measured], probe_factor: float | None, rates: Rates, values: dict,
+                      kinds: dict, where_of: dict) -> None:
+    """Scales ``kind``'s own rates in ``values`` by its measured jobs (``rows``) and marks them
+    measured; without such jobs they keep their provenance."""
+    own_rates = KINDS[kind].own_rates
+    own = sum(row.projected_compute for row in rows)
+    if own <= 0:
+        kinds.update({key: rates.kinds[key] for key in own_rates if key in rates.kinds})
+        where_of.update({key: rates.where[key] for key in own_rates if key in rates.where})
+        return
+    # its starts and loading are times and bytes over the probes' rates: scaled by their ratio
+    shared_after = sum(row.projected - row.projected_compute for row in rows) * (probe_factor or 1.0)
+    kind_factor = max(sum(row.seconds for row in rows) - shared_after, 1e-3 * own) / own
+    for key in own_rates:
+        values[key] /= kind_factor
+        kinds[key] = MEASURED
 
 
 def format_comparison(rows: list[Measured]) -> str:

@@ -1,6 +1,6 @@
 """The plan table: per stage and model the jobs, images read, bytes written, trial-epochs and
-GPU-hours on the rates' device (the linear probes per stage, the k-NN probe in a row of its
-own), the total, and the wall time on G GPUs; the ``plan`` command writes it as TSV and
+GPU-hours on the rates' device (the linear probes per stage, each kind with jobs of its own,
+the k-NN, in a row of its own), the total, and the wall time on G GPUs; the ``plan`` command writes it as TSV and
 prints it (rule ``plan``, workflow/rules/plan.smk)."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.core.naming import KNN
-from imagenet_cog.plan.cost import KNN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes
+from imagenet_cog.plan.cost import OWN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
@@ -56,8 +55,13 @@ EXTRACTION_RATES = {"extraction_images_per_s", "extraction_shard_fixed_s", "mode
                     "job_start_s", "cuda_start_s"}
 PROBE_RATES = {"probe_step_fixed_s", "probe_step_per_row_s", "probe_epoch_s", "scoring_flops_per_s",
                "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s", "compile_s"}
-KNN_RATES = {*KNN_RATE_KEYS, "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s"}
-KNN_STAGE = "knn probes"
+# what prices a kind's own jobs besides its own rates: their loading and starts
+OWN_JOB_RATES = {"read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s"}
+
+
+def own_job_stage(kind: str) -> str:
+    """The plan's row of a kind's own jobs (``knn probes``)."""
+    return f"{kind} probes"
 
 
 def probe_bytes(probes: dict, classes: int, dim: int) -> float:
@@ -69,14 +73,14 @@ def probe_bytes(probes: dict, classes: int, dim: int) -> float:
 
 def model_rows(model: str, arch: str, dim: int, groups, features: dict, rates: Rates) -> list[Row]:
     """The extraction row, one linear probe row per stage of probed datasets of one model, and
-    its k-NN row where the config runs the k-NN and the rates price it."""
-    projected = set(rates.projected_keys(RATE_KEYS + KNN_RATE_KEYS))
+    a row for each kind with jobs of its own (the k-NN) that the config runs and the rates price."""
+    projected = set(rates.projected_keys(RATE_KEYS + OWN_RATE_KEYS))
     extraction = Row("extraction", model, projected_rates=projected & EXTRACTION_RATES)
     probe_rows: dict[str, Row] = {}
     for group in groups:
-        knn = group.knn and rates.prices(KNN)
+        own_kinds = tuple(kind for kind in group.own_job_kinds if rates.prices(kind))
         for data in group.datasets:
-            cost = dataset_cost(data, dim, group.probes, features, rates.values, arch, knn)
+            cost = dataset_cost(data, dim, group.probes, features, rates.values, arch, own_kinds)
             work = cost.work
             if group.extracted:
                 merge(extraction, Row("extraction", model, work.extraction_jobs, work.images,
@@ -87,10 +91,11 @@ def model_rows(model: str, arch: str, dim: int, groups, features: dict, rates: R
                                                              projected_rates=projected & PROBE_RATES))
                 merge(row, Row(group.stage, model, work.probe_jobs, 0, probe_bytes(group.probes, data.classes, dim),
                                work.trial_epochs, cost.probe_s, longest_job_s=cost.probe_s / max(work.probe_jobs, 1)))
-            if knn:
-                row = probe_rows.setdefault(KNN_STAGE, Row(KNN_STAGE, model, projected_rates=projected & KNN_RATES))
-                merge(row, Row(KNN_STAGE, model, work.knn_jobs, 0, work.knn_results * RESULT_BYTES, 0, cost.knn_s,
-                               longest_job_s=cost.knn_s))
+            for kind, job in work.own_jobs.items():
+                stage, rates_used = own_job_stage(kind), {*KINDS[kind].own_rates, *OWN_JOB_RATES}
+                row = probe_rows.setdefault(stage, Row(stage, model, projected_rates=projected & rates_used))
+                merge(row, Row(stage, model, job.jobs, 0, job.results * RESULT_BYTES, 0, cost.own_job_s[kind],
+                               longest_job_s=cost.own_job_s[kind]))
     return [extraction, *probe_rows.values()]
 
 

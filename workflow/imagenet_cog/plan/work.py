@@ -2,7 +2,7 @@
 (sizes from a run's split summary, else from the shipped image counts or the demo's
 settings), each model's feature width (the registry's, or timm's on the meta device), and
 the linear probes of the protocol, the level sets and the class-balanced variant, and the
-k-NN probe (probes.kinds) on the protocol's datasets."""
+kinds with jobs of their own (probes.kinds: the k-NN) on the protocol's datasets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from imagenet_cog.core import naming
 from imagenet_cog.models.registry import ModelSpec, planned_feature_dim
-from imagenet_cog.plan.cost import Dataset, estimated_level, in1k_dataset, level_train_counts, summary_datasets
+from imagenet_cog.plan.cost import OWN_JOB_KINDS, Dataset, estimated_level, in1k_dataset, level_train_counts, summary_datasets
 
 # paper Sec. 3.2: 5,146 eligible concepts, 1000 per level; the rest are the level sets' pool
 PAPER_ELIGIBLE_CONCEPTS = 5146
@@ -21,13 +21,13 @@ PAPER_ELIGIBLE_CONCEPTS = 5146
 class ProbedDatasets:
     """Datasets probed under one stage's probe settings (None: extracted, not probed);
     ``extracted`` ones are also extracted (views are probed on other datasets' features);
-    ``knn``: each also has a k-NN job on the linear probe's grid."""
+    ``own_job_kinds``: each also has a job of these kinds (the k-NN) on the linear probe's grid."""
 
     stage: str
     datasets: list[Dataset]
     probes: dict | None
     extracted: bool
-    knn: bool = False
+    own_job_kinds: tuple[str, ...] = ()
 
 
 def demo_dataset(name: str, config: dict, concepts: int | None = None) -> Dataset:
@@ -75,10 +75,11 @@ def like(template: Dataset, name: str, classes: int) -> Dataset:
 def probed_datasets(config: dict, image_counts: Path, split_summary: Path | None) -> tuple[list[ProbedDatasets], str]:
     """Every probed dataset group of a config, and where the sizes come from. probes.group
     groups the probes of IN-1K and the levels; the level sets and the variants keep one job
-    per seed (workflow/rules/probes.smk); the k-NN runs on IN-1K and the levels only."""
+    per seed (workflow/rules/probes.smk); the kinds with jobs of their own (the k-NN) run on IN-1K and the levels only."""
     datasets, basis = default_datasets(config, image_counts, split_summary)
     probes = config["probes"]
-    groups = [ProbedDatasets("probes", datasets, probes, True, naming.KNN in probes["kinds"])]
+    own_job_kinds = tuple(kind for kind in OWN_JOB_KINDS if kind in probes["kinds"])
+    groups = [ProbedDatasets("probes", datasets, probes, True, own_job_kinds)]
     levels = [data for data in datasets if data.name != naming.IN1K]
     sets = config["level_sets"]
     if sets["sets"] and levels:

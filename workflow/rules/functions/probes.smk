@@ -6,7 +6,7 @@ import functools
 
 from snakemake.exceptions import IncompleteCheckpointException
 
-from imagenet_cog.plan.cost import Dataset, knn_job_seconds, probe_run_seconds
+from imagenet_cog.plan.cost import Dataset, own_job_seconds, probe_run_seconds
 from imagenet_cog.plan.rates import read_rates
 from imagenet_cog.probes.kinds import KINDS, kind_of_result
 
@@ -40,7 +40,6 @@ for kind in config["probes"]["kinds"]:
 # the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
 OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
 LINEAR_GRID_KINDS = [name for name in PROBE_KINDS if kind_of_result(name).linear_grid]
-KNN_KINDS = [naming.KNN] if naming.KNN in PROBE_KINDS else []
 OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
 OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
 # The search settings every probe kind shares, and the linear probe's ranges as the command
@@ -195,13 +194,28 @@ def kind_probe_settings(kind):
     return {**SHARED_PROBE_SETTINGS, **kind_of_result(kind).command_settings(config["probes"], kind)}
 
 
-# The k-NN kind (imagenet_cog/probes/knn.py): one job per model and dataset of IN-1K and the
-# levels scores every N and seed. Its settings are the params the command reads (k as the
-# command takes it), so that changing one reruns the k-NN jobs and nothing else.
-KNN_SETTINGS = {**config["probes"]["knn"], "k": " ".join(str(k) for k in config["probes"]["knn"]["k"])}
+# The kinds with jobs of their own (the k-NN): rule probe_<kind> each (probes.smk), one job per
+# model and dataset of IN-1K and the levels scoring every N and seed.
+OWN_JOB_KINDS = [kind for kind in KINDS.values() if kind.own_job]
 
 
-# The probe jobs' wall-clock limits (probe, probe_kind, probe_knn) are the plan's cost model's
+def own_job_command(kind):
+    """A kind's own job's shell command: its command and options, the log redirected."""
+    return f"{python_command(kind.own_job.command)}{kind.own_job.options} > {{log}} 2>&1"
+
+
+def own_job_params(kind):
+    """A kind's own job's params: its settings under its name as its command's options read them
+    (changing one reruns its jobs and nothing else), and the grid and device it runs on."""
+    return {
+        kind.name: kind.own_job.params(config["probes"]),
+        "shots": " ".join(SHOTS),
+        "seeds": " ".join(SEEDS),
+        "device": config["probes"]["device"],
+    }
+
+
+# The probe jobs' wall-clock limits (probe, probe_kind, probe_<kind>: probe_knn) are the plan's cost model's
 # price of the job. The shipped H100 rates price them, not plan.rates: a job's limit does not
 # move with the device the plan is for, and these hold every kind's rates, which a rates file
 # may lack.
@@ -225,9 +239,10 @@ def priced_limit_minutes(wildcards, job_seconds, validation_fraction=0.0):
     return int(30 + LIMIT_MARGIN * seconds / 60)
 
 
-def knn_runtime_minutes(wildcards):
-    """The k-NN job's limit: every N and seed of a dataset, nothing held out."""
-    return priced_limit_minutes(wildcards, knn_job_seconds)
+def own_job_runtime_minutes(kind):
+    """The limit of a job of ``kind`` (a kind with jobs of its own): every N and seed of a
+    dataset, nothing held out."""
+    return lambda wildcards: priced_limit_minutes(wildcards, functools.partial(own_job_seconds, kind))
 
 
 def probe_kind_inputs(wildcards):

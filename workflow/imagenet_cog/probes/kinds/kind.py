@@ -49,6 +49,28 @@ def mlp_work_factor(dim: int, classes: int, probes: dict) -> float:
 
 
 @dataclass(frozen=True)
+class OwnJob:
+    """A kind scored by a command of its own rather than the probe command's search: one job
+    per model and dataset of IN-1K and the levels scores every N and seed of the linear probe's
+    grid (rule probe_<kind>, made for each such kind in workflow/rules/probes.smk), and the
+    plan prices its jobs in a row of their own (imagenet_cog.plan.cost)."""
+
+    # the imagenet_cog command its jobs run (cli.py)
+    command: str
+    # the command's options, placeholders of the rule's input, output, wildcards, threads and
+    # params (params.<kind>: its settings; params.shots, params.seeds, params.device)
+    options: str
+    # probes.* settings -> params.<kind>, as the options read them: a change reruns its jobs
+    params: Callable[[dict], dict]
+    # rate key -> the plan's name for the seconds that rate prices (stage "<kind> <name>"); the
+    # plan adds the job's loading and start at the rates every file has
+    priced_by: dict[str, str]
+    # (dataset sizes: plan.cost.Dataset, feature width, probes.* settings) -> rate key -> the
+    # work of the kind's job on that dataset which the rate prices
+    work: Callable[..., dict[str, float]]
+
+
+@dataclass(frozen=True)
 class ProbeKind:
     # its name in probes.kinds and the probe command's --kind
     name: str
@@ -59,8 +81,6 @@ class ProbeKind:
     settings: tuple[str, ...]
     # on the linear probe's shots and seeds; otherwise on probes.other_kinds_shots/seeds
     linear_grid: bool = False
-    # tuned by the probe command's search (the k-NN has its own command and nothing to tune)
-    searched: bool = True
     # the linear protocol: L2-normalised inputs, candidates and seeds trained in shared passes
     linear_protocol: bool = False
     # a column of the probe_kinds table (each kind's top-1 relative to the linear probe's)
@@ -79,9 +99,9 @@ class ProbeKind:
     # the plan's cost model counts its work (imagenet_cog.plan.cost: the linear probe's
     # training passes, the k-NN's products); the plan names the other kinds unpriced
     priced: bool = False
-    # the rates that price it beyond those every rates file has (a file may lack them: the
-    # plan then names the kind unpriced)
-    own_rates: tuple[str, ...] = ()
+    # scored by a command of its own, one job per model and dataset (the k-NN); None: the
+    # probe command's search
+    own_job: OwnJob | None = None
     # (feature width, classes, probes.* settings) -> its training work per sample against the
     # linear probe's, which scales its jobs' wall-clock limit; None: the linear probe's work
     work_factor: Callable[[int, int, dict], float] | None = None
@@ -91,6 +111,17 @@ class ProbeKind:
     # probes.* settings -> what is wrong with them that the schema cannot say (a message naming
     # the keys and the fix), or None; the workflow checks every configured kind before any job
     settings_problem: Callable[[dict], str | None] | None = None
+
+    @property
+    def searched(self) -> bool:
+        """Tuned by the probe command's search (a kind with a job of its own has nothing to tune)."""
+        return self.own_job is None
+
+    @property
+    def own_rates(self) -> tuple[str, ...]:
+        """The rates that price it beyond those every rates file has (a file may lack them:
+        the plan then names the kind unpriced)."""
+        return tuple(self.own_job.priced_by) if self.own_job else ()
 
     def result_names(self, probes: dict) -> list[str]:
         """The kind's names in result paths and the summary's ``probe`` column."""

@@ -2,8 +2,10 @@
 ``probe-knn``, :mod:`imagenet_cog.probes.knn_probe`): on the linear probe's shots, seeds and
 final-fit images, nothing searched."""
 
+import math
+
 from imagenet_cog.core.naming import KNN
-from imagenet_cog.probes.kinds.kind import KindTexts, ProbeKind
+from imagenet_cog.probes.kinds.kind import KindTexts, OwnJob, ProbeKind, joined
 
 KNN_REPORTED_K = "k = probes.knn.reported_k"
 KNN_NOTE = (
@@ -11,7 +13,6 @@ KNN_NOTE = (
     "holds every k of probes.knn.k). At N = all the k-NN has no randomness: every seed gives the same "
     "top-1 (std 0, a zero-width interval, no paired test)."
 )
-
 
 
 def reported_k_problem(probes: dict) -> str | None:
@@ -23,14 +24,52 @@ def reported_k_problem(probes: dict) -> str | None:
             "reported k's top-1: add it to k or pick one of them.")
 
 
+def training_sizes(data, probes: dict) -> list[int]:
+    """The training-set sizes of one dataset's k-NN job, one per distinct training set: N = all
+    once (no randomness: every seed shares it), each few-shot N once per seed."""
+    sizes = []
+    for shots in probes["shots"]:
+        if shots == "all":
+            sizes.append(data.train)
+        else:
+            sizes += [min(int(shots) * data.classes, data.train)] * len(probes["seeds"])
+    return sizes
+
+
+def job_work(data, dim: int, probes: dict) -> dict[str, float]:
+    """One dataset's k-NN job: a float32 similarity product of the test set with each distinct
+    training set (2 D n_test n_train FLOPs), a top-k over each block of similarities and a merge
+    with the running top-k per training block (2 k values per test image). The votes (k values
+    per test image and k) are left out: ~1e-4 of the similarities at IN-1K's size. ``probes``:
+    as validated, with probes.knn's defaults (k and train_block are read)."""
+    settings = probes["knn"]
+    flops = topk_values = 0.0
+    for train in training_sizes(data, probes):
+        flops += 2.0 * dim * data.test * train
+        merges = math.ceil(train / settings["train_block"]) - 1
+        topk_values += data.test * (train + merges * 2 * min(max(settings["k"]), train))
+    return {"knn_flops_per_s": flops, "topk_values_per_s": topk_values}
+
+
 KIND = ProbeKind(
     name=KNN,
     title="k-NN",
     settings=("knn", "device"),
     linear_grid=True,
     priced=True,
-    own_rates=("knn_flops_per_s", "topk_values_per_s"),
-    searched=False,
+    own_job=OwnJob(
+        command="probe-knn",
+        options=(" --train {input.train} --test {input.test} --output {output} --model {wildcards.model}"
+                 " --dataset {wildcards.dataset} --shots {params.shots} --seed {params.seeds} --k {params.knn[k]}"
+                 " --reported-k {params.knn[reported_k]} --temperature {params.knn[temperature]}"
+                 " --similarity {params.knn[similarity]} --weighting {params.knn[weighting]}"
+                 " --test-block {params.knn[test_block]} --train-block {params.knn[train_block]}"
+                 " --device {params.device} --threads {threads}"),
+        # k as the command takes it
+        params=lambda probes: {**probes[KNN], "k": joined(probes[KNN]["k"])},
+        priced_by={"knn_flops_per_s": "products", "topk_values_per_s": "top-k"},
+        work=job_work,
+    ),
     texts=KindTexts(
         "k-NN top-1 accuracy", "k-NN top-1", f"weighted k-NN classifiers ({KNN_REPORTED_K})", "voting among",
         f"Weighted k-NN classification ({KNN_REPORTED_K})", "k-NN top-1", "every model, dataset and N of the k-NN tables",
