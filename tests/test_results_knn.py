@@ -22,7 +22,7 @@ from imagenet_cog.core.layout import (
 from imagenet_cog.results.figures import build_figures, figures_command
 from imagenet_cog.results.statistics import kind_rank_agreement
 from imagenet_cog.results.summary import aggregate_command, load_probe_results, read_seed_results, read_summary
-from imagenet_cog.results.tables import knn_vs_linear, tables_command
+from imagenet_cog.results.tables import kind_vs_linear, tables_command
 
 # (model, dataset, shots) -> k-NN top-1 per seed. At N = all every seed is the same (the k-NN
 # has no randomness there; decimals whose differences round, as real top-1s do). Linear top-1 at N = all (test_results.TOP1): IN-1K resnet50 72,
@@ -133,7 +133,7 @@ def test_knn_beside_linear_per_model_dataset_and_n():
             ("b", "knn", "1", 10.0, 1.0, True), ("b", "knn", "all", 52.0, 0.0, True),
         ]
     ])
-    table = knn_vs_linear(summary)
+    table = kind_vs_linear(summary, "knn")
     assert table[["model", "shots"]].values.tolist() == [["a", "1"], ["b", "1"], ["a", "all"], ["b", "all"]]
     rows = table.set_index(["model", "shots"])
     assert rows.loc[("a", "all"), ["knn_mean", "linear_mean", "knn_minus_linear"]].tolist() == [55.0, 60.0, -5.0]

@@ -11,13 +11,14 @@ probe's at N=all: 100 x (kind - linear) / linear; tables ``pca_top1`` / ``pca_re
 (CoG preprint, Tab. 5, Fig. 8) the pca-<d> probes' top-1 against d, absolute and minus the
 baseline's at the same d.
 
-With ``knn`` in probes.kinds (the summary then has knn rows) the k-NN gets the linear
-probe's set of tables, prefixed ``knn_`` (``knn_top1_levels``, ``knn_relative_levels``,
-``knn_top1_<dataset>``, ``knn_relative_<dataset>``; relative to the baseline's k-NN, paired
-tests over the k-NN's own per-seed results), and two comparisons with the linear probe:
-``knn_vs_linear`` (both top-1 per model, dataset and N, and their difference) and
-``knn_rank_agreement`` (Kendall's tau-b between the models' rankings by the two, per dataset
-and N; ``statistics.kind_rank_agreement``).
+A configured kind whose module declares texts of its own (the k-NN: ``knn`` in probes.kinds;
+the summary then has its rows) gets the linear probe's set of tables, prefixed with its name
+(``knn_top1_levels``, ``knn_relative_levels``, ``knn_top1_<dataset>``, ``knn_relative_<dataset>``;
+relative to the baseline's top-1 of the same kind, paired tests over its own per-seed results),
+and two comparisons with the linear probe, worded by its module: ``<kind>_vs_linear`` (both
+top-1 per model, dataset and N, and their difference) and ``<kind>_rank_agreement`` (Kendall's
+tau-b between the models' rankings by the two, per dataset and N;
+``statistics.kind_rank_agreement``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from imagenet_cog.core.layout import Layout, kind_result_name
-from imagenet_cog.core.naming import KNN, LINEAR, dataset_title, pca_dim, pca_kind, shots_title
+from imagenet_cog.core.naming import LINEAR, dataset_title, pca_dim, pca_kind, shots_title
 from imagenet_cog.core.tables import (
     DEVIATION_MARK,
     MISSING,
@@ -41,7 +42,6 @@ from imagenet_cog.core.tables import (
     write_tidy_table,
 )
 from imagenet_cog.probes.kinds import KINDS, kind_of_result
-from imagenet_cog.probes.kinds.knn import KNN_NOTE, KNN_REPORTED_K
 from imagenet_cog.results.statistics import kind_rank_agreement, paired_tests, rank_agreement
 from imagenet_cog.results.summary import (
     DEVIATIONS_COLUMN,
@@ -193,13 +193,14 @@ def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.D
 
 def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame) -> None:
     """Every table of results-tables: the kinds' comparisons, then each tabled kind's set
-    (linear; knn when configured) and the k-NN against the linear probe."""
+    (linear; knn when configured), and each other tabled kind against the linear probe."""
     write_probe_kind_tables(summary, layout, baseline)
     kinds = tabled_kinds(summary)
     for kind in kinds:
         write_kind_tables(summary[summary["probe"] == kind], kind_seed_results(seed_results, kind), layout, baseline, kind)
-    if KNN in kinds:
-        write_knn_comparison(summary, layout)
+    for kind in kinds:
+        if kind != LINEAR:
+            write_kind_comparison(summary, layout, kind)
 
 
 def write_probe_kind_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
@@ -292,50 +293,47 @@ def write_kind_tables(
         )
 
 
-KNN_VS_LINEAR_COLUMNS = [
-    "model", "label", "dataset", "shots", "knn_mean", "knn_std", "linear_mean", "linear_std", "knn_minus_linear",
-]
+def vs_linear_columns(kind: str) -> list[str]:
+    return ["model", "label", "dataset", "shots", f"{kind}_mean", f"{kind}_std", f"{LINEAR}_mean", f"{LINEAR}_std",
+            f"{kind}_minus_{LINEAR}"]
 
 
-def knn_vs_linear(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per N, dataset and model (in the summary's orders): the k-NN's and the linear probe's
-    mean top-1 and std over seeds, and k-NN minus linear in points; NaN where a seed of either
-    has no result."""
+def kind_vs_linear(summary: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Per N, dataset and model (in the summary's orders): ``kind``'s and the linear probe's mean
+    top-1 and std over seeds, and kind minus linear in points; NaN where a seed of either has no
+    result."""
     keys = ["model", "dataset", "shots"]
     linear = summary.loc[summary["probe"] == LINEAR, [*keys, "label", "mean", "std"]]
-    knn = summary.loc[summary["probe"] == KNN, [*keys, "mean", "std"]]
-    table = linear.merge(knn, on=keys, how="outer", suffixes=("_linear", "_knn"))
-    table = table.rename(columns={"mean_linear": "linear_mean", "std_linear": "linear_std",
-                                  "mean_knn": "knn_mean", "std_knn": "knn_std"})
+    other = summary.loc[summary["probe"] == kind, [*keys, "mean", "std"]]
+    table = linear.merge(other, on=keys, how="outer", suffixes=(f"_{LINEAR}", f"_{kind}"))
+    table = table.rename(columns={f"{stat}_{name}": f"{name}_{stat}" for stat in ("mean", "std") for name in (LINEAR, kind)})
     table["label"] = table["label"].fillna(table["model"])
-    table["knn_minus_linear"] = table["knn_mean"] - table["linear_mean"]
+    table[f"{kind}_minus_{LINEAR}"] = table[f"{kind}_mean"] - table[f"{LINEAR}_mean"]
     orders = {key: {value: index for index, value in enumerate(dict.fromkeys(summary[key]))} for key in keys}
     table = table.sort_values(["shots", "dataset", "model"], key=lambda column: column.map(orders[column.name]))
-    return table[KNN_VS_LINEAR_COLUMNS].reset_index(drop=True)
+    return table[vs_linear_columns(kind)].reset_index(drop=True)
 
 
-def write_knn_comparison(summary: pd.DataFrame, layout: Layout) -> None:
-    """knn_vs_linear and knn_rank_agreement (issue #33): does the k-NN rank the models as the
-    linear probe does?"""
-    one_decimal = {"knn_mean": ".1f", "knn_std": ".1f", "linear_mean": ".1f", "linear_std": ".1f"}
+def write_kind_comparison(summary: pd.DataFrame, layout: Layout, kind: str) -> None:
+    """<kind>_vs_linear and <kind>_rank_agreement: does ``kind`` rank the models as the linear
+    probe does? Worded by its module's texts."""
+    texts, title = KIND_TEXTS[kind], KINDS[kind].title
+    one_decimal = {f"{name}_{stat}": ".1f" for name in (kind, LINEAR) for stat in ("mean", "std")}
     write_tidy_table(
-        layout, "knn_vs_linear", knn_vs_linear(summary),
-        f"Top-1 accuracy (%) of the weighted k-NN ({KNN_REPORTED_K}) beside the linear probe's, per N, "
-        "dataset and model: means and stds over seeds, and k-NN minus linear in points.",
+        layout, kind_result_name("vs_linear", kind), kind_vs_linear(summary, kind),
+        f"Top-1 accuracy (%) of {texts.named} beside the linear probe's, per N, "
+        f"dataset and model: means and stds over seeds, and {title} minus linear in points.",
         [
             "Empty: a seed of either probe has no result (the summary's missing_seeds names it).",
-            "Both probes use the same features and, per N and seed, the same training images (the linear "
-            "probe's final-fit set); the linear probe's is searched for its learning rate and weight decay, "
-            "the k-NN's is not.",
-            KNN_NOTE,
+            *texts.comparison_notes,
+            *texts.notes,
         ],
-        {**one_decimal, "knn_minus_linear": "+.1f"},
+        {**one_decimal, f"{kind}_minus_{LINEAR}": "+.1f"},
     )
     write_tidy_table(
-        layout, "knn_rank_agreement", kind_rank_agreement(summary, KNN, LINEAR),
+        layout, kind_result_name("rank_agreement", kind), kind_rank_agreement(summary, kind, LINEAR),
         f"Rank agreement of the two probes: Kendall's tau-b between the models' ranking by linear top-1 and by "
-        f"k-NN top-1 ({KNN_REPORTED_K}), per N and dataset, with its two-sided p-value (does the cheap k-NN "
-        "rank the models as the linear probe does?).",
+        f"{texts.ranked_by}, per N and dataset, with its two-sided p-value ({texts.rank_question}).",
         [
             "Only models with a complete result of both probes are ranked; with fewer than 2 distinct "
             "scores there is no tau.",

@@ -24,6 +24,11 @@ class KindTexts:
     axis: str  # the relative figures' axis, before "relative to <baseline>"
     tests: str  # the family the paired tests are Holm-corrected over
     notes: tuple[str, ...] = ()
+    # a kind besides linear, compared with it (tables <kind>_vs_linear, <kind>_rank_agreement):
+    named: str = ""  # the kind within a sentence, its settings named ("the weighted k-NN (k = ..)")
+    ranked_by: str = ""  # what it ranks the models by ("k-NN top-1 (k = ..)")
+    rank_question: str = ""  # what its rank agreement with the linear probe's answers
+    comparison_notes: tuple[str, ...] = ()  # how its results differ from the linear probe's in kind
 
 
 def joined(values) -> str:

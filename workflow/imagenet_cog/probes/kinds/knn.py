@@ -74,6 +74,14 @@ KIND = ProbeKind(
         "k-NN top-1 accuracy", "k-NN top-1", f"weighted k-NN classifiers ({KNN_REPORTED_K})", "voting among",
         f"Weighted k-NN classification ({KNN_REPORTED_K})", "k-NN top-1", "every model, dataset and N of the k-NN tables",
         (KNN_NOTE,),
+        named=f"the weighted k-NN ({KNN_REPORTED_K})",
+        ranked_by=f"k-NN top-1 ({KNN_REPORTED_K})",
+        rank_question="does the cheap k-NN rank the models as the linear probe does?",
+        comparison_notes=(
+            "Both probes use the same features and, per N and seed, the same training images (the linear "
+            "probe's final-fit set); the linear probe's is searched for its learning rate and weight decay, "
+            "the k-NN's is not.",
+        ),
     ),
     settings_problem=reported_k_problem,
 )
