@@ -20,8 +20,9 @@ from imagenet_world import (
 )
 
 from conftest import REPOSITORY
-from imagenet_cog.core.image_layouts import IMAGE_LAYOUTS, SHARD_LAYOUTS, SOURCE_LAYOUTS, SOURCES
+from imagenet_cog.core.image_layouts import IMAGE_LAYOUTS, LAYOUT_NAMES, SHARD_LAYOUTS, SOURCE_LAYOUTS, SOURCES
 from imagenet_cog.core.image_roots import (
+    DETECTORS,
     ImageRoot,
     ImageRootError,
     check_index_current,
@@ -187,4 +188,5 @@ def test_the_schema_offers_each_root_exactly_the_layouts_of_the_table():
 def test_every_layout_serves_a_root_and_every_hub_layout_has_an_index_scan():
     assert all(layout.sources and set(layout.sources) <= set(SOURCES) for layout in IMAGE_LAYOUTS)
     assert set(SHARD_SCANS) == set(SHARD_LAYOUTS)
+    assert list(DETECTORS) == list(LAYOUT_NAMES)
     assert all(layout.indexed for layout in IMAGE_LAYOUTS if layout.hub)

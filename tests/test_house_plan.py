@@ -292,3 +292,51 @@ def test_the_rule_files_take_dataset_and_kind_names_from_the_naming_module():
         if literal.search(line)
     ]
     assert found == [], "use naming's constants (naming.IN1K, naming.PCA, ...)"
+
+
+# Where a probe kind besides linear is named by its constant (or its result names' functions):
+# its module in probes/kinds/, the naming module, and the code that is the kind itself: the
+# k-NN's command, the probe command's projection onto principal components, and the pca kinds'
+# paper table and figure (CoG preprint, Tab. 5, Fig. 8: top-1 against d). Rules, the plan, the
+# result tables' sets and the report reach every kind through the registry.
+KIND_CONSTANTS = {
+    "KNN": {"probes/knn_probe.py"},
+    "MLP": set(),
+    "MLP_NOACT": set(),
+    "MLP_KINDS": set(),
+    "PCA": {"probes/probe.py", "probes/search.py", "results/figures.py", "core/layout.py"},
+    "PCA_PREFIX": {"results/figures.py"},
+    "pca_kind": {"probes/search.py", "results/tables.py"},
+    "pca_dim": {"probes/probe.py", "probes/search.py", "results/tables.py", "results/figures.py"},
+}
+
+
+def code_names(path: Path) -> set[str]:
+    """The names a Python file's code uses (bare, as attributes, imported); a rule file's
+    ``naming.<NAME>``."""
+    if path.suffix == ".smk":
+        return set(re.findall(r"\bnaming\.(\w+)", path.read_text()))
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_a_probe_kind_is_named_only_by_its_module_and_its_own_code():
+    from imagenet_cog.probes.kinds import KINDS
+
+    named = defaultdict(set)
+    for path in [*sorted(PACKAGE.rglob("*.py")), *sorted(RULES.glob("*.smk")), *sorted(FUNCTIONS.glob("*.smk"))]:
+        relative = str(path.relative_to(PACKAGE if path.suffix == ".py" else REPOSITORY))
+        if relative.startswith("probes/kinds/") or path.name == "naming.py":
+            continue
+        for constant in code_names(path) & set(KIND_CONSTANTS):
+            named[constant].add(relative)
+    assert {constant: found - KIND_CONSTANTS[constant] for constant, found in named.items()
+            if found - KIND_CONSTANTS[constant]} == {}, "reach the kind through probes.kinds.KINDS and its module's fields"
+    assert set(KINDS) - {"linear"} <= {name.lower() for name in KIND_CONSTANTS}

@@ -3,7 +3,8 @@ its images are read. Every list of layouts (the roots' allowed layouts, the comm
 choices, the readers and index scans) is drawn from :data:`IMAGE_LAYOUTS`; the schema's
 ``*_layout`` enums are held equal to it by ``tests/test_core_image_roots.py``.
 
-How a root's layout is detected is :func:`imagenet_cog.core.image_roots.detect_layout`; the
+How a root is recognised as holding a layout is the layout's entry in
+:data:`imagenet_cog.core.image_roots.DETECTORS`, tried in this table's order by ``detect_layout``; the
 index of an indexed layout is built by ``index-images`` (:mod:`imagenet_cog.splits.image_index`):
 tar members by :func:`imagenet_cog.core.archives.build_index`, a Hub copy's files by its
 entry in :data:`imagenet_cog.core.parquet_images.SHARD_SCANS`.

@@ -185,19 +185,64 @@ def hub_layout(path: Path) -> str | None:
     return PARQUET if parquets else None
 
 
+def holds_folders(source: str, path: Path) -> bool:
+    """Synset folders (IN-21K: ``<root>/<wnid>/``) or the release's train folder (``train/``)."""
+    if source == IN21K:
+        return _wnid_entries(path)[0] > 0
+    return any((path / name).is_dir() for name in PART_FOLDERS[source]["train"])
+
+
+def holds_tars(source: str, path: Path) -> bool:
+    """Synset tars (IN-21K: ``<root>/<wnid>.tar``) or a release's set tars (``ILSVRC2012_img_train.tar``)."""
+    if source == IN21K:
+        return _wnid_entries(path)[1] > 0
+    return any((path / name).is_file() for part in PARTS for name in PART_ARCHIVES[source][part])
+
+
+def is_one_file(source: str, path: Path) -> bool:
+    """The root is the archive itself (any such root: gzip is refused before detection)."""
+    return path.is_file()
+
+
+def holds_shards(source: str, path: Path) -> bool:
+    """A Hub copy's webdataset shards, or just its ``_info.json``."""
+    return hub_layout(path) == WDS
+
+
+def holds_parquet(source: str, path: Path) -> bool:
+    return hub_layout(path) == PARQUET
+
+
+# How each layout of the table (core/image_layouts.py) is recognised in a root of one of its
+# sources, a folder unless the entry's root_is_file; detect_layout tries them in the table's order.
+DETECTORS = {FOLDERS: holds_folders, TARS: holds_tars, OUTER_TAR: is_one_file, WDS: holds_shards,
+             PARQUET: holds_parquet}
+
+
 def detect_layout(source: str, root: str | os.PathLike) -> str:
-    """The layout of ``root``, from what it holds; an error naming the setting when no
-    layout fits."""
+    """The layout of ``root``, from what it holds: the first of its source's layouts whose
+    detector recognises it; an error naming the setting when none does."""
     path = Path(root)
     if not path.exists():
         raise ImageRootError(f"{root_setting(source)} = '{root}' does not exist; point it at your copy of ImageNet.")
-    if source == IN21K:
-        return _detect_in21k(path)
-    return _detect_in1k_like(source, path)
+    _check_detectable(source, path)
+    for name in SOURCE_LAYOUTS[source]:
+        if LAYOUTS_BY_NAME[name].root_is_file == path.is_file() and DETECTORS[name](source, path):
+            return name
+    raise ImageRootError(_nothing_found(source, path))
 
 
-def _detect_in21k(path: Path) -> str:
-    setting = root_setting(IN21K)
+def _check_detectable(source: str, path: Path) -> None:
+    """What no layout can read, named with its fix: a gzip-compressed tar, a root holding
+    both synset folders and synset tars, an IN-1K-like root that is not a folder."""
+    setting = root_setting(source)
+    if source != IN21K:
+        if not path.is_dir():
+            raise ImageRootError(
+                f"{setting} = '{path}' is not a folder; point it at the folder holding the release's "
+                f"{' and '.join(PART_ARCHIVES[source]['train'] + PART_ARCHIVES[source]['val'])} or its train/ and val/ folders."
+            )
+        return
     if path.is_file():
         if _is_gzip(path):
             raise ImageRootError(
@@ -205,53 +250,39 @@ def _detect_in21k(path: Path) -> str:
                 f"Either 'gunzip {path.name}' (one uncompressed tar of the same content; point {setting} at it) "
                 f"or 'tar xzf {path.name}' (a folder of one tar per synset; point {setting} at that folder)."
             )
-        return OUTER_TAR
+        return
     folders, tars = _wnid_entries(path)
     if folders and tars:
         raise ImageRootError(
             f"{setting} = '{path}' holds both synset folders (<wnid>/, {folders}) and synset tars "
             f"(<wnid>.tar, {tars}); set {layout_setting(IN21K)} to folders or tars to say which to read."
         )
-    if tars or folders:
-        return TARS if tars else FOLDERS
-    if hub_layout(path) == WDS:
-        return WDS
-    hint = ", ".join(_release_files(path))
-    raise ImageRootError(
-        f"{setting} = '{path}' holds neither synset folders (<root>/n01440764/*.JPEG), synset tars "
-        f"(<root>/n01440764.tar) nor webdataset shards (imagenet22k-train-0000.tar)"
-        + (f"; it holds {hint}: point {setting} at that tar (after gunzip if it is a .tar.gz), or at the "
-           f"folder 'tar xzf' makes of it" if hint else "")
-        + f". {layout_setting(IN21K)} can name the layout (folders, tars, tar or wds)."
-    )
 
 
-def _detect_in1k_like(source: str, path: Path) -> str:
+def _nothing_found(source: str, path: Path) -> str:
     setting = root_setting(source)
-    if not path.is_dir():
-        raise ImageRootError(
-            f"{setting} = '{path}' is not a folder; point it at the folder holding the release's "
-            f"{' and '.join(PART_ARCHIVES[source]['train'] + PART_ARCHIVES[source]['val'])} or its train/ and val/ folders."
+    if source == IN21K:
+        hint = ", ".join(_release_files(path))
+        return (
+            f"{setting} = '{path}' holds neither synset folders (<root>/n01440764/*.JPEG), synset tars "
+            f"(<root>/n01440764.tar) nor webdataset shards (imagenet22k-train-0000.tar)"
+            + (f"; it holds {hint}: point {setting} at that tar (after gunzip if it is a .tar.gz), or at the "
+               f"folder 'tar xzf' makes of it" if hint else "")
+            + f". {layout_setting(IN21K)} can name the layout ({', '.join(SOURCE_LAYOUTS[IN21K])})."
         )
-    if any((path / name).is_dir() for name in PART_FOLDERS[source]["train"]):
-        return FOLDERS
-    if any((path / name).is_file() for part in PARTS for name in PART_ARCHIVES[source][part]):
-        return TARS
-    hub = hub_layout(path)
-    if hub in SOURCE_LAYOUTS[source]:
-        return hub
     compressed = [f"{name}.gz" for part in PARTS for name in PART_ARCHIVES[source][part] if (path / f"{name}.gz").exists()]
     if compressed:
-        raise ImageRootError(
+        return (
             f"{setting} = '{path}' holds {', '.join(compressed)}, gzip-compressed, which cannot be read by offset: "
             f"'gunzip' them (uncompressed tars of the same content, read in place) or extract them with 'tar xzf'."
         )
-    raise ImageRootError(
+    hub = any(LAYOUTS_BY_NAME[name].hub for name in SOURCE_LAYOUTS[source])
+    return (
         f"{setting} = '{path}' holds neither {' nor '.join(f'{name}/' for name in PART_FOLDERS[source]['train'])} "
         f"(class folders) nor {' nor '.join(PART_ARCHIVES[source]['train'])}"
-        + (" nor a Hub copy (webdataset shards, data/*.parquet)" if source == IN1K else "")
+        + (" nor a Hub copy (webdataset shards, data/*.parquet)" if hub else "")
         + "; point it at the folder holding the release's tars, the extracted train/ and val/ folders"
-        + (", or the download of timm/imagenet-1k-wds or ILSVRC/imagenet-1k." if source == IN1K else ".")
+        + (", or the download of timm/imagenet-1k-wds or ILSVRC/imagenet-1k." if hub else ".")
     )
 
 

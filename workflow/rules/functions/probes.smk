@@ -24,7 +24,6 @@ def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=(nam
 
 # probe kinds ---------------------------------------------------------------------------
 
-PCA_DIMS = [int(dim) for dim in config["probes"]["pca_dims"]]
 # each configured kind's result folders (pca stands for one kind per d, pca-<d>)
 PROBE_KINDS = [name for kind in config["probes"]["kinds"] for name in KINDS[kind].result_names(config["probes"])]
 if naming.LINEAR not in PROBE_KINDS:
@@ -308,16 +307,13 @@ def probe_mem_mb(wildcards):
     return int(2000 + copies * probe_feature_mb(wildcards))
 
 
-# Checked before any job: a d wider than a model's features cannot be had (a d above a
-# dataset's training samples is known only once its splits exist: the probe job says so).
-for model in MODELS:
-    too_wide = [dim for dim in PCA_DIMS if dim > model_feature_dim(model)] if naming.PCA in config["probes"]["kinds"] else []
-    if too_wide:
-        raise WorkflowError(
-            f"config.yaml: probes.pca_dims has {too_wide}, more principal components than model "
-            f"'{model}' has feature dimensions ({model_feature_dim(model)}); remove them from "
-            f"probes.pca_dims or 'pca' from probes.kinds."
-        )
+# Checked before any job: what a configured kind's settings cannot do with a model's features
+# (its module's width_problem: a pca d wider than the features).
+for kind in config["probes"]["kinds"]:
+    for model in MODELS if KINDS[kind].width_problem else []:
+        problem = KINDS[kind].width_problem(config["probes"], model, model_feature_dim(model))
+        if problem:
+            raise WorkflowError(f"config.yaml: {problem}")
 
 
 def probe_runtime_minutes(wildcards):

@@ -116,6 +116,9 @@ class ProbeKind:
     # probes.* settings -> what is wrong with them that the schema cannot say (a message naming
     # the keys and the fix), or None; the workflow checks every configured kind before any job
     settings_problem: Callable[[dict], str | None] | None = None
+    # (probes.* settings, model, its feature width) -> what its settings cannot do with that
+    # model's features (a message naming the keys and the fix), or None; checked likewise
+    width_problem: Callable[[dict, str, int], str | None] | None = None
 
     @property
     def searched(self) -> bool:

@@ -4,6 +4,17 @@ their first d principal components, one kind ``pca-<d>`` per d of probes.pca_dim
 from imagenet_cog.core.naming import PCA, pca_dim, pca_kind
 from imagenet_cog.probes.kinds.kind import SEARCH_SETTINGS, ProbeKind, joined
 
+
+def too_wide_problem(probes: dict, model: str, width: int) -> str | None:
+    """A d wider than a model's features cannot be had (a d above a dataset's training samples
+    is known only once its splits exist: the probe job says so)."""
+    too_wide = [int(dim) for dim in probes["pca_dims"] if int(dim) > width]
+    if not too_wide:
+        return None
+    return (f"probes.pca_dims has {too_wide}, more principal components than model '{model}' has feature "
+            f"dimensions ({width}); remove them from probes.pca_dims or '{PCA}' from probes.kinds.")
+
+
 KIND = ProbeKind(
     name=PCA,
     title="PCA",
@@ -18,4 +29,5 @@ KIND = ProbeKind(
         "kind_arguments": f"--kind {PCA} --pca-dim {pca_dim(name)}",
     },
     projected=True,
+    width_problem=too_wide_problem,
 )
