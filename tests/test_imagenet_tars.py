@@ -238,6 +238,12 @@ def test_config_imagenet_yaml_is_valid_and_plans_a_run(world, tmp_path):
         assert f"rule {rule}:" in plan.stdout, rule
     plan = snakemake(workdir, "needed_synsets", "-n", "--cores", "1", "--configfile", "config/imagenet.yaml", "here.yaml")
     assert "rule needed_synsets:" in plan.stdout and "rule index_images:" not in plan.stdout
+    # before the download: the IN-21K root an empty folder the listed tars will go to
+    (tmp_path / "to-fill").mkdir()
+    (workdir / "empty.yaml").write_text(yaml.safe_dump({"data": {"in21k_root": str(tmp_path / "to-fill")}}))
+    plan = snakemake(workdir, "needed_synsets", "-n", "--cores", "1", "--configfile", "config/imagenet.yaml", "here.yaml",
+                     "empty.yaml")
+    assert "rule needed_synsets:" in plan.stdout and "rule index_images:" not in plan.stdout
 
 
 def test_counting_a_winter21_copy_keeps_the_shipped_counts_unless_insisted(world, tmp_path):

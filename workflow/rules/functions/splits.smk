@@ -4,9 +4,10 @@
 
 import os
 import shlex
+from pathlib import Path
 
 from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, SHARD_LAYOUTS
-from imagenet_cog.core.image_roots import ImageRootError, resolve_layout
+from imagenet_cog.core.image_roots import ImageRootError, hub_layout, resolve_layout
 
 # Threads of a split job: on real data its folders are listed that many at once (listing waits
 # on the file system, so a few threads repay); the demo's few small folders take one, so that
@@ -61,11 +62,15 @@ def root_layout(source):
 
 def hub_copy_options():
     """needed_synsets on a Hub copy's shards (every shard is needed, the samples being
-    shuffled across them): its root and layout; nothing for the release's tars."""
+    shuffled across them): its root and layout; nothing for the release's tars. Only the
+    Hub copy is looked for: a root still empty, or still being filled with the tars this
+    lists, is no error here."""
     root = config["data"]["in21k_root"]
-    if config["mode"] != "imagenet" or not root or not os.path.exists(root) or root_layout(naming.IN21K) not in SHARD_LAYOUTS:
+    if config["mode"] != "imagenet" or not root or not os.path.isdir(root):
         return ""
-    return f" --root {shlex.quote(root)} --layout {root_layout(naming.IN21K)}"
+    configured = config["data"]["in21k_layout"]
+    layout = hub_layout(Path(root)) if configured == "auto" else configured
+    return f" --root {shlex.quote(root)} --layout {layout}" if layout in SHARD_LAYOUTS else ""
 
 
 def image_layout(dataset):
