@@ -38,6 +38,8 @@ rule preflight:
         PATHS.preflight(),
     log:
         PATHS.log("splits/preflight.log"),
+    benchmark:
+        PATHS.log("benchmarks/splits/preflight.tsv")
     conda:
         CONDA_ENVIRONMENT
     threads: 4
@@ -116,6 +118,8 @@ rule split_summary:
         report(PATHS.split_summary(), caption="../report/splits_summary.rst", category="Splits"),
     log:
         PATHS.log("splits/summary.log"),
+    benchmark:
+        PATHS.log("benchmarks/splits/summary.tsv")
     conda:
         CONDA_ENVIRONMENT
     params:
