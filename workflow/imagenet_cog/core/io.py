@@ -109,8 +109,14 @@ def write_tsv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Seq
 
 def read_tsv(path: str | os.PathLike) -> list[dict[str, str]]:
     """Rows of a headed TSV file as dictionaries (all values are strings)."""
+    return list(iter_tsv(path))
+
+
+def iter_tsv(path: str | os.PathLike) -> Iterator[dict[str, str]]:
+    """The rows of :func:`read_tsv` one at a time: a paper-scale split table (1.3 M rows) is
+    ~0.4 GB as a list of dictionaries."""
     with open(path, newline="") as stream:
-        return list(csv.DictReader(stream, delimiter="\t"))
+        yield from csv.DictReader(stream, delimiter="\t")
 
 
 def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> None:
