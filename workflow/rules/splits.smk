@@ -19,8 +19,10 @@ rule index_images:
     conda:
         CONDA_ENVIRONMENT
     threads: 4
+    # measured: 322 MB for the 6.1 M images of a run's needed synsets, 180 MB for IN-1K's 1.33 M
+    # (docs/scale.md); ~0.6 GB for all 14.2 M of Fall 2011
     resources:
-        mem_mb=8000,
+        mem_mb=2000,
     params:
         root=lambda wildcards: config["data"][f"{wildcards.source}_root"],
         layout=lambda wildcards: root_layout(wildcards.source),

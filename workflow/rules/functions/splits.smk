@@ -2,6 +2,8 @@
 # functions, config checks and the stage's targets (kept apart from the rules, as
 # snakemake --lint asks).
 
+import collections
+import functools
 import os
 import shlex
 from pathlib import Path
@@ -222,9 +224,21 @@ def split_settings(dataset):
 def split_row_count(dataset, split):
     """Images in one split of a dataset, read once its split list exists (a checkpoint)."""
     split_list = checkpoints.image_splits.get(dataset=dataset).output.table
+    status = os.stat(split_list)
+    return split_row_counts(split_list, status.st_mtime_ns, status.st_size)[split]
+
+
+@functools.cache
+def split_row_counts(split_list, mtime_ns, size):
+    """Rows per split of a split table, counted once per version of the file: every probe job's
+    memory and limit ask for them, and a paper-scale table is 1.3 M lines (the scale rehearsal:
+    re-read per job, they made a dry run of the 31 models take minutes)."""
+    counts = collections.Counter()
     with open(split_list) as stream:
         next(stream)
-        return sum(1 for line in stream if line.split("\t", 4)[3].strip() == split)
+        for line in stream:
+            counts[line.split("\t", 4)[3].strip()] += 1
+    return counts
 
 
 def splits_targets():
