@@ -60,9 +60,15 @@ NOT_RUN_HERE = {
     "python convert.py r50_1x_sk0/model.ckpt-250228": "another repository's script, on a download",
     "git clone https://github.com/chigur/byol-convert && cd byol-convert": "a download",
     "python convert.py pretrain_res50x1.pkl pretrain_res50x1.pth.tar": "another repository's script, on a download",
+    "snakemake needed_synsets --cores 1 --configfile config/imagenet.yaml rehearsal.yaml":
+        "the scale rehearsal's overlay, its content shown beside it (tests/test_imagenet_tars.py plans needed_synsets)",
+    "snakemake results-rehearsal/splits/summary.tsv results-rehearsal/splits/preflight.tsv --cores 2 --configfile "
+    "config/imagenet.yaml rehearsal.yaml": "needs the rehearsal's 7.6 GB world (benchmarks/scale_world.py)",
+    "snakemake -n --cores 8 --configfile config/imagenet.yaml config/paper_models.yaml rehearsal.yaml":
+        "needs the rehearsal's split tables, 400 MB of them",
 }
-# checked by their --help: as written they read checkpoints or the network
-HELP_CHECKED = ("python -m imagenet_cog ", "hf ")
+# checked by their --help: as written they read checkpoints, the network or a paper-size world
+HELP_CHECKED = ("python -m imagenet_cog ", "hf ", "python benchmarks/")
 
 
 @dataclass(frozen=True)
@@ -210,8 +216,10 @@ def test_make_command_is_a_target_make_knows(command):
 def help_command(command: Command) -> list[str]:
     """`python -m imagenet_cog SUB --help`, or `hf` and its subcommand words with --help."""
     words = shlex.split(command.text)
-    if words[0] == "python":
+    if words[:2] == ["python", "-m"]:
         return [sys.executable, "-m", "imagenet_cog", words[3], "--help"]
+    if words[0] == "python":  # a benchmark script, and its subcommand if it has one
+        return [sys.executable, str(REPOSITORY / words[1]), *itertools.takewhile(str.isalpha, words[2:3]), "--help"]
     return [str(SNAKEMAKE.with_name("hf")), *itertools.takewhile(str.isalpha, words[1:]), "--help"]
 
 

@@ -54,7 +54,7 @@ def split_summary(argv: Sequence[str]) -> int:
                         help="count the images of REFERENCE's table that DATASET's lacks (in1k_blurred=in1k)")
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
-    # each table read row by row, one at a time: the paper's six are 7.9 M rows (2.7 GB held at once)
+    # each table read row by row, one at a time: the paper's six are 7.1 M rows (2.7 GB held at once)
     tables = {dataset: path for dataset, _, path in (value.partition("=") for value in args.table)}
     rows = []
     for dataset, path in tables.items():
