@@ -66,6 +66,8 @@ NOT_RUN_HERE = {
     "config/imagenet.yaml rehearsal.yaml": "needs the rehearsal's 7.6 GB world (benchmarks/scale_world.py)",
     "snakemake -n --cores 8 --configfile config/imagenet.yaml config/paper_models.yaml rehearsal.yaml":
         "needs the rehearsal's split tables, 400 MB of them",
+    "snakemake --report results-rehearsal/report.html --cores 1 --configfile config/imagenet.yaml "
+    "config/paper_models.yaml rehearsal.yaml report-only.yaml": "needs the rehearsal's finished results stage",
 }
 # checked by their --help: as written they read checkpoints, the network or a paper-size world
 HELP_CHECKED = ("python -m imagenet_cog ", "hf ", "python benchmarks/")
