@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPOSITORY / "workflow"))
 
 from imagenet_cog.core.io import write_json  # noqa: E402
 from imagenet_cog.core.layout import Layout  # noqa: E402
+from imagenet_cog.core.naming import LINEAR  # noqa: E402
 from imagenet_cog.features.extract import shard_rows, split_rows  # noqa: E402
 from imagenet_cog.features.store import code_version, write_shard  # noqa: E402
 
@@ -83,7 +84,7 @@ def result_json(model: str, dataset: str, shots: str, seed: int, rng: np.random.
     """A linear probe's result as the probe command writes it, with fabricated scores."""
     top1 = float(rng.uniform(20, 80))
     return {
-        "model": model, "dataset": dataset, "probe": "linear", "shots": shots, "seed": seed,
+        "model": model, "dataset": dataset, "probe": LINEAR, "shots": shots, "seed": seed,
         "best_params": {"lr": 0.1, "weight_decay": 1e-5}, "val_top1": top1, "test_top1": top1,
         "test_top5": min(100.0, top1 + 20), "random_weights": False, "n_trials": 30,
         "timings": {"search_s": 1.0, "final_s": 1.0, "total_s": 2.0},
@@ -93,17 +94,18 @@ def result_json(model: str, dataset: str, shots: str, seed: int, rng: np.random.
 
 def results_command(args: argparse.Namespace) -> None:
     import yaml
+    from snakemake.utils import update_config
 
-    config: dict = {}
+    # as Snakemake merges them: config.yaml, then each file given, nested keys merged
+    config = yaml.safe_load((REPOSITORY / "config.yaml").read_text())
     for path in args.configfile:
-        for key, value in (yaml.safe_load(Path(path).read_text()) or {}).items():
-            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) and key in config else value
+        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
     layout, rng = Layout(str(args.results)), np.random.default_rng(0)
     models = [name for name, entry in config["models"].items() if entry is not None]
     probes = config["probes"]
     written = 0
     for model in models:
-        for dataset in ["in1k", *(f"l{level}" for level in range(1, 6))]:
+        for dataset in config["datasets"]:
             for shots in map(str, probes["shots"]):
                 for seed in probes["seeds"]:
                     write_json(layout.probe_result(model, dataset, shots, str(seed)),

@@ -53,6 +53,7 @@ def own_job_rule(kind: str) -> str:
     its benchmark files are ``<kind>.tsv``."""
     return f"probe_{kind}"
 
+
 LEVEL_PATTERN = r"l[1-9][0-9]*"
 DRAW_PATTERN = r"[0-9]{2}"
 LEVEL_SET_PATTERN = "|".join(RANKED_LEVEL_SETS)

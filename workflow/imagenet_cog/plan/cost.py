@@ -263,10 +263,14 @@ def project(work: dict[str, DatasetWork], rates: dict, arch: str, dim: int | Non
     return per_dataset
 
 
+def own_priced_stages(kind: str) -> tuple[str, ...]:
+    """The stages of a kind's own jobs that its own rates price (the k-NN's products, top-k)."""
+    return tuple(f"{kind} {stage}" for stage in KINDS[kind].own_job.priced_by.values())
+
+
 def own_job_stages(kind: str) -> tuple[str, ...]:
     """The stages of a kind's own jobs: what its own rates price, then its loading and starts."""
-    return (*(f"{kind} {stage}" for stage in KINDS[kind].own_job.priced_by.values()), f"{kind} loading",
-            f"{kind} job starts")
+    return (*own_priced_stages(kind), f"{kind} loading", f"{kind} job starts")
 
 
 def project_own_job(kind: str, job: OwnJobWork, rates: dict) -> dict[str, float]:
@@ -320,10 +324,9 @@ def dataset_cost(data: Dataset, dim: int, probes: dict | None, features: dict, r
         for kind in own_job_kinds:
             count_own_job(work, data, dim, probes, features["dtype"], kind)
     seconds = project({data.name: work}, rates, arch, dim, {data.name: data.classes})[data.name]
-    own = {kind: own_job_stages(kind) for kind in work.own_jobs}
     return DatasetCost(work, stage_seconds(seconds, "extraction"), stage_seconds(seconds, "probe"),
-                       {kind: sum(seconds[stage] for stage in stages) for kind, stages in own.items()},
-                       {kind: sum(seconds[stage] for stage in stages[:-2]) for kind, stages in own.items()})
+                       {kind: sum(seconds[stage] for stage in own_job_stages(kind)) for kind in work.own_jobs},
+                       {kind: sum(seconds[stage] for stage in own_priced_stages(kind)) for kind in work.own_jobs})
 
 
 def overlapped(per_dataset: dict[str, dict[str, float]]) -> float:

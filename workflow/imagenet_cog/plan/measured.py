@@ -53,15 +53,15 @@ def benchmark_seconds(path: Path) -> float:
 
 def rule_of(relative: Path) -> tuple[str, str] | None:
     """(rule, stage) of a benchmark file of the extraction, linear probe or own-job (k-NN) rules."""
-    name, parent = relative.name, relative.parent.name
+    name, parent, stem = relative.name, relative.parent.name, relative.stem
     if relative.parts[0] == "features":
         return ("extract_features", "extraction") if name.startswith("shard-") else ("extract_split", "extraction")
     if relative.parts[0] != "probes" or len(relative.parts) > 5:
         return None  # probe kinds other than linear sit one folder deeper
     if name == "resident.tsv":
         return "probe_resident", "probes"
-    if name.removesuffix(".tsv") in OWN_JOB_KINDS:
-        return own_job_rule(name.removesuffix(".tsv")), name.removesuffix(".tsv")
+    if stem in OWN_JOB_KINDS:
+        return own_job_rule(stem), stem
     if parent.startswith("shots-"):
         return ("probe_seeds", "probes") if name == "seeds.tsv" else ("probe", "probes")
     return None
