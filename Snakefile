@@ -10,6 +10,8 @@
 #   analyses k-means, alignment/uniformity, learnability and clustering agreement per model x
 #            dataset; forced-choice sheets for human raters
 #   variants class-balanced, IN-1K-blurred and the label-noise audit
+#   finetune the fine-tuning control: backbones trained on each dataset, the frozen probe
+#            relative to them (finetune.enabled)
 #   plan     what a run costs before it starts (snakemake plan; no image read)
 # Each includes its input functions, checks and targets from rules/functions/<stage>.smk;
 # common.smk holds what they share. docs/architecture.md draws the whole.
@@ -57,6 +59,7 @@ include: "workflow/rules/probes.smk"
 include: "workflow/rules/results.smk"
 include: "workflow/rules/analyses.smk"
 include: "workflow/rules/variants.smk"
+include: "workflow/rules/finetune.smk"
 include: "workflow/rules/plan.smk"
 
 
@@ -71,3 +74,4 @@ rule all:
         results_targets(),
         analyses_targets(),
         variants_targets(),
+        finetune_targets(),

@@ -61,6 +61,7 @@ if [ "$SIZE" = tiny ]; then
     RESIDENT=(--classes 10 --per-class 20 --test-per-class 5 --dim 16 --trials 2 --epochs 2 --shots 1 all --seeds 22)
     COST=(--quick --models demo_cnn)
     KNN=(--train 2000 --test 200 --dim 16 --classes 10)
+    FINETUNE=(--arch demo_cnn --images 16 --batch-size 4 --num-workers 1)
 else
     PROBE_SHAPE=(--classes 1000 --dim 2048 --batch-size 1024)
     FUSED=("${PROBE_SHAPE[@]}" --per-class 200 --epochs 2)
@@ -71,6 +72,7 @@ else
     RESIDENT=(--classes 1000 --dim 2048 --per-class 100 --trials 2 --epochs 20 --shots 1 16 all --seeds 22 37 45)
     COST=()
     KNN=(--train 1281167 --test 50000 --dim 2048 --classes 1000)
+    FINETUNE=(--images 2048 --batch-size 256 --num-workers 14)
 fi
 
 # The fused step against the reference at the protocol's shape: time per step, TFLOP/s and
@@ -86,6 +88,9 @@ run probe_full 70 "$PYTHON" benchmarks/probe_benchmark.py --device "$DEVICE" --f
 run features_host 70 "$PYTHON" benchmarks/features_benchmark.py --device "$DEVICE" --decode host "${IMAGES[@]}"
 run features_device 50 "$PYTHON" benchmarks/features_benchmark.py --device "$DEVICE" --decode device "${IMAGES[@]}" --skip-baseline
 run batched_resize 20 "$PYTHON" benchmarks/batched_resize.py --device "$DEVICE" "${RESIZE[@]}"
+# Fine-tuning (ResNet50): an epoch of generated JPEGs, the torchvision reference's loop against
+# ours, and our step alone: the fine-tuning rate the plan projects (finetune_images_per_s).
+run finetune 40 "$PYTHON" benchmarks/finetune_benchmark.py --device "$DEVICE" "${FINETUNE[@]}"
 # k-means of a level's size with torch on the GPU (no faiss-gpu), and against faiss-cpu from
 # the same start on 100k rows.
 run kmeans 75 "$PYTHON" benchmarks/kmeans_benchmark.py --device "$DEVICE" --skip-sklearn "${KMEANS[@]}"

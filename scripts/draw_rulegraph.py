@@ -32,9 +32,9 @@ COPIED = ["Snakefile", "config.yaml", "config", "workflow", "resources", "envs"]
 # stage order of the Snakefile's includes, and a colour each
 STAGES = {
     "levels": "#e8f1fa", "demo": "#f3f3f3", "splits": "#eef7ee", "features": "#fdf3e3", "probes": "#fbe9e9",
-    "results": "#f1ebf8", "analyses": "#e9f6f6", "variants": "#f8f4e1", "plan": "#f4f4ec",
+    "results": "#f1ebf8", "analyses": "#e9f6f6", "variants": "#f8f4e1", "finetune": "#eaf3e8", "plan": "#f4f4ec",
 }
-STAGE_TARGETS = ["levels", "features", "probes", "tables", "figures", "analyses", "raters"]
+STAGE_TARGETS = ["levels", "features", "probes", "tables", "figures", "analyses", "raters", "finetune"]
 REAL_DATA_ROOTS = {"in21k_layout": "tars", "in1k_layout": "tars", "in21k_root": "roots/in21k", "in1k_root": "roots/in1k"}
 # (config files laid over config.yaml, settings laid over them, targets)
 VIEWS = [

@@ -161,7 +161,8 @@ def known_rules(workdir: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
-    """A copy of the workflow whose config/imagenet.yaml reads a tiny generated release."""
+    """A copy of the workflow whose config/imagenet.yaml reads a tiny generated release, with
+    the other config files laid over it (the paper's models, the fine-tuning control)."""
     base = tmp_path_factory.mktemp("docs-commands")
     workdir = copy_workflow(base / "workflow-copy")
     real = (REPOSITORY / REAL_RUN_CONFIG).read_text()
@@ -171,7 +172,9 @@ def scratch(tmp_path_factory) -> Path:
     real = real.replace(roots["in21k_root"], str(in21k)).replace(roots["in1k_root"], str(base / "ilsvrc2012"))
     (workdir / "config").mkdir()
     (workdir / REAL_RUN_CONFIG).write_text(real)
-    (workdir / "config" / "paper_models.yaml").write_text((REPOSITORY / "config" / "paper_models.yaml").read_text())
+    for overlay in sorted((REPOSITORY / "config").glob("*.yaml")):
+        if overlay.name != Path(REAL_RUN_CONFIG).name:
+            (workdir / "config" / overlay.name).write_text(overlay.read_text())
     return workdir
 
 

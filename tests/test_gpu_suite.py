@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 BENCHMARKS = ["fused_step", "fused_step_seeds", "probe_full", "features_host", "features_device", "batched_resize",
-              "kmeans", "knn", "resident", "protocol_cost"]
+              "finetune", "kmeans", "knn", "resident", "protocol_cost"]
 
 
 def test_the_gpu_suite_runs_every_benchmark_and_records_its_figures(tmp_path):
@@ -27,7 +27,7 @@ def test_the_gpu_suite_runs_every_benchmark_and_records_its_figures(tmp_path):
     assert all(": exit 0 after" in line for line in summary), "\n".join(summary)
     section = (out / "gpu_suite.md").read_text()
     for expected in ("speed-up", "largest weight difference", "every run's trials, parameters and test scores equal "
-                     "across the groupings: yes", "rows assigned alike", "total, overlapped", "grey level"):
+                     "across the groupings: yes", "rows assigned alike", "total, overlapped", "grey level", "finetune_images_per_s"):
         assert expected in section, expected
     assert "INFO" not in section
     # recorded into a copy of the README between its markers, replaced (not added) a second time

@@ -168,6 +168,26 @@ def test_plan_prices_knn_when_the_config_runs_it(tmp_path):
     assert any(note.startswith("not priced: the k-NN probe (the rates lack knn_flops_per_s") for note in unpriced)
 
 
+def test_plan_prices_fine_tuning_by_hand(tmp_path):
+    """finetune.enabled: a fine-tuning row per fine-tuned model, one job per dataset, its
+    training images read every epoch; rates without the training rate name it unpriced."""
+    config = small_config(finetune={"enabled": True, "models": ["m"], "gpus": 2, "recipe": {"epochs": 3}})
+    rates = read_rates(rates_file(tmp_path, {**SIMPLE_RATES, "finetune_images_per_s": {"default": 10.0}}))
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, rates, gpus=1)
+    by_stage = {(row.stage, row.model): row for row in rows}
+    finetuned = by_stage[("fine-tuning", "m")]
+    # each dataset: 4 concepts x 10 training images x 3 epochs at 10/s, 20 test images at the
+    # extraction's 100/s, a start of 1 + 1 + 2 + 3 s; a job's time spread over its 2 GPUs
+    job = 40 * 3 / 10 + 20 / 100 + 7
+    assert (finetuned.jobs, finetuned.images_read) == (2, 2 * (40 * 3 + 20))
+    assert finetuned.seconds == pytest.approx(2 * job) and finetuned.longest_job_s == pytest.approx(job / 2)
+    assert ("fine-tuning", "mine") not in by_stage
+    without, _ = plan_rows(small_config(), IMAGE_COUNTS, None, rates, gpus=1)
+    assert rows[-2].seconds == pytest.approx(without[-2].seconds + finetuned.seconds)
+    _, unpriced = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
+    assert any(note.startswith("not priced: fine-tuning (the rates lack finetune_images_per_s") for note in unpriced)
+
+
 def test_plan_names_the_kinds_it_does_not_price(tmp_path):
     config = small_config()
     config["probes"]["kinds"] = ["linear", "mlp", "pca", "knn"]

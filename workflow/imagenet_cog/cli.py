@@ -71,6 +71,9 @@ COMMANDS: dict[str, str] = {
     "balanced-results": "imagenet_cog.variants.balanced:balanced_results_command",
     "blurred-results": "imagenet_cog.variants.blurred:blurred_results_command",
     "label-audit": "imagenet_cog.variants.audit:label_audit_command",
+    # fine-tuning stage (finetune.smk): the fine-tuning control of CoG supp. C.2
+    "finetune": "imagenet_cog.finetune.train:finetune_command",
+    "finetune-results": "imagenet_cog.finetune.results:finetune_results_command",
     # plan stage (plan.smk): what a run costs before it starts
     "plan": "imagenet_cog.plan.table:plan_command",
 }

@@ -293,6 +293,16 @@ class Layout:
         """The sheets' answer key: one row per task (kept apart from the pages)."""
         return f"{self.root}/analyses/raters/{dataset}/key.tsv"
 
+    # fine-tuning stage ---------------------------------------------------------------
+    def finetune_result(self, model: str, dataset: str) -> str:
+        """One model fine-tuned on one dataset: its top-1, top-5, recipe and epochs (JSON)."""
+        return f"{self.root}/finetune/{model}/{dataset}.json"
+
+    def finetune_checkpoint(self, model: str, dataset: str) -> str:
+        """The last finished epoch of a fine-tuning job; not a rule output, so it survives a
+        killed job, which resumes from it; removed once the result is written."""
+        return f"{self.root}/finetune/{model}/{dataset}.checkpoint.pt"
+
     # results stage ----------------------------------------------------------------
     def table(self, name: str, extension: str) -> str:
         return f"{self.root}/tables/{name}.{extension}"

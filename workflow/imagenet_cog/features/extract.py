@@ -387,18 +387,13 @@ def _extract_rows(image_rows: ImageRows, rows: ShardRows, split: str, extractor:
     return features, valid
 
 
-def _configure_logging() -> None:
+def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
 
 
-def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options extract (one shard) and extract-split (every shard of a split) share."""
-    parser.add_argument("--split-table", required=True, type=Path)
-    parser.add_argument("--image-root", required=True, type=Path)
-    parser.add_argument("--dataset", required=True)
-    parser.add_argument("--split", required=True, choices=["train", "test"])
-    parser.add_argument("--shard-size", required=True, type=int)
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options naming a model entry and its weights (extraction and fine-tuning)."""
     parser.add_argument("--model-name", required=True)
     parser.add_argument("--arch", required=True)
     parser.add_argument("--weights", default="pretrained")
@@ -409,6 +404,28 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trusted-globals", nargs="+", default=[], help="objects the checkpoint may hold besides tensors")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
+
+
+def model_spec_of(args: argparse.Namespace) -> ModelSpec:
+    return ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
+                     tuple(args.trusted_globals))
+
+
+def add_image_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options saying where a dataset's images are (extraction and fine-tuning)."""
+    parser.add_argument("--split-table", required=True, type=Path)
+    parser.add_argument("--image-root", required=True, type=Path)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--image-layout", default=FOLDERS, choices=LAYOUT_NAMES)
+    parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
+
+
+def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options extract (one shard) and extract-split (every shard of a split) share."""
+    add_image_arguments(parser)
+    parser.add_argument("--split", required=True, choices=["train", "test"])
+    parser.add_argument("--shard-size", required=True, type=int)
+    add_model_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
@@ -417,15 +434,12 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
                         help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
-    parser.add_argument("--image-layout", default=FOLDERS, choices=LAYOUT_NAMES)
-    parser.add_argument("--image-index", default=None, type=Path, help="the root's image index (tar layouts)")
 
 
 def extraction_arguments(args: argparse.Namespace) -> dict:
     """The arguments of extract_shard and extract_split that add_extraction_arguments declares."""
     return dict(
-        spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
-                       tuple(args.trusted_globals)),
+        spec=model_spec_of(args),
         images=SplitImages(args.split_table, args.image_root, args.dataset, args.split, args.image_layout, args.image_index),
         shard_size=args.shard_size,
         options=ExtractionOptions(args.batch_size, args.num_workers, args.threads, args.dtype, args.device,
@@ -441,7 +455,7 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--shard", required=True, type=int)
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    _configure_logging()
+    configure_logging()
     try:
         extract_shard(shard=args.shard, output=args.output, **extraction_arguments(args))
     except ArchiveError as error:

@@ -30,9 +30,9 @@ from imagenet_cog.features.extract import (
     ExtractionOptions,
     ShardRows,
     SplitImages,
-    _configure_logging,
     add_extraction_arguments,
     checked_identity,
+    configure_logging,
     extract_shard,
     extraction_arguments,
     shard_rows,
@@ -123,7 +123,7 @@ def extract_split_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if "{shard}" not in args.shard_template:
         parser.error(f"--shard-template must contain {{shard}}, not {args.shard_template!r}")
-    _configure_logging()
+    configure_logging()
     try:
         extract_split(shard_template=args.shard_template, merged=args.output, **extraction_arguments(args))
     except ArchiveError as error:

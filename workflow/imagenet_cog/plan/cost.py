@@ -31,6 +31,10 @@ STAGES = ("extraction", "extraction job starts", "probe steps", "probe scoring",
 # optional, so that a rates file written before such a kind existed still prices everything else.
 OWN_JOB_KINDS = tuple(name for name, kind in KINDS.items() if kind.own_job)
 OWN_RATE_KEYS = tuple(key for name in OWN_JOB_KINDS for key in KINDS[name].own_rates)
+# The fine-tuning control's training rate (images through a forward and backward pass, per
+# architecture as extraction's); optional as the own-job kinds' rates are.
+FINETUNE_RATE_KEYS = ("finetune_images_per_s",)
+OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS
 
 
 @dataclass(frozen=True)
@@ -298,6 +302,17 @@ def probe_run_seconds(data: Dataset, dim: int, probes: dict, dtype: str, rates: 
     work = count_probes(DatasetWork(), data, dim, one_run, dtype)
     seconds = project({data.name: work}, rates, "default", dim, {data.name: data.classes})[data.name]
     return stage_seconds(seconds, "probe")
+
+
+def finetune_seconds(data: Dataset, epochs: int, rates: dict, arch: str) -> float:
+    """One fine-tuning job's GPU-seconds: its training images times the epochs at the
+    architecture's training rate, its test images at its extraction rate, and one start (Python,
+    CUDA, the model built and its checkpoint read)."""
+    training = data.train * epochs / arch_rate(rates, "finetune_images_per_s", arch)
+    testing = data.test / arch_rate(rates, "extraction_images_per_s", arch)
+    start = (rates["job_start_s"] + rates["cuda_start_s"] + arch_rate(rates, "model_build_s", arch)
+             + arch_rate(rates, "checkpoint_load_s", arch))
+    return training + testing + start
 
 
 def stage_seconds(times: dict[str, float], prefix: str) -> float:

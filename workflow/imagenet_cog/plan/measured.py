@@ -20,7 +20,7 @@ from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
 from imagenet_cog.core.naming import own_job_rule
-from imagenet_cog.plan.cost import OWN_JOB_KINDS, PER_ARCH_KEYS, RATE_KEYS, dataset_cost
+from imagenet_cog.plan.cost import FINETUNE_RATE_KEYS, OWN_JOB_KINDS, PER_ARCH_KEYS, RATE_KEYS, dataset_cost
 from imagenet_cog.plan.rates import MEASURED, Rates, write_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
 from imagenet_cog.probes.kinds import KINDS
@@ -134,6 +134,9 @@ def calibrated(rates: Rates, rows: list[Measured], widths: dict, device: str) ->
     kinds, where_of = {key: MEASURED for key in RATE_KEYS}, {}
     for kind in OWN_JOB_KINDS:
         calibrate_own_job(kind, [row for row in rows if row.stage == kind], factor, rates, values, kinds, where_of)
+    # fine-tuning jobs are not calibrated: their rate keeps its provenance
+    kinds.update({key: rates.kinds[key] for key in FINETUNE_RATE_KEYS if key in rates.kinds})
+    where_of.update({key: rates.where[key] for key in FINETUNE_RATE_KEYS if key in rates.where})
     starts_before = rates.values["job_start_s"] + rates.values["cuda_start_s"]
     starts_after = values["job_start_s"] + values["cuda_start_s"]
     extraction = [row for row in rows if row.stage == "extraction"]

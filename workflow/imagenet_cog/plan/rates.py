@@ -2,8 +2,8 @@
 
 A rates file (YAML, ``resources/rates/h100.yaml``) names the device and gives every rate of
 :data:`imagenet_cog.plan.cost.RATE_KEYS` as ``{value, unit, kind, where, date}``: ``kind``
-is ``measured`` or ``projection``; the rates of the kinds with jobs of their own (:data:`imagenet_cog.plan.cost.OWN_RATE_KEYS`)
-are optional. ``benchmarks/protocol_cost.py --write-rates`` writes the flat JSON of measured
+is ``measured`` or ``projection``; the rates of the kinds with jobs of their own and of
+fine-tuning (:data:`imagenet_cog.plan.cost.OPTIONAL_RATE_KEYS`) are optional. ``benchmarks/protocol_cost.py --write-rates`` writes the flat JSON of measured
 values, which is read too (every figure then counts as measured).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from imagenet_cog.core.io import write_text
-from imagenet_cog.plan.cost import OWN_RATE_KEYS, PER_ARCH_KEYS, RATE_KEYS
+from imagenet_cog.plan.cost import OPTIONAL_RATE_KEYS, RATE_KEYS
 from imagenet_cog.probes.kinds import KINDS
 
 MEASURED, PROJECTION = "measured", "projection"
@@ -31,7 +31,7 @@ class RatesError(ValueError):
 @dataclass
 class Rates:
     device: str
-    values: dict  # what cost.project reads: RATE_KEYS (+ OWN_RATE_KEYS, probe_shape, device)
+    values: dict  # what cost.project reads: RATE_KEYS (+ OPTIONAL_RATE_KEYS, probe_shape, device)
     kinds: dict[str, str] = field(default_factory=dict)  # rate -> measured | projection
     where: dict[str, str] = field(default_factory=dict)
     source: str = ""
@@ -59,7 +59,7 @@ def read_rates(path: str | os.PathLike) -> Rates:
         kinds = {key: entry.get("kind", PROJECTION) for key, entry in entries.items()}
         where = {key: str(entry.get("where", "")) for key, entry in entries.items()}
     else:
-        values = {key: loaded[key] for key in RATE_KEYS + OWN_RATE_KEYS if key in loaded}
+        values = {key: loaded[key] for key in RATE_KEYS + OPTIONAL_RATE_KEYS if key in loaded}
         kinds = {key: MEASURED for key in values}
         where = {key: "benchmarks/protocol_cost.py --write-rates" for key in values}
     missing = [key for key in RATE_KEYS if key not in values]
@@ -77,9 +77,9 @@ def write_rates(path: str | os.PathLike, rates: Rates, where: str) -> None:
     """Writes ``rates`` as a YAML rates file, every figure marked measured at ``where``."""
     today = datetime.date.today().isoformat()
     entries = {}
-    for key in [key for key in RATE_KEYS + OWN_RATE_KEYS if key in rates.values]:
+    for key in [key for key in RATE_KEYS + OPTIONAL_RATE_KEYS if key in rates.values]:
         value = rates.values[key]
-        entries[key] = {"value": dict(value) if key in PER_ARCH_KEYS else float(value),
+        entries[key] = {"value": dict(value) if isinstance(value, dict) else float(value),
                         "kind": rates.kinds.get(key, MEASURED), "where": rates.where.get(key, where), "date": today}
     document = {"device": rates.device, "rates": entries}
     if "probe_shape" in rates.values:

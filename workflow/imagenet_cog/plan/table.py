@@ -1,6 +1,6 @@
 """The plan table: per stage and model the jobs, images read, bytes written, trial-epochs and
 GPU-hours on the rates' device (the linear probes per stage, each kind with jobs of its own,
-the k-NN, in a row of its own), the total, and the wall time on G GPUs; the ``plan`` command writes it as TSV and
+the k-NN, in a row of its own, and the fine-tuning control's jobs), the total, and the wall time on G GPUs; the ``plan`` command writes it as TSV and
 prints it (rule ``plan``, workflow/rules/plan.smk)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.plan.cost import OWN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes
+from imagenet_cog.plan.cost import FINETUNE_RATE_KEYS, OWN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes, finetune_seconds
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
@@ -57,6 +57,9 @@ PROBE_RATES = {"probe_step_fixed_s", "probe_step_per_row_s", "probe_epoch_s", "s
                "read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s", "compile_s"}
 # what prices a kind's own jobs besides its own rates: their loading and starts
 OWN_JOB_RATES = {"read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda_start_s"}
+FINETUNE_RATES = {*FINETUNE_RATE_KEYS, "extraction_images_per_s", "model_build_s", "checkpoint_load_s", "job_start_s",
+                  "cuda_start_s"}
+FINETUNE_STAGE = "fine-tuning"
 
 
 def own_job_stage(kind: str) -> str:
@@ -99,6 +102,32 @@ def model_rows(model: str, arch: str, dim: int, groups, features: dict, rates: R
     return [extraction, *probe_rows.values()]
 
 
+def finetune_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> tuple[list[Row], list[str]]:
+    """A row per fine-tuned model (finetune.enabled): a job per dataset, its training images
+    read every epoch and its test images once; or the note of why it is not priced."""
+    settings = config.get("finetune", {})
+    if not settings.get("enabled"):
+        return [], []
+    if not all(key in rates.values for key in FINETUNE_RATE_KEYS):
+        return [], [f"not priced: fine-tuning (the rates lack {', '.join(FINETUNE_RATE_KEYS)}: resources/rates/h100.yaml "
+                    "has it, or measure it with benchmarks/finetune_benchmark.py)"]
+    sized = {data.name: data for data in datasets}
+    names = [name for name in settings["datasets"] or config["datasets"] if name in sized]
+    epochs, gpus = settings["recipe"]["epochs"], settings["gpus"]
+    rows = []
+    for model in settings["models"] or [config["results"]["baseline_model"]]:
+        if model not in widths:
+            continue  # its note says why it is not priced
+        arch = widths[model][0]
+        row = Row(FINETUNE_STAGE, model, projected_rates=set(rates.projected_keys(tuple(FINETUNE_RATES))))
+        for name in names:
+            seconds = finetune_seconds(sized[name], epochs, rates.values, arch)
+            merge(row, Row(FINETUNE_STAGE, model, 1, sized[name].train * epochs + sized[name].test, RESULT_BYTES, 0,
+                           seconds, longest_job_s=seconds / gpus))
+        rows.append(row)
+    return rows, []
+
+
 def merge(into: Row, row: Row) -> None:
     into.jobs += row.jobs
     into.images_read += row.images_read
@@ -118,6 +147,8 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     rows = []
     for model, (arch, dim) in widths.items():
         rows += model_rows(model, arch, dim, groups, config["features"], rates)
+    finetuned, finetune_notes = finetune_rows(config, groups[0].datasets, widths, rates)
+    rows += finetuned
     total = Row("total", "all models", bytes_written=TABLE_BYTES)
     for row in rows:
         merge(total, row)
@@ -129,11 +160,11 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
              "bytes_written: features (float16 or float32 per features.dtype) and the probes' journals, results and "
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
     own = tuple(key for kind in priced_kinds(config) if rates.prices(kind) for key in KINDS[kind].own_rates)
-    used = rates.projected_keys(RATE_KEYS + own)
+    used = rates.projected_keys(RATE_KEYS + own + (FINETUNE_RATE_KEYS if finetuned else ()))
     if used:
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
-    notes += not_priced(config, rates)
+    notes += finetune_notes + not_priced(config, rates)
     return rows + [total, wall], notes
 
 

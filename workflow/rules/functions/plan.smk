@@ -22,6 +22,9 @@ def plan_config_json():
         "in1k_blurred",
         "label_audit",
         "analyses",
+        "finetune",
+        # the baseline: the fine-tuned model when finetune.models is null
+        "results",
     )
     return json.dumps({section: config.get(section) for section in sections}, sort_keys=True)
 
