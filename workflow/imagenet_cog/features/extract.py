@@ -406,6 +406,9 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preprocessing", choices=["paper", "model"], default=None,
                         help="timm models: the paper's preprocessing or timm's own evaluation transform")
     parser.add_argument("--input-size", type=int, default=None, help="timm models: S instead of the config's")
+    parser.add_argument("--image-features", default=None,
+                        help="open_clip models: embedding (after the projection, the default) or pooled (the "
+                             "tower's pooled features before it)")
     parser.add_argument("--trusted-globals", nargs="+", default=[], help="objects the checkpoint may hold besides tensors")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
@@ -425,7 +428,7 @@ def extraction_arguments(args: argparse.Namespace) -> dict:
     """The arguments of extract_shard and extract_split that add_extraction_arguments declares."""
     return dict(
         spec=ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
-                       tuple(args.trusted_globals)),
+                       tuple(args.trusted_globals), args.image_features),
         images=SplitImages(args.split_table, args.image_root, args.dataset, args.split, args.image_layout, args.image_index),
         shard_size=args.shard_size,
         options=ExtractionOptions(args.batch_size, args.num_workers, args.threads, args.dtype, args.device,
