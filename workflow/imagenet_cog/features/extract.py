@@ -401,6 +401,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preprocessing", choices=["paper", "model"], default=None,
                         help="timm models: the paper's preprocessing or timm's own evaluation transform")
     parser.add_argument("--input-size", type=int, default=None, help="timm models: S instead of the config's")
+    parser.add_argument("--image-features", default=None,
+                        help="open_clip models: embedding (after the projection, the default) or pooled (the "
+                             "tower's pooled features before it)")
     parser.add_argument("--trusted-globals", nargs="+", default=[], help="objects the checkpoint may hold besides tensors")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
@@ -408,7 +411,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def model_spec_of(args: argparse.Namespace) -> ModelSpec:
     return ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
-                     tuple(args.trusted_globals))
+                     tuple(args.trusted_globals), args.image_features)
 
 
 def add_image_arguments(parser: argparse.ArgumentParser) -> None:

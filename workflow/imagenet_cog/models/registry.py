@@ -35,6 +35,7 @@ preprocessing while building the DAG without loading it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -64,11 +65,18 @@ NO_STD = (1.0, 1.0, 1.0)
 DEFAULT_RANDOM_SEED = 0
 # Archs built by timm by name (imagenet_cog.models.timm_models), e.g. timm/vit_small_patch14_dinov2.lvd142m.
 TIMM_PREFIX = "timm/"
+# Image-text models built by open_clip by name (imagenet_cog.models.open_clip_models), e.g. open_clip/ViT-B-32.
+OPEN_CLIP_PREFIX = "open_clip/"
 
 
 def is_timm_arch(arch: str) -> bool:
     """Whether ``arch`` names a timm network rather than a registry entry."""
     return arch.startswith(TIMM_PREFIX)
+
+
+def is_open_clip_arch(arch: str) -> bool:
+    """Whether ``arch`` names an open_clip image-text model rather than a registry entry."""
+    return arch.startswith(OPEN_CLIP_PREFIX)
 
 
 def output_size(width: int, height: int, size: int) -> tuple[int, int]:
@@ -222,6 +230,8 @@ class ModelSpec:
     # Python objects the checkpoint may hold besides tensors (module.name), built by torch's
     # tensors-only loader for this model alone (docs/models.md, "Checkpoint files").
     trusted_globals: tuple[str, ...] = ()
+    # open_clip/ archs only (imagenet_cog.models.open_clip_models): "embedding" (the default) or "pooled"
+    image_features: str | None = None
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any],
@@ -232,12 +242,10 @@ class ModelSpec:
         in ``made_by_workflow`` (written by a rule, e.g. the demo's pretrained network) is
         taken as it is and need not exist yet; nor need any with ``check_checkpoint`` false
         (the entry is checked all the same)."""
-        weights = str(entry.get("weights", "pretrained"))
-        if (checkpoints_dir and not (is_random_weights(weights) or weights == "pretrained")
-                and not Path(weights).is_absolute()):
-            weights = str(Path(checkpoints_dir) / weights)
-        spec = cls(name, entry["arch"], weights, entry.get("factory"), entry.get("preprocessing"),
-                   entry.get("input_size"), tuple(entry.get("trusted_globals") or ()))
+        spec = cls.of_entry(name, entry)
+        if checkpoints_dir and spec.is_checkpoint() and not Path(spec.weights).is_absolute():
+            spec = dataclasses.replace(spec, weights=str(Path(checkpoints_dir) / spec.weights))
+        weights = spec.weights
         try:
             spec.check(checkpoint_made_later=weights in made_by_workflow or not check_checkpoint)
             # a custom factory reads its file itself; every other checkpoint goes through read_checkpoint
@@ -253,9 +261,25 @@ class ModelSpec:
             raise
         return spec
 
+    @classmethod
+    def of_entry(cls, name: str, entry: dict[str, Any]) -> "ModelSpec":
+        """The spec of a ``models:`` entry as written, unchecked: what planning reads of a model
+        (its preprocessing, its feature width) before its checkpoint is fetched."""
+        return cls(name, entry["arch"], str(entry.get("weights", "pretrained")), entry.get("factory"),
+                   entry.get("preprocessing"), entry.get("input_size"), tuple(entry.get("trusted_globals") or ()),
+                   entry.get("image_features"))
+
     def is_checkpoint(self) -> bool:
         """Whether the weights are a checkpoint file (not random, not the library's)."""
-        return not (is_random_weights(self.weights) or self.weights == "pretrained")
+        return not (is_random_weights(self.weights) or self.weights == "pretrained" or self.is_open_clip_tag())
+
+    def is_open_clip_tag(self) -> bool:
+        """Whether the weights are a pretrained tag of the entry's open_clip model."""
+        if not is_open_clip_arch(self.arch):
+            return False
+        from imagenet_cog.models.open_clip_models import is_tag
+
+        return is_tag(self.arch.removeprefix(OPEN_CLIP_PREFIX), self.weights)
 
     def timm_model(self, check_weights: bool = True):
         """The ``timm/`` arch resolved against timm's registry (unknown names fail with the
@@ -266,14 +290,20 @@ class ModelSpec:
                        pretrained=check_weights and self.weights == "pretrained",
                        owner=f"config.yaml: model '{self.name}'")
 
+    def open_clip_model(self, check_weights: bool = True):
+        """The ``open_clip/`` arch resolved against open_clip's configs (unknown names fail with
+        the closest names open_clip knows), with its weights and image features."""
+        from imagenet_cog.models.open_clip_models import resolve
+
+        return resolve(self.arch, self.weights, self.image_features, check_weights=check_weights,
+                       owner=f"config.yaml: model '{self.name}'")
+
     def check(self, checkpoint_made_later: bool = False) -> None:
+        self._check_library_settings()
         if is_timm_arch(self.arch):
             self.timm_model()
-        elif self.preprocessing is not None or self.input_size is not None:
-            raise ValueError(
-                f"config.yaml: model '{self.name}': preprocessing and input_size are settings of "
-                f"timm models (arch: timm/<name>); arch '{self.arch}' is preprocessed as the paper did."
-            )
+        elif is_open_clip_arch(self.arch):
+            self.open_clip_model()
         elif self.arch == "custom":
             if not self.factory or ":" not in self.factory:
                 raise ValueError(
@@ -292,12 +322,31 @@ class ModelSpec:
                 f"set weights to a checkpoint path."
             )
         random_seed(self.weights)
-        if not (is_random_weights(self.weights) or self.weights == "pretrained" or checkpoint_made_later):
-            if not Path(self.weights).is_file():
-                raise FileNotFoundError(
-                    f"config.yaml: model '{self.name}': weights '{self.weights}' is neither "
-                    f"'random', 'pretrained' nor an existing checkpoint file; fix the path."
-                )
+        if self.is_checkpoint() and not checkpoint_made_later and not Path(self.weights).is_file():
+            library = "'pretrained'"
+            if is_open_clip_arch(self.arch):
+                from imagenet_cog.models.open_clip_models import tags_text
+
+                library = f"an open_clip tag of the model ({tags_text(self.arch.removeprefix(OPEN_CLIP_PREFIX))})"
+            raise FileNotFoundError(
+                f"config.yaml: model '{self.name}': weights '{self.weights}' is neither "
+                f"'random', {library} nor an existing checkpoint file; fix the path."
+            )
+
+    def _check_library_settings(self) -> None:
+        """The settings of one library's models are refused on every other arch."""
+        if (self.preprocessing is not None or self.input_size is not None) and not is_timm_arch(self.arch):
+            taken = ("open_clip's own preprocessing for the model and its weights" if is_open_clip_arch(self.arch)
+                     else "preprocessed as the paper did")
+            raise ValueError(
+                f"config.yaml: model '{self.name}': preprocessing and input_size are settings of "
+                f"timm models (arch: timm/<name>); arch '{self.arch}' is {taken}."
+            )
+        if self.image_features is not None and not is_open_clip_arch(self.arch):
+            raise ValueError(
+                f"config.yaml: model '{self.name}': image_features is a setting of open_clip models "
+                f"(arch: open_clip/<name>); arch '{self.arch}' gives its penultimate layer's features."
+            )
 
 
 def kept_models(models: dict[str, Any]) -> dict[str, Any]:
@@ -337,12 +386,15 @@ def file_sha256(path: str | os.PathLike) -> str:
 def weights_identity(spec: ModelSpec) -> str:
     """A string that changes exactly when the network's weights or code change.
 
-    ``random:<seed>``, ``torchvision:<enum>``, ``timm:<tag>``, ``sha256:<checkpoint digest>``;
-    a custom factory adds the digest of its module's source file.
+    ``random:<seed>``, ``torchvision:<enum>``, ``timm:<tag>``, ``open_clip:<name>/<tag>``,
+    ``sha256:<checkpoint digest>``; a custom factory adds the digest of its module's source
+    file, an open_clip model the image features it gives (``+image_features:pooled``).
     """
     seed = random_seed(spec.weights)
     if seed is not None:
         identity = f"random:{seed}"
+    elif spec.is_open_clip_tag():
+        identity = f"open_clip:{spec.arch.removeprefix(OPEN_CLIP_PREFIX)}/{spec.weights}"
     elif spec.weights == "pretrained":
         if spec.arch == "custom":
             identity = "pretrained"
@@ -367,31 +419,40 @@ def weights_identity(spec: ModelSpec) -> str:
                 f"imported; put it on PYTHONPATH (e.g. next to the Snakefile)."
             )
         identity += f"+{spec.factory}@sha256:{file_sha256(module.origin)[:16]}"
+    if is_open_clip_arch(spec.arch):
+        identity += spec.open_clip_model(check_weights=False).identity_suffix()
     return identity
 
 
 def planned_preprocessing(spec: ModelSpec) -> Preprocessing | None:
-    """The registry's or timm's preprocessing; None for custom models (their factory decides)."""
+    """The registry's, timm's or open_clip's preprocessing; None for custom models (their factory decides)."""
     if is_timm_arch(spec.arch):
         return Preprocessing(**spec.timm_model(check_weights=False).preprocessing())
+    if is_open_clip_arch(spec.arch):
+        return Preprocessing(**spec.open_clip_model(check_weights=False).preprocessing())
     return REGISTRY[spec.arch].preprocessing if spec.arch in REGISTRY else None
 
 
 def planned_feature_dim(spec: ModelSpec) -> int | None:
-    """The feature size known before extraction: the registry's, or a timm model's measured
-    on the meta device; None for custom models."""
+    """The feature size known before extraction: the registry's, or a timm or open_clip model's
+    measured on the meta device; None for custom models."""
     if is_timm_arch(spec.arch):
         return spec.timm_model(check_weights=False).feature_dim()
+    if is_open_clip_arch(spec.arch):
+        return spec.open_clip_model(check_weights=False).feature_dim()
     return REGISTRY[spec.arch].feature_dim if spec.arch in REGISTRY else None
 
 
 def extract_options(spec: ModelSpec) -> list[str]:
     """The extract command's options besides arch and weights: a custom model's factory, a
-    timm model's preprocessing and input size, the objects its checkpoint may hold."""
+    timm model's preprocessing and input size, an open_clip model's image features, the
+    objects its checkpoint may hold."""
     trusted = ["--trusted-globals", *spec.trusted_globals] if spec.trusted_globals else []
     if is_timm_arch(spec.arch):
         model = spec.timm_model(check_weights=False)
         return ["--preprocessing", model.mode] + (["--input-size", str(model.input_size)] if model.input_size else []) + trusted
+    if is_open_clip_arch(spec.arch):
+        return ["--image-features", spec.open_clip_model(check_weights=False).image_features] + trusted
     return (["--factory", spec.factory] if spec.factory else []) + trusted
 
 
@@ -508,6 +569,13 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
         weights = None if seed is not None else spec.weights
         network, notes = build_timm(timm_model, weights, f"model '{spec.name}'", spec.trusted_globals)
         preprocessing, provenance = Preprocessing(**timm_model.preprocessing()), timm_model.provenance()
+    elif is_open_clip_arch(spec.arch):
+        from imagenet_cog.models.open_clip_models import build as build_open_clip
+
+        open_clip_model = spec.open_clip_model()
+        weights = None if seed is not None else spec.weights
+        network, notes = build_open_clip(open_clip_model, weights, f"model '{spec.name}'", spec.trusted_globals)
+        preprocessing, provenance = Preprocessing(**open_clip_model.preprocessing()), open_clip_model.provenance()
     else:
         architecture = REGISTRY[spec.arch]
         network = BUILDERS[architecture.library](architecture, pretrained=spec.weights == "pretrained")
@@ -545,11 +613,11 @@ def describe_registry() -> list[dict[str, Any]]:
 
 def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Paper Table 3 for config ``models:`` entries: name (Table 1's, else the label or key),
-    category, arch, input size S and feature dim (the registry's or timm's; a custom model's
-    factory decides both, shown as '?')."""
+    category, arch, input size S and feature dim (the registry's, timm's or open_clip's; a custom
+    model's factory decides both, shown as '?')."""
     rows = []
     for key, entry in models.items():
-        spec = ModelSpec(key, entry["arch"], preprocessing=entry.get("preprocessing"), input_size=entry.get("input_size"))
+        spec = ModelSpec.of_entry(key, entry)
         preprocessing, feature_dim = planned_preprocessing(spec), planned_feature_dim(spec)
         rows.append({
             "name": entry.get("label") or entry.get("paper_name") or key,

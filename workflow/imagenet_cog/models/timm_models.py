@@ -163,7 +163,7 @@ def resolve(arch: str, *, input_size: int | None = None, mode: str | None = None
     name, tag = split_model_name_tag(requested)
     if not timm.is_model(name):
         candidates = sorted(_released()) if tag else timm.list_models()
-        raise ValueError(f"{where}timm knows no model '{requested}'. {_closest(requested, candidates)}")
+        raise ValueError(f"{where}timm knows no model '{requested}'. {closest_names(requested, candidates)}")
     released = _released()
     tags = sorted(split_model_name_tag(full)[1] for full in released if split_model_name_tag(full)[0] == name)
     if tag and tag not in tags:
@@ -203,12 +203,13 @@ def _released() -> frozenset[str]:
     return frozenset(timm.list_models(pretrained=True))
 
 
-def _closest(name: str, candidates: list[str]) -> str:
-    """timm's names nearest to ``name`` as text (difflib); where none is near, the names
-    sharing its rarest word (e.g. 'dinov2' in 'dinov2_vits14': vit_small_patch14_dinov2, ...)."""
+def closest_names(name: str, candidates: list[str], library: str = "timm") -> str:
+    """A library's names nearest to ``name`` as text (difflib); where none is near, the names
+    sharing its rarest word (e.g. 'dinov2' in 'dinov2_vits14': vit_small_patch14_dinov2, ...).
+    ``library`` names the library in the text (timm, open_clip)."""
     similar = difflib.get_close_matches(name, candidates, n=CLOSE_MATCHES, cutoff=0.5)
     if similar and difflib.SequenceMatcher(None, name, similar[0]).ratio() >= NEAR:
-        return f"The closest names timm knows: {', '.join(similar)}."
+        return f"The closest names {library} knows: {', '.join(similar)}."
     sharing = {word: [c for c in candidates if word in c]
                for word in re.split(r"[_.\-]", name) if len(word) >= 3 and not word.isdigit()}
     sharing = {word: names for word, names in sharing.items() if names}
@@ -216,10 +217,10 @@ def _closest(name: str, candidates: list[str]) -> str:
         word = min(sharing, key=lambda w: len(sharing[w]))
         ranked = sorted(sharing[word], key=lambda c: -difflib.SequenceMatcher(None, name, c).ratio())
         more = f" (+{len(ranked) - CLOSE_MATCHES} more)" if len(ranked) > CLOSE_MATCHES else ""
-        return f"timm's names with '{word}': {', '.join(ranked[:CLOSE_MATCHES])}{more}."
+        return f"{library}'s names with '{word}': {', '.join(ranked[:CLOSE_MATCHES])}{more}."
     if similar:
-        return f"The closest names timm knows: {', '.join(similar)}."
-    return "See timm.list_models('*<part of the name>*') for the names it knows."
+        return f"The closest names {library} knows: {', '.join(similar)}."
+    return f"See {library}.list_models() for the names it knows."
 
 
 def pre_logits(network, images):

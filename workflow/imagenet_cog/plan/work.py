@@ -107,8 +107,7 @@ def model_widths(models: dict) -> tuple[dict[str, tuple[str, int]], dict[str, st
     checkpoint is fetched, and (model -> why not) of the others."""
     widths, unpriced = {}, {}
     for name, entry in models.items():
-        spec = ModelSpec(name, entry["arch"], str(entry.get("weights", "pretrained")), entry.get("factory"),
-                         entry.get("preprocessing"), entry.get("input_size"))
+        spec = ModelSpec.of_entry(name, entry)
         try:
             dim = planned_feature_dim(spec)
         except (ValueError, ImportError, RuntimeError) as error:
