@@ -30,7 +30,7 @@ from imagenet_world import (
     write_parquet_files,
     write_wds_shards,
 )
-from test_imagenet_tars import IN1K, LEVELS, MODEL, published_splits, run_config
+from test_imagenet_tars import IN1K, LEVELS, MODEL, finetuned_on_every_test_image, published_splits, run_config
 
 from conftest import copy_workflow, snakemake
 from imagenet_cog.core.io import read_lines, read_tsv, write_lines
@@ -98,6 +98,7 @@ def hub_run(hub, tmp_path_factory) -> Path:
 
 def test_the_workflow_runs_to_its_tables_on_the_hub_copies(hub_run, hub):
     assert (hub_run / LAYOUT.results_summary()).is_file()
+    assert finetuned_on_every_test_image(hub_run, DATASETS)
     preflight = read_tsv(hub_run / "results/splits/preflight.tsv")
     assert {row["status"] for row in preflight} == {"ok"} and len(preflight) == len(IN1K) + 3
     log = (hub_run / LAYOUT.log("splits/preflight.log")).read_text()

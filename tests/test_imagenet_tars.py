@@ -11,6 +11,7 @@ training tar of class tars, flat validation tar and devkit.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -85,6 +86,8 @@ def run_config(base: Path, in21k_root: Path, in1k_root: Path, published: bool = 
         "balanced": {"enabled": False},
         "in1k_blurred": {"enabled": False},
         "label_audit": {"enabled": False},
+        # the fine-tuning control (on in the demo's config) reads the tars too: batches this world holds
+        "finetune": {"recipe": {"epochs": 1, "batch_size": 4}},
         "analyses": {"kmeans": {"enabled": False}, "agreement": {"enabled": False},
                      "alignment_uniformity": {"enabled": False}, "learnability": {"enabled": False},
                      "raters": {"enabled": False}},
@@ -123,8 +126,19 @@ def tars_run(world, tmp_path_factory) -> Path:
     return workdir
 
 
+def finetuned_on_every_test_image(workdir: Path, datasets: list[str]) -> bool:
+    """Whether the fine-tuning control ran on every dataset, testing every test image."""
+    for dataset in datasets:
+        result = json.loads((workdir / LAYOUT.finetune_result(MODEL, dataset)).read_text())
+        rows = read_tsv(workdir / LAYOUT.image_splits(dataset))
+        if result["test_images"] != sum(row["split"] == "test" for row in rows) or result["test_undecodable"]:
+            return False
+    return True
+
+
 def test_the_workflow_runs_to_its_tables_on_the_release_tars(tars_run, world):
     assert (tars_run / LAYOUT.results_summary()).is_file()
+    assert finetuned_on_every_test_image(tars_run, DATASETS)
     for source in ("in21k", "in1k"):
         assert (tars_run / f"results/images/{source}.index.h5").is_file()
     preflight = read_tsv(tars_run / "results/splits/preflight.tsv")

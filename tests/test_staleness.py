@@ -25,6 +25,7 @@ pytestmark = pytest.mark.e2e
 AGGREGATES = {
     "aggregate_probes", "result_tables", "result_figures", "result_timings",
     "result_statistics", "result_drop", "result_published", "level_sets_results",
+    "finetune_results",  # the fine-tuning control's table reads the frozen probe from the summary
 }
 # Rules that collect every analysis result of a dataset or of all datasets.
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
@@ -372,8 +373,10 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
 def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, demo_config):
     other = next(model for model in demo_config["models"] if model != demo_config["results"]["baseline_model"])
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"results": {"baseline_model": other}}))
-    # the rater sheets pick hard negatives with the baseline's features (analyses.raters.model: null)
-    assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "rater_sheets", "all"}
+    # the rater sheets pick hard negatives with the baseline's features (analyses.raters.model: null);
+    # the fine-tuning control fine-tunes the baseline (finetune.models: null)
+    assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "rater_sheets",
+                              "finetune_backbone", "finetune_results", "all"}
     # every model named, in config order (not sorted): the merged config lists the overlay's
     # keys first, and the order of models is part of the aggregates' parameters
     models = {model: ({"paper_name": "VGG19"} if model == other else {}) for model in demo_config["models"]}
