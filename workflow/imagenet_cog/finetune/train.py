@@ -172,26 +172,29 @@ class Trainer:
         loader = torch.utils.data.DataLoader(images, batch_size=self.batch, sampler=rows, num_workers=self.job.num_workers,
                                              collate_fn=collate, pin_memory=self.processes.device.type == "cuda")
         self.model.train()
-        totals = torch.zeros(4, dtype=torch.float64)  # loss sum, correct, counted, undecodable
+        # summed on the device, read once an epoch: no step waits for the host
+        sums = torch.zeros(2, dtype=torch.float64, device=self.processes.device)  # loss, correct
+        counts = torch.zeros(2, dtype=torch.float64)  # counted, undecodable
         for pixels, positions, errors in loader:
             valid = torch.tensor([not error for error in errors])
             for position, error in zip(positions.tolist(), errors):
                 if error:
                     log.warning("cannot decode %s: %s; left out of the loss", images.describe(position), error)
-            targets = self.labels[positions].to(self.processes.device)
+            targets = self.labels[positions].to(self.processes.device, non_blocking=True)
             with torch.autocast(self.processes.device.type, dtype=torch.bfloat16, enabled=self.autocast):
                 logits = self.model(self.normalised(pixels)).float()
-            mask = valid.to(self.processes.device)
-            loss = (functional.cross_entropy(logits[mask], targets[mask], label_smoothing=self.recipe.label_smoothing)
-                    if bool(valid.any()) else logits.sum() * 0.0)
+            weights = valid.to(self.processes.device, non_blocking=True).float()
+            losses = functional.cross_entropy(logits, targets, reduction="none",
+                                              label_smoothing=self.recipe.label_smoothing) * weights
+            counted = int(valid.sum())
+            loss = losses.sum() / max(counted, 1)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
             self.schedule.step()
-            counted = int(valid.sum())
-            correct = int((logits.argmax(1)[mask] == targets[mask]).sum())
-            totals += torch.tensor([float(loss.detach()) * counted, correct, counted, len(errors) - counted])
-        totals = all_summed(totals, self.processes)
+            sums += torch.stack([losses.detach().sum(), ((logits.argmax(1) == targets).float() * weights).sum()])
+            counts += torch.tensor([counted, len(errors) - counted])
+        totals = all_summed(torch.cat([sums.cpu(), counts]), self.processes)
         seconds = time.perf_counter() - started
         return {"epoch": epoch + 1, "loss": float(totals[0] / max(totals[2], 1)),
                 "train_top1": float(100 * totals[1] / max(totals[2], 1)), "undecodable": int(totals[3]),
