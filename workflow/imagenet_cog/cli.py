@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "level-set": "imagenet_cog.levels.level_sets:level_set_command",
     "random-level": "imagenet_cog.levels.level_sets:random_level_command",
     "pool-concepts": "imagenet_cog.levels.level_sets:pool_concepts_command",
+    "concept-names": "imagenet_cog.levels.concept_names:concept_names_command",
     # demo (demo.smk): the generated world, its pool, its pretrained network, its IN-1K-blurred
     # and its word vectors
     "demo-world": "imagenet_cog.demo.world:demo_world",
