@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "level-set": "imagenet_cog.levels.level_sets:level_set_command",
     "random-level": "imagenet_cog.levels.level_sets:random_level_command",
     "pool-concepts": "imagenet_cog.levels.level_sets:pool_concepts_command",
+    "concept-names": "imagenet_cog.levels.concept_names:concept_names_command",
     # demo (demo.smk): the generated world, its pool, its pretrained network, its IN-1K-blurred
     # and its word vectors
     "demo-world": "imagenet_cog.demo.world:demo_world",
@@ -39,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "merge-shards": "imagenet_cog.features.store:merge_command",
     "extract-split": "imagenet_cog.features.extract_split:extract_split_command",
     "level-set-view": "imagenet_cog.features.views:view_command",
+    "zeroshot-classifier": "imagenet_cog.features.zeroshot_classifier:zeroshot_classifier_command",
     # the model registry (no rule: paper Table 3 for a config; a checkpoint made tensors-only)
     "models": "imagenet_cog.models.registry:describe_models_command",
     "convert-checkpoint": "imagenet_cog.models.checkpoints:convert_checkpoint_command",

@@ -205,10 +205,12 @@ class ImageFeatures(torch.nn.Module):
         return output[0] if isinstance(output, tuple) else output
 
 
-def build(model: OpenClipModel, weights: str | None, owner: str,
-          trusted_globals: Sequence[str] = ()) -> tuple[ImageFeatures, list[str]]:
-    """The image tower of ``model`` with ``weights`` (a tag, a checkpoint path, or None for
-    open_clip's random initialisation: the caller seeds torch), in eval mode, and log lines."""
+def create_network(model: OpenClipModel, weights: str | None, owner: str,
+                   trusted_globals: Sequence[str] = ()) -> tuple[torch.nn.Module, list[str]]:
+    """The whole image-text model of ``model`` (both towers) with ``weights`` (a tag, a
+    checkpoint path, or None for open_clip's random initialisation: the caller seeds torch),
+    in eval mode, and log lines. The image features and the zero-shot text classifier of one
+    model are built by this one function, so that both towers come from the same weights."""
     if weights is None:
         network, note = _create(model.name), "open_clip's random initialisation"
     elif model.tag:
@@ -216,9 +218,17 @@ def build(model: OpenClipModel, weights: str | None, owner: str,
         network, note = _create(model.name, model.tag), f"pretrained weights '{model.tag}'"
     else:
         network, note = _create_from_checkpoint(model, weights, owner, trusted_globals)
-    notes = [f"open_clip {open_clip.__version__}: {model.name}, {note}; image features: {model.image_features}"]
-    # zero-shot needs the text tower, the probes only the image tower: the rest is let go
-    return ImageFeatures(network.visual.eval(), model.image_features), notes
+    return network.eval(), [f"open_clip {open_clip.__version__}: {model.name}, {note}"]
+
+
+def build(model: OpenClipModel, weights: str | None, owner: str,
+          trusted_globals: Sequence[str] = ()) -> tuple[ImageFeatures, list[str]]:
+    """The image tower of ``model`` with ``weights`` (as :func:`create_network` takes them),
+    in eval mode, and log lines."""
+    network, notes = create_network(model, weights, owner, trusted_globals)
+    notes = [f"{notes[0]}; image features: {model.image_features}"]
+    # the probes need only the image tower: the rest is let go
+    return ImageFeatures(network.visual, model.image_features), notes
 
 
 def _create(name: str, pretrained: str | None = None):

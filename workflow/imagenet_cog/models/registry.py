@@ -549,17 +549,27 @@ class LoadedModel:
         return is_random_weights(self.weights_identity)
 
 
+def seed_torch(spec: ModelSpec) -> int | None:
+    """Seed torch before building ``spec``'s network, and return its random weights' seed (None
+    for other weights). Seeded also for checkpoints: layers the checkpoint leaves alone are
+    then reproducible; and the same seed gives an open_clip model's text tower the weights
+    that go with the image tower the features came from."""
+    import torch
+
+    seed = random_seed(spec.weights)
+    torch.manual_seed(DEFAULT_RANDOM_SEED if seed is None else seed)
+    return seed
+
+
 def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
     """Build, load and cut the backbone of ``spec``; the feature size is measured."""
     import torch
 
     spec.check()
     identity = identity or weights_identity(spec)
-    seed = random_seed(spec.weights)
+    seed = seed_torch(spec)
     notes: list[str] = []
     provenance: dict[str, str] = {}
-    # Seed also for checkpoints: layers the checkpoint leaves alone are then reproducible.
-    torch.manual_seed(DEFAULT_RANDOM_SEED if seed is None else seed)
     if spec.arch == "custom":
         network, preprocessing = _call_factory(spec)
     elif is_timm_arch(spec.arch):

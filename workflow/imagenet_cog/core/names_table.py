@@ -1,0 +1,77 @@
+"""The concept names table: the names a zero-shot classifier is built from, one row a concept.
+
+A TSV with the header ``label wnid name lemmas rule``: ``label`` numbers the concepts 0, 1,
+... in the order the split tables do (sorted wnids), ``name`` is what the prompt templates
+are filled with, ``lemmas`` the synset's WordNet lemmas (for the reader who edits a name)
+and ``rule`` which rule gave the name (docs/probes.md, "Zero-shot"). Users may edit names
+(and add columns); the classifier reads ``label``, ``wnid`` and ``name``. The levels stage
+writes the table, the text classifier reads it: the format lives here, between them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from imagenet_cog.core.io import read_tsv, write_tsv
+
+COLUMNS = ("label", "wnid", "name", "lemmas", "rule")
+# what the classifier needs; the other columns are for the people who edit the names
+READ_COLUMNS = ("label", "wnid", "name")
+WNID = re.compile(r"^n[0-9]{8}$")
+
+
+class NamesTableError(ValueError):
+    """A names table that cannot give one name per concept."""
+
+
+@dataclass(frozen=True)
+class ConceptName:
+    label: int
+    wnid: str
+    name: str
+    lemmas: str
+    rule: str
+
+
+def write_names_table(path: str | os.PathLike, names: Sequence[ConceptName]) -> None:
+    write_tsv(path, COLUMNS, [(n.label, n.wnid, n.name, n.lemmas, n.rule) for n in names])
+
+
+def read_names_table(path: str | os.PathLike) -> list[ConceptName]:
+    """The rows of a names table, checked: labels 0..n-1 in order, wnids once each, no empty name."""
+    try:
+        rows = read_tsv(path)
+    except FileNotFoundError:
+        raise NamesTableError(f"names table {path} does not exist; write it with "
+                              f"python -m imagenet_cog concept-names.") from None
+    missing = [column for column in READ_COLUMNS if not rows or column not in rows[0]]
+    if missing:
+        raise NamesTableError(f"{path}: no column {', '.join(missing)}; a names table has the header "
+                              f"{' '.join(COLUMNS)} (tab-separated) and one row per concept.")
+    names = []
+    for number, row in enumerate(rows, 2):
+        if row["label"] != str(number - 2) or not WNID.match(row["wnid"] or "") or not (row["name"] or "").strip():
+            raise NamesTableError(
+                f"{path}, line {number}: expected label {number - 2}, a wnid and a non-empty name, got "
+                f"{row['label']!r}, {row['wnid']!r}, {row['name']!r}. Labels number the rows from 0 in the "
+                f"split tables' order; edit only the names (or write the table again with concept-names)."
+            )
+        names.append(ConceptName(int(row["label"]), row["wnid"], row["name"].strip(),
+                                 row.get("lemmas") or "", row.get("rule") or ""))
+    wnids = [n.wnid for n in names]
+    if len(set(wnids)) != len(wnids):
+        raise NamesTableError(f"{path}: lists some wnids twice; each concept has one row.")
+    return names
+
+
+def shared_names(names: Sequence[ConceptName]) -> dict[str, list[int]]:
+    """Names that several concepts share, case aside (CLIP's tokenizer lowercases) -> their
+    labels: a classifier cannot tell such concepts apart."""
+    labels: dict[str, list[int]] = {}
+    for concept in names:
+        labels.setdefault(concept.name.casefold(), []).append(concept.label)
+    return {name: found for name, found in labels.items() if len(found) > 1}
+
