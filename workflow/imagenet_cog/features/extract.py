@@ -94,11 +94,11 @@ def shard_rows(split_table: str | Path, split: str, shard: int, shard_size: int,
     return ShardRows([row["path"] for row in chunk], labels, list(range(start, start + len(chunk))))
 
 
-def check_images_present(rows: ShardRows, image_root: Path, split_table: str | Path) -> None:
-    missing = [path for path in rows.paths if not (image_root / path).is_file()]
+def check_images_present(paths: list[str], image_root: Path, split_table: str | Path) -> None:
+    missing = [path for path in paths if not (image_root / path).is_file()]
     if missing:
         raise FileNotFoundError(
-            f"{len(missing)} of the {len(rows.paths)} images of this shard listed in "
+            f"{len(missing)} of the {len(paths)} images of this shard listed in "
             f"{split_table} are not under {image_root} (first: {image_root / missing[0]}). "
             f"Either the image root is wrong (data.in21k_root / data.in1k_root in config.yaml) "
             f"or the split table is stale: delete {split_table} and re-run to rebuild it."
@@ -114,6 +114,15 @@ def archive_reader(image_root: Path, image_index: Path, paths: list[str]) -> Mem
             f"it and re-run to index this root (finished features are kept)."
         )
     return index.reader(paths)
+
+
+def split_reader(images: SplitImages, paths: list[str]) -> MemberReader | None:
+    """The reader of ``paths`` in a tar or Hub layout (checked against its index), or None for
+    folders once every path is checked to be there."""
+    if images.image_index is None:
+        check_images_present(paths, images.image_root, images.split_table)
+        return None
+    return archive_reader(images.image_root, images.image_index, paths)
 
 
 class ImageRows:
@@ -294,11 +303,7 @@ def extract_shard(spec: ModelSpec, images: SplitImages, shard: int, shard_size: 
     """
     started = time.perf_counter()
     rows = rows or shard_rows(images.split_table, images.split, shard, shard_size)
-    if images.image_index is None:
-        check_images_present(rows, images.image_root, images.split_table)
-        reader = None
-    else:
-        reader = archive_reader(images.image_root, images.image_index, rows.paths)
+    reader = split_reader(images, rows.paths)
     identity = checked_identity(spec, expected_identity, model)
     target = resolve_device(options.device, "features.device")
     _configure_torch(target, options)

@@ -11,7 +11,7 @@ import time
 import torch
 import torch.utils.data
 
-from imagenet_cog.features.extract import ImageRows, ShardRows, archive_reader, check_images_present, collate, split_rows
+from imagenet_cog.features.extract import ImageRows, collate, split_reader, split_rows
 from imagenet_cog.finetune.data import labels_of
 from imagenet_cog.finetune.processes import all_summed
 
@@ -22,12 +22,7 @@ def test_images(job, preprocessing, rank: int, world: int) -> tuple[ImageRows, t
     """This process's share of the test rows, and their labels."""
     table_rows = split_rows(job.test.split_table, "test")[rank::world]
     paths = [row["path"] for row in table_rows]
-    reader = None
-    if job.test.image_index is None:
-        check_images_present(ShardRows(paths, [], []), job.test.image_root, job.test.split_table)
-    else:
-        reader = archive_reader(job.test.image_root, job.test.image_index, paths)
-    rows = ImageRows(job.test.image_root, paths, preprocessing, reader)
+    rows = ImageRows(job.test.image_root, paths, preprocessing, split_reader(job.test, paths))
     return rows, torch.from_numpy(labels_of(table_rows, job.test.split_table))
 
 

@@ -36,15 +36,13 @@ import torch.utils.data
 from imagenet_cog.core.device import DEVICE_CHOICES
 from imagenet_cog.core.io import atomic_output, write_json
 from imagenet_cog.features.extract import (
-    ShardRows,
     SplitImages,
     add_image_arguments,
     add_model_arguments,
-    archive_reader,
-    check_images_present,
     checked_identity,
     configure_logging,
     model_spec_of,
+    split_reader,
     split_rows,
 )
 from imagenet_cog.features.store import code_version
@@ -214,12 +212,7 @@ class Trainer:
 
 def train_images(job: FinetuneJob, table_rows: list[dict], preprocessing) -> TrainImages:
     paths = [row["path"] for row in table_rows]
-    reader = None
-    if job.train.image_index is None:
-        check_images_present(ShardRows(paths, [], []), job.train.image_root, job.train.split_table)
-    else:
-        reader = archive_reader(job.train.image_root, job.train.image_index, paths)
-    return TrainImages(job.train.image_root, paths, preprocessing, reader, job.recipe, job.seed)
+    return TrainImages(job.train.image_root, paths, preprocessing, split_reader(job.train, paths), job.recipe, job.seed)
 
 
 def run_finetune(job: FinetuneJob) -> dict | None:
