@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import open_clip
@@ -52,6 +53,10 @@ DEFAULT_IMAGE_FEATURES = EMBEDDING
 RESIZE_MODES = ("shortest", "squash")
 # The pools of open_clip's timm towers that project as they pool (its ResNets' attention pools).
 PROJECTING_POOLS = (AttentionPool2d, RotAttentionPool2d)
+# The workflow's own model configs, named as open_clip's are (the demo's small CoG-demo-CLIP,
+# whose 32-pixel tower fits the demo's images): added to open_clip's list once, at import.
+SHIPPED_CONFIGS = Path(__file__).with_name("open_clip_configs")
+open_clip.add_model_config(SHIPPED_CONFIGS)
 
 
 @dataclass(frozen=True)
