@@ -108,6 +108,29 @@ def test_in1k_takes_open_clips_curated_names(dataset, real_corpus, tmp_path, cap
     assert "labels 3, 4 share the name 'missile'" in capsys.readouterr().out
 
 
+def test_a_name_of_a_fixed_list_is_qualified_like_a_shared_one():
+    # the open set's curated IN-1K names are fixed: a level concept that would take one is qualified
+    assert wordnet_names(WORLD, ["n00000005", "n00000009"], fixed=["Crane"]) == [
+        ("crane (wading bird)", "hypernym"), ("ratite", "lemma")]
+
+
+def test_the_open_set_table_names_every_datasets_concepts_apart(real_corpus, tmp_path):
+    in1k, l1, l2 = tmp_path / "in1k.txt", tmp_path / "l1.txt", tmp_path / "l2.txt"
+    # each dataset alone names its crane "crane"; together they are told apart
+    write_lines(in1k, ["n01443537", "n01440764"])
+    write_lines(l1, ["n03126707"])
+    write_lines(l2, ["n02084071", "n02012849"])
+    output = tmp_path / "open-set.tsv"
+    assert concept_names_command(["--dataset", "in1k", "l1", "l2", "--concepts", str(in1k), str(l1), str(l2),
+                                  "--wordnet", str(real_corpus), "--output", str(output)]) == 0
+    rows = read_names_table(output)
+    # dataset after dataset, each by sorted wnid, labelled across them
+    assert [(r.label, r.dataset, r.wnid, r.name) for r in rows] == [
+        (0, "in1k", "n01440764", "tench"), (1, "in1k", "n01443537", "goldfish"),
+        (2, "l1", "n03126707", "crane (lifting device)"),
+        (3, "l2", "n02012849", "crane (wading bird)"), (4, "l2", "n02084071", "dog")]
+
+
 def test_a_concept_outside_in1k_is_refused_for_in1k(real_corpus, tmp_path, capsys):
     concepts = tmp_path / "in1k.txt"
     write_lines(concepts, ["n01440764", "n02084071"])

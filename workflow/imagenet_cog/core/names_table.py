@@ -1,6 +1,7 @@
 """The concept names table: the names a zero-shot classifier is built from, one row a concept.
 
-A TSV with the header ``label wnid name lemmas rule``: ``label`` numbers the concepts 0, 1,
+A TSV with the header ``label wnid name lemmas rule`` (and ``dataset`` in the open-set table
+of every dataset's concepts together, labelled dataset after dataset): ``label`` numbers the concepts 0, 1,
 ... in the order the split tables do (sorted wnids), ``name`` is what the prompt templates
 are filled with, ``lemmas`` the synset's WordNet lemmas (for the reader who edits a name)
 and ``rule`` which rule gave the name (docs/probes.md, "Zero-shot"). Users may edit names
@@ -20,6 +21,7 @@ from imagenet_cog.core.io import read_tsv, write_tsv
 COLUMNS = ("label", "wnid", "name", "lemmas", "rule")
 # what the classifier needs; the other columns are for the people who edit the names
 READ_COLUMNS = ("label", "wnid", "name")
+DATASET_COLUMN = "dataset"
 WNID = re.compile(r"^n[0-9]{8}$")
 
 
@@ -34,10 +36,15 @@ class ConceptName:
     name: str
     lemmas: str
     rule: str
+    # the open-set table's: which dataset the concept belongs to
+    dataset: str = ""
 
 
 def write_names_table(path: str | os.PathLike, names: Sequence[ConceptName]) -> None:
-    write_tsv(path, COLUMNS, [(n.label, n.wnid, n.name, n.lemmas, n.rule) for n in names])
+    if any(n.dataset for n in names):
+        write_tsv(path, (*COLUMNS, DATASET_COLUMN), [(n.label, n.wnid, n.name, n.lemmas, n.rule, n.dataset) for n in names])
+    else:
+        write_tsv(path, COLUMNS, [(n.label, n.wnid, n.name, n.lemmas, n.rule) for n in names])
 
 
 def read_names_table(path: str | os.PathLike) -> list[ConceptName]:
@@ -60,7 +67,7 @@ def read_names_table(path: str | os.PathLike) -> list[ConceptName]:
                 f"split tables' order; edit only the names (or write the table again with concept-names)."
             )
         names.append(ConceptName(int(row["label"]), row["wnid"], row["name"].strip(),
-                                 row.get("lemmas") or "", row.get("rule") or ""))
+                                 row.get("lemmas") or "", row.get("rule") or "", row.get(DATASET_COLUMN) or ""))
     wnids = [n.wnid for n in names]
     if len(set(wnids)) != len(wnids):
         raise NamesTableError(f"{path}: lists some wnids twice; each concept has one row.")

@@ -90,15 +90,18 @@ def qualifiers(graph: NounGraph, node: str) -> list[tuple[str, str]]:
     return found
 
 
-def wordnet_names(graph: NounGraph, wnids: Sequence[str]) -> list[tuple[str, str]]:
-    """(name, rule) of each concept: its first lemma, qualified by hypernyms where shared."""
+def wordnet_names(graph: NounGraph, wnids: Sequence[str], fixed: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """(name, rule) of each concept: its first lemma, qualified by hypernyms where shared with
+    another concept or with one of the ``fixed`` names (the open set's curated IN-1K names)."""
     names = {wnid: (first_lemma(graph, wnid), LEMMA_RULE) for wnid in wnids}
     groups: dict[str, list[str]] = {}
     for wnid in wnids:
         groups.setdefault(names[wnid][0].casefold(), []).append(wnid)
-    taken = {name.casefold() for name, _ in names.values()}
-    for shared in (group for group in groups.values() if len(group) > 1):
-        names.update(_told_apart(graph, shared, taken))
+    fixed_names = {name.casefold() for name in fixed}
+    taken = {name.casefold() for name, _ in names.values()} | fixed_names
+    for name, shared in groups.items():
+        if len(shared) > 1 or name in fixed_names:
+            names.update(_told_apart(graph, shared, taken))
     return [names[wnid] for wnid in wnids]
 
 
@@ -135,31 +138,62 @@ def concept_names(dataset: str, wnids: Sequence[str], graph: NounGraph, in1k_wni
             for label, (wnid, (name, rule)) in enumerate(zip(ordered, chosen))]
 
 
+def open_set_names(datasets: Sequence[str], concept_lists: Sequence[Sequence[str]], graph: NounGraph,
+                   in1k_wnids: Sequence[str], concept_paths: Sequence[str]) -> list[ConceptName]:
+    """The open-set table: every dataset's concepts, dataset after dataset, each by sorted wnid.
+    IN-1K keeps its curated names; the others take WordNet's, told apart across all datasets
+    (from each other and from the curated names), as one dataset's are."""
+    curated = {dataset: concept_names(dataset, wnids, graph, in1k_wnids, path)
+               for dataset, wnids, path in zip(datasets, concept_lists, concept_paths)
+               if balanced_source(dataset) in CURATED_DATASETS}
+    named = [(dataset, wnid) for dataset, wnids in zip(datasets, concept_lists) if dataset not in curated
+             for wnid in sorted(wnids)]
+    fixed = [n.name for names in curated.values() for n in names]
+    chosen = dict(zip(named, wordnet_names(graph, [wnid for _, wnid in named], fixed)))
+    rows = []
+    for dataset, wnids in zip(datasets, concept_lists):
+        for wnid in sorted(wnids):
+            if dataset in curated:
+                name, rule = next((n.name, n.rule) for n in curated[dataset] if n.wnid == wnid)
+            else:
+                name, rule = chosen[dataset, wnid]
+            rows.append(ConceptName(len(rows), wnid, name, graph.name(wnid), rule, dataset))
+    return rows
+
+
 def concept_names_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m imagenet_cog concept-names",
         description="Write the names a zero-shot classifier calls a dataset's concepts by: an editable TSV "
                     "(label, wnid, name, lemmas, rule).",
     )
-    parser.add_argument("--dataset", required=True, help="the dataset (in1k and its variants take open_clip's "
-                        "curated IN-1K names; the others WordNet's)")
-    parser.add_argument("--concepts", required=True, help="the dataset's concept list (wnids, one a line)")
+    parser.add_argument("--dataset", nargs="+", required=True, help="the dataset (in1k and its variants take "
+                        "open_clip's curated IN-1K names; the others WordNet's); several: the open-set table of "
+                        "all their concepts")
+    parser.add_argument("--concepts", nargs="+", required=True, help="each dataset's concept list (wnids, one a line)")
     parser.add_argument("--wordnet", required=True, help="NLTK data folder from wordnet-corpus")
     parser.add_argument("--in1k-synsets", default=None, help="the 1000 IN-1K wnids; default: timm's imagenet_synsets.txt")
     parser.add_argument("--output", required=True, help="the names table to write (TSV)")
     args = parser.parse_args(argv)
     try:
         graph = load_noun_graph(args.wordnet)
-        wnids = read_wnids(args.concepts)
-        check_in_wordnet(wnids, graph, Path(args.concepts))
+        if len(args.dataset) != len(args.concepts):
+            raise ConceptError(f"{len(args.dataset)} datasets but {len(args.concepts)} concept lists; "
+                               f"give one --concepts file per --dataset, in the same order.")
+        concept_lists = [read_wnids(path) for path in args.concepts]
+        for wnids, path in zip(concept_lists, args.concepts):
+            check_in_wordnet(wnids, graph, Path(path))
         in1k_wnids = read_wnids(concept_file("in1k_synsets", args.in1k_synsets))
-        names = concept_names(args.dataset, wnids, graph, in1k_wnids, args.concepts)
+        if len(args.dataset) == 1:
+            names = concept_names(args.dataset[0], concept_lists[0], graph, in1k_wnids, args.concepts[0])
+        else:
+            names = open_set_names(args.dataset, concept_lists, graph, in1k_wnids, args.concepts)
     except (ConceptError, WordNetError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     write_names_table(args.output, names)
     rules = {rule: sum(1 for n in names if n.rule == rule) for rule in dict.fromkeys(n.rule for n in names)}
-    print(f"{len(names)} names of {args.dataset} written to {args.output} "
+    print(f"{len(names)} names of {' '.join(args.dataset)} written to {args.output} "
           f"({', '.join(f'{count} by {rule}' for rule, count in rules.items())})")
     for name, labels in shared_names(names).items():
         # open_clip's curated list itself names two pairs of IN-1K classes alike
