@@ -188,6 +188,36 @@ def test_plan_prices_fine_tuning_by_hand(tmp_path):
     assert any(note.startswith("not priced: fine-tuning (the rates lack finetune_images_per_s") for note in unpriced)
 
 
+def test_plan_prices_the_zero_shot_probe_by_hand(tmp_path):
+    """probes.kinds: zeroshot: a zero-shot row per image-text model, a classifier job and a
+    scoring job per dataset and for the open set; rates without the text rate name it unpriced."""
+    config = small_config(models={"clip": {"arch": "open_clip/ViT-B-32", "weights": "random"}, "m": {"arch": "resnet50"}})
+    config["probes"]["kinds"] = ["linear", "zeroshot"]
+    config["probes"]["zeroshot"]["templates"] = "simple"
+    rates = read_rates(rates_file(tmp_path, {**SIMPLE_RATES, "text_prompts_per_s": {"default": 70.0}}))
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, rates, gpus=1)
+    by_stage = {(row.stage, row.model): row for row in rows}
+    assert ("zero-shot", "m") not in by_stage
+    zeroshot = by_stage[("zero-shot", "clip")]
+
+    def job(classes, test):
+        # 7 templates per name at 70 prompts/s and a start of 1 + 1 + 2 + 3 s; the 512-d float16
+        # test features read and prepared at 1 MB/s each, 2 x 512 FLOPs per image and concept at
+        # 1 GFLOP/s, and a start of 1 + 1 s
+        return classes * 7 / 70 + 7 + test * 512 * 2 * 2 / 1e6 + 2 * 512 * test * classes / 1e9 + 2
+
+    # IN-1K and L1: 4 concepts x 5 test images each; the open set: 8 concepts, 40 test images
+    assert zeroshot.jobs == 6
+    assert zeroshot.seconds == pytest.approx(2 * job(4, 20) + job(8, 40))
+    assert zeroshot.bytes_written == (4 + 4 + 8) * 512 * 4 + 3 * 2500
+    assert not any("zeroshot" in note for note in notes if note.startswith("not priced"))
+    config["probes"]["zeroshot"]["open_set"] = False
+    closed, _ = plan_rows(config, IMAGE_COUNTS, None, rates, gpus=1)
+    assert {(r.stage, r.model): r for r in closed}[("zero-shot", "clip")].jobs == 4
+    _, unpriced = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
+    assert any(note.startswith("not priced: the zero-shot probe (the rates lack text_prompts_per_s") for note in unpriced)
+
+
 def test_plan_names_the_kinds_it_does_not_price(tmp_path):
     config = small_config()
     config["probes"]["kinds"] = ["linear", "mlp", "pca", "knn"]

@@ -34,7 +34,9 @@ OWN_RATE_KEYS = tuple(key for name in OWN_JOB_KINDS for key in KINDS[name].own_r
 # The fine-tuning control's training rate (images through a forward and backward pass, per
 # architecture as extraction's); optional as the own-job kinds' rates are.
 FINETUNE_RATE_KEYS = ("finetune_images_per_s",)
-OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS
+# the zero-shot probe's text encoding (its scoring is priced at scoring_flops_per_s)
+ZEROSHOT_RATE_KEYS = ("text_prompts_per_s",)
+OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS + ZEROSHOT_RATE_KEYS
 
 
 @dataclass(frozen=True)
@@ -313,6 +315,21 @@ def finetune_seconds(data: Dataset, epochs: int, rates: dict, arch: str) -> floa
     start = (rates["job_start_s"] + rates["cuda_start_s"] + arch_rate(rates, "model_build_s", arch)
              + arch_rate(rates, "checkpoint_load_s", arch))
     return training + testing + start
+
+
+def zeroshot_classifier_seconds(classes: int, templates: int, rates: dict, arch: str) -> float:
+    """One zero-shot classifier job: every name in every template through the text tower, and
+    one start (Python, CUDA, the model built and its checkpoint read)."""
+    start = (rates["job_start_s"] + rates["cuda_start_s"] + arch_rate(rates, "model_build_s", arch)
+             + arch_rate(rates, "checkpoint_load_s", arch))
+    return classes * templates / arch_rate(rates, "text_prompts_per_s", arch) + start
+
+
+def zeroshot_scoring_seconds(test: int, classes: int, dim: int, dtype: str, rates: dict) -> float:
+    """One zero-shot scoring job: its test features read and prepared, their product with the
+    classifier (2 D images x concepts FLOPs), and one start."""
+    loading = test * dim * bytes_per_value(dtype) * (1 / rates["read_bytes_per_s"] + 1 / rates["prepare_bytes_per_s"])
+    return loading + 2.0 * dim * test * classes / rates["scoring_flops_per_s"] + rates["job_start_s"] + rates["cuda_start_s"]
 
 
 def stage_seconds(times: dict[str, float], prefix: str) -> float:

@@ -1,6 +1,6 @@
 """The plan table: per stage and model the jobs, images read, bytes written, trial-epochs and
 GPU-hours on the rates' device (the linear probes per stage, each kind with jobs of its own,
-the k-NN, in a row of its own, and the fine-tuning control's jobs), the total, and the wall time on G GPUs; the ``plan`` command writes it as TSV and
+the k-NN, in a row of its own, the fine-tuning control's jobs and the zero-shot probe's), the total, and the wall time on G GPUs; the ``plan`` command writes it as TSV and
 prints it (rule ``plan``, workflow/rules/plan.smk)."""
 
 from __future__ import annotations
@@ -11,11 +11,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.plan.cost import FINETUNE_RATE_KEYS, OWN_RATE_KEYS, RATE_KEYS, dataset_cost, feature_bytes, finetune_seconds
+from imagenet_cog.plan.cost import (
+    FINETUNE_RATE_KEYS,
+    OWN_RATE_KEYS,
+    RATE_KEYS,
+    ZEROSHOT_RATE_KEYS,
+    dataset_cost,
+    feature_bytes,
+    finetune_seconds,
+    zeroshot_classifier_seconds,
+    zeroshot_scoring_seconds,
+)
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
 from imagenet_cog.probes.kinds import KINDS
+from imagenet_cog.probes.kinds.zeroshot import TEMPLATE_COUNTS, has_text_tower
 
 COLUMNS = ("stage", "model", "jobs", "images_read", "bytes_written", "trial_epochs", "gpu_hours", "rates")
 # Bytes a probe writes besides its classifier (measured on the demo's files): a journal line
@@ -60,6 +71,9 @@ OWN_JOB_RATES = {"read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda
 FINETUNE_RATES = {*FINETUNE_RATE_KEYS, "extraction_images_per_s", "model_build_s", "checkpoint_load_s", "job_start_s",
                   "cuda_start_s"}
 FINETUNE_STAGE = "fine-tuning"
+ZEROSHOT_RATES = {*ZEROSHOT_RATE_KEYS, "model_build_s", "checkpoint_load_s", "job_start_s", "cuda_start_s",
+                  "read_bytes_per_s", "prepare_bytes_per_s", "scoring_flops_per_s"}
+ZEROSHOT_STAGE = "zero-shot"
 
 
 def own_job_stage(kind: str) -> str:
@@ -128,6 +142,35 @@ def finetune_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> t
     return rows, []
 
 
+def zeroshot_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> tuple[list[Row], list[str]]:
+    """A row per image-text model (probes.kinds: zeroshot): per dataset, and once for the open
+    set of all of them, a classifier job (names x templates through the text tower) and a
+    scoring job (its test features against the classifier); or the note of why it is not priced."""
+    probes = config["probes"]
+    if "zeroshot" not in probes["kinds"]:
+        return [], []
+    if not all(key in rates.values for key in ZEROSHOT_RATE_KEYS):
+        return [], [f"not priced: the zero-shot probe (the rates lack {', '.join(ZEROSHOT_RATE_KEYS)}: "
+                    "resources/rates/h100.yaml has it)"]
+    settings = probes.get("zeroshot", {})
+    templates = TEMPLATE_COUNTS[settings.get("templates", "openai")]
+    named = [(data.classes, data.test) for data in datasets]
+    if settings.get("open_set", True) and len(datasets) > 1:
+        named.append((sum(data.classes for data in datasets), sum(data.test for data in datasets)))
+    rows = []
+    for model, (arch, dim) in widths.items():
+        if not has_text_tower(config["models"][model]):
+            continue
+        row = Row(ZEROSHOT_STAGE, model, projected_rates=set(rates.projected_keys(tuple(ZEROSHOT_RATES))))
+        for classes, test in named:
+            text = zeroshot_classifier_seconds(classes, templates, rates.values, arch)
+            scoring = zeroshot_scoring_seconds(test, classes, dim, config["features"]["dtype"], rates.values)
+            merge(row, Row(ZEROSHOT_STAGE, model, 2, 0, classes * dim * 4 + RESULT_BYTES, 0, text + scoring,
+                           longest_job_s=max(text, scoring)))
+        rows.append(row)
+    return rows, []
+
+
 def merge(into: Row, row: Row) -> None:
     into.jobs += row.jobs
     into.images_read += row.images_read
@@ -148,7 +191,8 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     for model, (arch, dim) in widths.items():
         rows += model_rows(model, arch, dim, groups, config["features"], rates)
     finetuned, finetune_notes = finetune_rows(config, groups[0].datasets, widths, rates)
-    rows += finetuned
+    zeroshot, zeroshot_notes = zeroshot_rows(config, groups[0].datasets, widths, rates)
+    rows += finetuned + zeroshot
     total = Row("total", "all models", bytes_written=TABLE_BYTES)
     for row in rows:
         merge(total, row)
@@ -160,11 +204,12 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
              "bytes_written: features (float16 or float32 per features.dtype) and the probes' journals, results and "
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
     own = tuple(key for kind in priced_kinds(config) if rates.prices(kind) for key in KINDS[kind].own_rates)
-    used = rates.projected_keys(RATE_KEYS + own + (FINETUNE_RATE_KEYS if finetuned else ()))
+    used = rates.projected_keys(RATE_KEYS + own + (FINETUNE_RATE_KEYS if finetuned else ())
+                                + (ZEROSHOT_RATE_KEYS if zeroshot else ()))
     if used:
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
-    notes += finetune_notes + not_priced(config, rates)
+    notes += finetune_notes + zeroshot_notes + not_priced(config, rates)
     return rows + [total, wall], notes
 
 
@@ -181,7 +226,7 @@ def not_priced(config: dict, rates: Rates) -> list[str]:
                 if config["analyses"].get(name, {}).get("enabled", True)]
     if analyses:
         missing.append(f"not priced: the analyses ({', '.join(analyses)}) of every model and dataset")
-    other_kinds = [kind for kind in config["probes"]["kinds"] if not KINDS[kind].priced]
+    other_kinds = [kind for kind in config["probes"]["kinds"] if not KINDS[kind].priced and not KINDS[kind].gridless]
     if other_kinds:
         missing.append(f"not priced: the probe kinds {', '.join(other_kinds)}")
     missing += [f"not priced: the {KINDS[kind].title} probe (the rates lack {', '.join(KINDS[kind].own_rates)}: "
