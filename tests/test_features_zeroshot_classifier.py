@@ -17,7 +17,8 @@ from imagenet_cog.models.registry import ModelSpec, file_sha256
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-VIT = "ViT-S-32-alt"
+# the workflow's two-layer CLIP config (models/open_clip_configs), with CLIP's tokenizer
+VIT = "CoG-demo-CLIP"
 
 
 def names_table(path, names):
