@@ -79,9 +79,10 @@ def refused_overlay(workdir: Path, settings: dict, name: str = "overlay.yaml") -
 
 def other_probe_kinds(config: dict) -> list[str]:
     """The probe kinds a config runs on their own grid (rule probe_kind): the MLP kinds, and
-    pca-<d> per d (not knn, which runs on the linear probe's grid in jobs of its own)."""
+    pca-<d> per d (not knn, which runs on the linear probe's grid in jobs of its own, nor
+    zeroshot, which has no grid)."""
     probes = config["probes"]
-    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca", "knn")]
+    kinds = [kind for kind in probes["kinds"] if kind not in ("linear", "pca", "knn", "zeroshot")]
     return kinds + ([f"pca-{dim}" for dim in probes["pca_dims"]] if "pca" in probes["kinds"] else [])
 
 

@@ -308,6 +308,9 @@ KIND_CONSTANTS = {
     "PCA_PREFIX": {"results/figures.py"},
     "pca_kind": {"probes/search.py", "results/tables.py"},
     "pca_dim": {"probes/probe.py", "probes/search.py", "results/tables.py", "results/figures.py"},
+    # zero-shot's own commands, paths and rules (it has no grid: its jobs and tables are its own)
+    "ZEROSHOT": {"probes/zeroshot_probe.py", "results/zeroshot.py", "core/layout.py",
+                 "workflow/rules/functions/probes.smk", "workflow/rules/functions/results.smk"},
 }
 
 

@@ -102,3 +102,21 @@ def test_a_configured_kinds_settings_problem_stops_the_workflow_before_any_job(t
     output = refused_overlay(workdir, {"probes": {"kinds": ["linear", "knn"], "knn": {"k": [5, 10], "reported_k": 20}}})
     assert "config.yaml: probes.knn.reported_k 20 is not one of probes.knn.k [5, 10]" in output
     assert not (workdir / "results").exists()
+
+
+def test_zero_shot_runs_for_the_models_with_a_text_tower_and_stops_a_run_without_one(tmp_path):
+    from conftest import copy_workflow, refused_overlay
+
+    has_text_tower = KINDS["zeroshot"].applies_to
+    assert has_text_tower({"arch": "open_clip/ViT-B-32"})
+    assert has_text_tower({"arch": "open_clip/ViT-B-32", "image_features": "embedding"})
+    assert not has_text_tower({"arch": "open_clip/ViT-B-16-SigLIP", "image_features": "pooled"})
+    assert not has_text_tower({"arch": "resnet50"}) and not has_text_tower({"arch": "timm/vit_base_patch16_224"})
+    assert KINDS["zeroshot"].gridless and not KINDS["zeroshot"].searched
+    workdir = copy_workflow(tmp_path / "copy")
+    output = refused_overlay(workdir, {"models": {"demo_clip": {"image_features": "pooled"}},
+                                       "probes": {"zeroshot": {"names": {"l9": "mine.tsv"}}}})
+    assert "probes.kinds has zeroshot, but no model has a text tower" in output and "open_clip/<name>" in output
+    output = refused_overlay(workdir, {"probes": {"zeroshot": {"names": {"l9": "mine.tsv"}}}})
+    assert "probes.zeroshot.names names 'l9' (mine.tsv), which is neither a dataset" in output
+    assert not (workdir / "results").exists()

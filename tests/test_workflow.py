@@ -411,3 +411,33 @@ def test_the_fine_tuning_control_sets_the_frozen_probe_relative_to_fine_tuning(d
     assert relative["L5"] < relative["IN-1K"] - FINETUNE_FALL, relative.to_dict()
     for extension in ("png", "pdf"):
         assert Path(layout.figure("finetune", extension)).stat().st_size > 0
+
+
+def test_the_image_text_model_is_scored_zero_shot_on_every_dataset_and_the_open_set(demo_run, demo_config):
+    """The demo's CLIP (random weights: chance, ~1 in 12) through the zero-shot jobs: names
+    tables, classifiers, a result per dataset and the open set, and the zero-shot tables; the
+    demo's CNNs have no text tower and no zero-shot result."""
+    layout = Layout(str(demo_run / "results"))
+    demo = demo_config["demo"]
+    concepts, test_images = demo["concepts_per_dataset"], demo["concepts_per_dataset"] * demo["test_images_per_concept"]
+    in1k_names = read_tsv(layout.concept_names("in1k"))
+    assert len(in1k_names) == concepts and {row["rule"] for row in in1k_names} == {"open_clip"}
+    open_names = read_tsv(layout.concept_names("open-set"))
+    assert [row["dataset"] for row in open_names] == [d for d in demo_config["datasets"] for _ in range(concepts)]
+    assert len({row["name"].casefold() for row in open_names}) == len(open_names)
+    for dataset in demo_config["datasets"]:
+        result = json.loads(Path(layout.zeroshot_result("demo_clip", dataset)).read_text())
+        assert (result["n_classes"], result["n_test"]) == (concepts, test_images)
+        assert 0.0 <= result["test_top1"] <= result["test_top5"] <= 100.0 and result["random_weights"]
+        assert result["classifier"]["templates"] == demo_config["probes"]["zeroshot"]["templates"]
+    open_set = json.loads(Path(layout.zeroshot_result("demo_clip", "open-set")).read_text())
+    assert open_set["n_classes"] == concepts * len(demo_config["datasets"])
+    for dataset, scores in open_set["datasets"].items():
+        assert scores["test_top1"] + sum(scores["errors"].values()) == pytest.approx(100.0)
+        assert sum(scores["predicted"].values()) == pytest.approx(100.0)
+    assert not Path(layout.zeroshot_result("demo_cnn", "in1k")).exists()
+    table = pd.read_csv(layout.table("zeroshot", "csv"))
+    assert len(table) == len(demo_config["datasets"]) and table["linear top-1 (N = all)"].notna().all()
+    assert len(pd.read_csv(layout.table("zeroshot_open_set", "csv"))) == len(demo_config["datasets"])
+    for name in ("zeroshot", "zeroshot_vs_nshot"):
+        assert Path(layout.figure(name, "png")).stat().st_size > 0

@@ -48,6 +48,8 @@ COMMANDS: dict[str, str] = {
     "probe": "imagenet_cog.probes.probe:main",
     "pca-components": "imagenet_cog.probes.pca:main",
     "probe-knn": "imagenet_cog.probes.knn_probe:main",
+    "probe-zeroshot": "imagenet_cog.probes.zeroshot_probe:main",
+    "probe-zeroshot-open-set": "imagenet_cog.probes.zeroshot_probe:open_set_main",
     # results stage (results.smk)
     "aggregate-probes": "imagenet_cog.results.summary:aggregate_command",
     "results-tables": "imagenet_cog.results.tables:tables_command",
@@ -76,6 +78,7 @@ COMMANDS: dict[str, str] = {
     # fine-tuning stage (finetune.smk): the fine-tuning control of CoG supp. C.2
     "finetune": "imagenet_cog.finetune.train:finetune_command",
     "finetune-results": "imagenet_cog.finetune.results:finetune_results_command",
+    "zeroshot-results": "imagenet_cog.results.zeroshot:zeroshot_results_command",
     # plan stage (plan.smk): what a run costs before it starts
     "plan": "imagenet_cog.plan.table:plan_command",
 }

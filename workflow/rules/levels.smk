@@ -227,6 +227,29 @@ if config["mode"] != "demo":
             python_command("pool-concepts") + " --lin-ranking {input} --output {output} > {log} 2>&1"
 
 
+# The names a zero-shot classifier calls a dataset's concepts by, or every dataset's together
+# (open-set): an editable table (probes.kinds: zeroshot; imagenet_cog/levels/concept_names.py).
+rule concept_names:
+    input:
+        unpack(concept_names_inputs),
+        wordnet=PATHS.wordnet_corpus(),
+    output:
+        PATHS.concept_names("{named}"),
+    log:
+        PATHS.log("levels/names/{named}.log"),
+    benchmark:
+        PATHS.log("benchmarks/levels/names/{named}.tsv")
+    wildcard_constraints:
+        named=naming.NAMED_CONCEPTS_PATTERN,
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        datasets=lambda wildcards: " ".join(named_datasets(wildcards.named)),
+    shell:
+        python_command("concept-names") + " --dataset {params.datasets} --concepts {input.concepts}"
+        " --wordnet {input.wordnet} --in1k-synsets {input.in1k_synsets:q} --output {output} > {log} 2>&1"
+
+
 # Named target: `snakemake levels` builds this stage for the configured selection.
 rule levels:
     input:

@@ -214,6 +214,43 @@ rule result_timings:
         + " {params.grid} --benchmark-root {params.benchmarks} --output {output.csv} > {log} 2>&1"
 
 
+# Zero-shot (probes.kinds: zeroshot; imagenet_cog/results/zeroshot.py): the image-text models'
+# zero-shot top-1 beside their linear probe, the N at which the few-shot probe overtakes it,
+# and the open set's errors by destination.
+if ZEROSHOT_MODELS:
+
+    rule zeroshot_results:
+        input:
+            results=zeroshot_results(models=result_models()),
+            summary=PATHS.results_summary(),
+        output:
+            tables=[
+                (
+                    tidy_report(PATHS.table(name, extension), f"{name}.rst", title, "Zero-shot")
+                    if extension == "csv"
+                    else PATHS.table(name, extension)
+                )
+                for name, title in ZEROSHOT_TABLES.items()
+                for extension in TABLE_FORMATS
+            ],
+            figures=[
+                figure_report(name, f"{name}_figure.rst") if extension == "png" else PATHS.figure(name, extension)
+                for name in ZEROSHOT_FIGURES
+                for extension in FIGURE_FORMATS
+            ],
+        log:
+            PATHS.log("results/zeroshot.log"),
+        conda:
+            CONDA_ENVIRONMENT
+        params:
+            root=results_root,
+            models=shlex.quote(json.dumps({model: config["models"][model] for model in ZEROSHOT_MODELS})),
+            datasets=" ".join(DATASETS),
+        shell:
+            python_command("zeroshot-results") + " --results-root {params.root} --summary {input.summary}"
+            " --models {params.models} --datasets {params.datasets} --results {input.results} > {log} 2>&1"
+
+
 # Named targets: `snakemake tables` and `snakemake figures` build this stage's tables and
 # figures for the configured selection.
 rule tables:

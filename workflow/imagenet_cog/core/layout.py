@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .naming import LINEAR, PCA, RANDOM, view_parts
+from .naming import LINEAR, PCA, RANDOM, ZEROSHOT, view_parts
 
 # results stage: the tables (each in every TABLE_FORMATS) and figures it writes
 TABLE_FORMATS = ("csv", "md", "tex")
@@ -183,6 +183,11 @@ class Layout:
         level_set, level = view_parts(dataset)
         return self.random_draw(level) if level_set == RANDOM else f"{self.root}/levels/{level_set}/{level}.txt"
 
+    def concept_names(self, named: str) -> str:
+        """label, wnid, name, lemmas, rule: the names a zero-shot classifier calls a default
+        dataset's concepts by, or (``open-set``) every dataset's together (core/names_table.py)."""
+        return f"{self.root}/levels/names/{named}.tsv"
+
     def word_vectors_demo(self) -> str:
         """The demo's generated word2vec text file (real runs: level_sets.word2vec.embeddings)."""
         return f"{self.root}/demo/word_vectors.txt"
@@ -248,6 +253,10 @@ class Layout:
         """One HDF5 file presenting all shards of a split as single virtual datasets."""
         return f"{self.root}/features/{model}/{dataset}/{split}.h5"
 
+    def zeroshot_classifier(self, model: str, named: str) -> str:
+        """An image-text model's text classifier of a names table (features/zeroshot_classifier.py)."""
+        return f"{self.root}/features/{model}/zeroshot/{named}.h5"
+
     # probes stage -----------------------------------------------------------------
     def probe_dir(self, model: str, dataset: str, kind: str = LINEAR) -> str:
         """The linear probe's results sit where they did before other kinds existed; every
@@ -279,6 +288,11 @@ class Layout:
     def probe_study(self, model: str, dataset: str, shots: str, seed: str, kind: str = LINEAR) -> str:
         """Optuna journal of the search; not a rule output, so it survives a failed job."""
         return f"{self.probe_dir(model, dataset, kind)}/shots-{shots}/seed-{seed}.optuna.jsonl"
+
+    def zeroshot_result(self, model: str, named: str) -> str:
+        """One model's zero-shot top-1 and top-5 on a dataset, or (``open-set``) on every
+        dataset among all the run's concepts with where the errors go (probes/zeroshot.py)."""
+        return f"{self.root}/probes/{model}/{named}/{ZEROSHOT}.json"
 
     def pca_components(self, model: str, dataset: str) -> str:
         """Principal components of a dataset's training features (imagenet_cog.probes.pca)."""

@@ -10,7 +10,8 @@ Datasets (each a folder name under ``results/splits``, ``features``, ``probes``)
 - ``random-NN``: random draw NN, from 01 (:func:`random_dataset`);
 - ``balanced-<dataset>``: the class-balanced variant of IN-1K or a level (supp. A.4).
 
-Probe kinds: ``linear``, ``knn``, ``mlp``, ``mlp_noact`` and ``pca-<d>`` (:func:`pca_kind`).
+Probe kinds: ``linear``, ``knn``, ``mlp``, ``mlp_noact``, ``pca-<d>`` (:func:`pca_kind`) and
+``zeroshot``, whose open-set classifier covers every dataset at once (``open-set``).
 
 The ``*_PATTERN`` and ``*_DATASET`` regular expressions are the rule files' wildcard
 constraints (``workflow/rules/common.smk``), built from the same names.
@@ -40,6 +41,10 @@ BALANCED_PREFIX = "balanced-"
 LINEAR = "linear"
 # the weighted k-NN classifier (issue #33): on the linear probe's grid, its own result tables
 KNN = "knn"
+# zero-shot classification by the concepts' names (image-text models): one result per model and
+# dataset; OPEN_SET names the classifier of every dataset's concepts together
+ZEROSHOT = "zeroshot"
+OPEN_SET = "open-set"
 MLP = "mlp"
 MLP_NOACT = "mlp_noact"
 MLP_KINDS = (MLP, MLP_NOACT)
@@ -70,6 +75,8 @@ KIND_PATTERN = rf"{'|'.join(MLP_KINDS)}|{PCA_PREFIX}[1-9][0-9]*"
 SHOTS_PATTERN = r"[1-9][0-9]*|all"
 SEED_PATTERN = r"[0-9]+"
 SPLIT_PATTERN = r"train|test"
+# what a zero-shot classifier names: one default dataset's concepts, or all of them
+NAMED_CONCEPTS_PATTERN = rf"{DEFAULT_DATASET}|{OPEN_SET}"
 SHARD_PATTERN = r"[0-9]{5}"
 
 

@@ -115,6 +115,18 @@ def extract_command_options(wildcards):
     return " ".join(option for option in (model_extract_options(wildcards.model), reading) if option)
 
 
+def trusted_globals_option(model):
+    """The objects a model's checkpoint may hold besides tensors, as the commands take them."""
+    trusted = model_spec(model).trusted_globals
+    return "--trusted-globals " + " ".join(shlex.quote(name) for name in trusted) if trusted else ""
+
+
+def zeroshot_names_table(named):
+    """The names table a zero-shot classifier is built from: the user's (probes.zeroshot.names)
+    or the one rule concept_names writes."""
+    return config["probes"]["zeroshot"]["names"].get(named) or PATHS.concept_names(named)
+
+
 @functools.cache
 def model_preprocessing(model):
     """The registry's or timm's preprocessing as JSON; a custom model's factory is covered by its identity."""

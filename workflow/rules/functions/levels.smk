@@ -5,6 +5,7 @@
 import os
 import shlex
 import sys
+from types import SimpleNamespace
 
 from imagenet_cog.core.image_layouts import FOLDERS
 from imagenet_cog.core.image_roots import ImageRootError, resolve_layout, resolve_release
@@ -21,6 +22,22 @@ def concept_list_inputs(wildcards):
         return {key: str(concept_file(key, config["concepts"][key])) for key in TIMM_FILES}
     except ConceptError as error:
         raise WorkflowError(f"config.yaml: {error}")
+
+
+def named_datasets(named):
+    """The datasets a names table covers: one, or (open-set) every configured one."""
+    return DATASETS if named == naming.OPEN_SET else [named]
+
+
+def concept_names_inputs(wildcards):
+    """The probed concepts of each dataset a names table covers (the split tables' lists) and
+    the IN-1K list its curated names are matched to."""
+    return {
+        "concepts": [
+            image_split_inputs(SimpleNamespace(dataset=dataset))["concepts"] for dataset in named_datasets(wildcards.named)
+        ],
+        "in1k_synsets": concept_list_inputs(wildcards)["in1k_synsets"],
+    }
 
 
 def in21k_release():

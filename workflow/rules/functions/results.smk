@@ -158,6 +158,22 @@ def figure_report(name, caption):
     )
 
 
+# the zero-shot tables and figures (rule zeroshot_results), when probes.kinds has zeroshot
+ZEROSHOT_TABLES = {
+    naming.ZEROSHOT: "zero-shot beside linear",
+    **({f"{naming.ZEROSHOT}_open_set": "open-set zero-shot"} if naming.OPEN_SET in ZEROSHOT_NAMED else {}),
+}
+ZEROSHOT_FIGURES = [naming.ZEROSHOT, f"{naming.ZEROSHOT}_vs_nshot"]
+
+
+def zeroshot_result_targets():
+    if not ZEROSHOT_MODELS:
+        return []
+    return [PATHS.table(name, extension) for name in ZEROSHOT_TABLES for extension in TABLE_FORMATS] + [
+        PATHS.figure(name, extension) for name in ZEROSHOT_FIGURES for extension in FIGURE_FORMATS
+    ]
+
+
 def results_targets():
     """What a full run makes of this stage (rule all gathers each stage's list), the
     tables, figures and timings, and the level sets' table and figure when level sets are
@@ -171,4 +187,4 @@ def results_targets():
         if LEVEL_SET_DATASETS
         else []
     )
-    return [*PATHS.result_targets(DATASETS, TABLED_KINDS), *level_set_results]
+    return [*PATHS.result_targets(DATASETS, TABLED_KINDS), *level_set_results, *zeroshot_result_targets()]

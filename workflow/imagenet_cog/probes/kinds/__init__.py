@@ -3,16 +3,19 @@ tables name it. The rules, the search and the result tables ask :data:`KINDS`, n
 kinds' names.
 
 - :mod:`.kind`: :class:`~.kind.ProbeKind`, the facts a kind declares.
-- :mod:`.linear`, :mod:`.pca`, :mod:`.mlp`, :mod:`.mlp_noact`, :mod:`.knn`: the kinds.
+- :mod:`.linear`, :mod:`.pca`, :mod:`.mlp`, :mod:`.mlp_noact`, :mod:`.knn`, :mod:`.zeroshot`: the kinds.
 """
 
 from imagenet_cog.core.naming import pca_dim
-from imagenet_cog.probes.kinds import knn, linear, mlp, mlp_noact, pca
+from imagenet_cog.probes.kinds import knn, linear, mlp, mlp_noact, pca, zeroshot
 from imagenet_cog.probes.kinds.kind import ProbeKind
 
 # by name, in the order of the schema's probes.kinds
-KINDS: dict[str, ProbeKind] = {kind.name: kind for kind in (linear.KIND, mlp.KIND, mlp_noact.KIND, pca.KIND, knn.KIND)}
+KINDS: dict[str, ProbeKind] = {kind.name: kind for kind in (linear.KIND, mlp.KIND, mlp_noact.KIND, pca.KIND, knn.KIND,
+                                                          zeroshot.KIND)}
 SEARCHED_KINDS = tuple(name for name, kind in KINDS.items() if kind.searched)
+# kinds with one result per model and dataset (zero-shot), off the summary's grid
+GRIDLESS_KINDS = tuple(name for name, kind in KINDS.items() if kind.gridless)
 # probes.* keys that choose which jobs run and how they are shaped (pca_dims: which pca-<d>
 # kinds), or reach a command as an option only when set (fused, two_stage): in no kind's params
 JOB_SETTINGS = ("seeds", "shots", "kinds", "pca_dims", "other_kinds_shots", "other_kinds_seeds", "group",

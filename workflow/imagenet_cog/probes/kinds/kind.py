@@ -120,10 +120,17 @@ class ProbeKind:
     # model's features (a message naming the keys and the fix), or None; checked likewise
     width_problem: Callable[[dict, str, int], str | None] | None = None
 
+    # one result per model and dataset, nothing fitted (zero-shot): no row of the summary's grid
+    # of N and seeds; rules and result tables of its own (its module says where)
+    gridless: bool = False
+    # (model's config entry) -> whether its jobs run for that model (zero-shot: the models with a
+    # text tower in their image features' space); None: every model
+    applies_to: Callable[[dict], bool] | None = None
+
     @property
     def searched(self) -> bool:
         """Tuned by the probe command's search (a kind with a job of its own has nothing to tune)."""
-        return self.own_job is None
+        return self.own_job is None and not self.gridless
 
     @property
     def own_rates(self) -> tuple[str, ...]:
