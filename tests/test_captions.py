@@ -1,6 +1,8 @@
 """Class-level captioning (Laina et al. 2020, Sec. 4): the tiny CoCa at random weights
-captions generated images through the command (nothing downloaded), and Eq. 4 picks the
-hand-computed description of fixed embeddings."""
+captions generated images through the command (nothing downloaded), its decoding checked
+against the model's own logits, and Eq. 4 picks the hand-computed description of fixed
+embeddings. (Token for token equality with open_clip's CoCa.generate, which needs the
+transformers package, is checked by benchmarks/coca_decoding.py.)"""
 
 from __future__ import annotations
 
@@ -15,14 +17,14 @@ from imagenet_cog.analyses.captions import (
     select_descriptions,
 )
 from imagenet_cog.core.io import read_tsv
-from imagenet_cog.models.open_clip_captioner import Generation, build_captioner, decode
+from imagenet_cog.models.open_clip_captioner import END_ID, START_ID, Generation, build_captioner, decode, generate
 from imagenet_cog.models.registry import ModelSpec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 TINY = ["--model-name", "coca", "--arch", "open_clip/CoG-demo-CoCa", "--weights", "random:3"]
 # greedy and short: seconds on a CPU
-FAST = ["--generation-type", "top_k", "--top-k", "1", "--seq-len", "8", "--min-seq-len", "2"]
+FAST = ["--generation-type", "greedy", "--seq-len", "8", "--min-seq-len", "2"]
 
 
 def test_eq4_picks_the_hand_computed_descriptions():
@@ -76,9 +78,126 @@ def test_decoding_cuts_at_the_end_token():
 
 def test_generation_settings_are_checked():
     with pytest.raises(ValueError, match="generation_type"):
-        Generation(generation_type="greedy")
+        Generation(generation_type="nucleus")
     with pytest.raises(ValueError, match="multiple"):
         Generation(num_beams=4, num_beam_groups=3)
+
+
+def tiny_coca(early_end: bool = False):
+    """The tiny CoCa at random:3 weights. Random weights almost never choose the end token;
+    ``early_end`` gives it the decoder's output column of the token greedy decoding writes
+    most (x 1.001), so that captions end at several lengths."""
+    captioner = build_captioner(ModelSpec.from_config("coca", {"arch": "open_clip/CoG-demo-CoCa", "weights": "random:3"}))
+    network = captioner.network.eval()
+    if early_end:
+        tokens = generate(network, IMAGES, Generation("greedy", seq_len=12, min_seq_len=2))
+        projection = network.text_decoder.text_projection.data
+        projection[:, END_ID] = projection[:, tokens[:, 1:].flatten().bincount().argmax()] * 1.001
+    return network
+
+
+IMAGES = torch.randn(5, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+
+
+def ended_at(tokens: torch.Tensor) -> list[int | None]:
+    """Each row's end token position (None: no end token)."""
+    return [row.tolist().index(END_ID) if END_ID in row else None for row in tokens]
+
+
+def test_greedy_decoding_is_the_argmax_of_the_models_own_logits():
+    network = tiny_coca()
+    generation = Generation("greedy", seq_len=8, min_seq_len=3)
+    tokens = generate(network, IMAGES, generation)
+    assert tokens.shape == (5, 8) and (tokens[:, 0] == START_ID).all()
+    # the whole sequence at once through open_clip's teacher-forced forward: the logits at
+    # each position see only the tokens before it (the decoder is causal)
+    with torch.no_grad():
+        logits = network(IMAGES, tokens[:, :-1], output_labels=False)["logits"]
+    logits[:, : generation.min_seq_len - 1, END_ID] = -float("inf")  # sequences shorter than min_seq_len
+    assert torch.equal(tokens[:, 1:-1], logits[:, :-1].argmax(dim=2))
+    # random weights never chose the end token: it is written at seq_len
+    assert ended_at(tokens) == [7] * 5
+    # a repetition penalty divides the positive logits of the tokens already written and
+    # multiplies the negative ones
+    penalised = generate(network, IMAGES, Generation("greedy", seq_len=8, min_seq_len=3, repetition_penalty=3.0))
+    with torch.no_grad():
+        logits = network(IMAGES, penalised[:, :-1], output_labels=False)["logits"]
+    logits[:, : generation.min_seq_len - 1, END_ID] = -float("inf")
+    for position in range(penalised.shape[1] - 2):
+        step = logits[:, position].clone()
+        for row, written in enumerate(penalised[:, : position + 1]):
+            seen = step[row, written]
+            step[row, written] = torch.where(seen < 0, seen * 3.0, seen / 3.0)
+        assert torch.equal(penalised[:, position + 1], step.argmax(dim=1))
+    assert not torch.equal(penalised, tokens)
+
+
+def test_greedy_decoding_stops_at_the_end_token_and_respects_the_lengths():
+    network = tiny_coca(early_end=True)
+    tokens = generate(network, IMAGES, Generation("greedy", seq_len=12, min_seq_len=2))
+    ends = ended_at(tokens)
+    assert all(end is not None for end in ends) and min(ends) < 11 and tokens.shape[1] == max(ends) + 1
+    assert all((row[end + 1:] == network.pad_id).all() and END_ID not in row[:end] for row, end in zip(tokens, ends))
+    # the end token is allowed from min_seq_len tokens on, start included: never before
+    later = generate(network, IMAGES, Generation("greedy", seq_len=12, min_seq_len=6))
+    assert min(ended_at(later)) >= 6
+    assert [end for end in ended_at(later) if end > 6] and min(ends) < 6  # the bound binds
+    # seq_len caps every caption, the end token included
+    short = generate(network, IMAGES, Generation("greedy", seq_len=4, min_seq_len=2))
+    assert short.shape[1] <= 4 and all(end is not None and end <= 3 for end in ended_at(short))
+    assert torch.equal(short[:, :3], tokens[:, :3])
+
+
+def test_beam_search_of_one_beam_is_greedy():
+    # one beam: a caption ends as soon as its most likely token is the end token, as greedy's;
+    # at seq_len greedy writes the end token, beam search keeps the model's token
+    network = tiny_coca(early_end=True)
+    greedy = generate(network, IMAGES, Generation("greedy", seq_len=12, min_seq_len=2))
+    beam = generate(network, IMAGES, Generation("beam_search", seq_len=12, min_seq_len=2, num_beams=1,
+                                                num_beam_groups=1))
+    assert beam.shape == greedy.shape
+    assert torch.equal(beam[:, :-1], greedy[:, :-1])
+    capped = greedy[:, -1] == END_ID
+    assert torch.equal(beam[~capped, -1], greedy[~capped, -1])
+
+
+def test_decoding_a_batch_equals_decoding_one_image_at_a_time():
+    network = tiny_coca(early_end=True)
+    for generation in (Generation("greedy", seq_len=12, min_seq_len=2), Generation(seq_len=12, min_seq_len=2),
+                       Generation("top_k", seq_len=12, min_seq_len=2, top_k=1)):
+        batched = generate(network, IMAGES, generation)
+        for image in range(len(IMAGES)):
+            alone = generate(network, IMAGES[image:image + 1], generation)[0]
+            assert torch.equal(batched[image, :len(alone)], alone)
+            assert (batched[image, len(alone):] == network.pad_id).all()
+    beams = generate(network, IMAGES, Generation(seq_len=12, min_seq_len=2))
+    ends = ended_at(beams)
+    assert all(end is None or end >= 2 for end in ends) and any(end is not None for end in ends)
+
+
+def test_beam_search_groups_repeat_one_search():
+    network = tiny_coca(early_end=True)
+    grouped = generate(network, IMAGES, Generation(seq_len=10, min_seq_len=2, num_beams=6, num_beam_groups=3))
+    assert torch.equal(grouped, generate(network, IMAGES, Generation(seq_len=10, min_seq_len=2, num_beams=2,
+                                                                     num_beam_groups=1)))
+
+
+def test_sampling_is_seeded_and_its_narrowest_settings_are_greedy():
+    network = tiny_coca()
+    greedy = generate(network, IMAGES, Generation("greedy", seq_len=8, min_seq_len=2))
+    assert torch.equal(generate(network, IMAGES, Generation("top_k", seq_len=8, min_seq_len=2, top_k=1)), greedy)
+    assert torch.equal(generate(network, IMAGES, Generation("top_p", seq_len=8, min_seq_len=2, top_p=1e-9)), greedy)
+    wide = Generation("top_k", seq_len=8, min_seq_len=2, top_k=1000, temperature=2.0, seed=5)
+    first = generate(network, IMAGES, wide)
+    assert torch.equal(first, generate(network, IMAGES, wide))
+    assert not torch.equal(first, greedy)
+    nucleus = Generation("top_p", seq_len=8, min_seq_len=2, top_p=0.9, seed=5)
+    assert torch.equal(generate(network, IMAGES, nucleus), generate(network, IMAGES, nucleus))
+
+
+def test_captions_no_longer_than_the_models_context():
+    with pytest.raises(ValueError, match="longer than the model's context"):
+        generate(tiny_coca(), IMAGES, Generation("greedy", seq_len=100))
 
 
 def test_caption_images_then_descriptions(tmp_path):

@@ -110,7 +110,7 @@ def caption_split(captioner, images: SplitImages, rows: list[dict], generation: 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = Generation()
     parser.add_argument("--generation-type", default=defaults.generation_type,
-                        help="open_clip's generation: beam_search, top_k (top_k 1: greedy) or top_p")
+                        help="beam_search (open_clip's CoCa.generate's), greedy, top_k or top_p sampling")
     parser.add_argument("--seq-len", type=int, default=defaults.seq_len, help="longest caption in tokens")
     parser.add_argument("--min-seq-len", type=int, default=defaults.min_seq_len)
     parser.add_argument("--num-beams", type=int, default=defaults.num_beams)
@@ -119,11 +119,12 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=defaults.top_p)
     parser.add_argument("--temperature", type=float, default=defaults.temperature)
     parser.add_argument("--repetition-penalty", type=float, default=defaults.repetition_penalty)
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="seeds top_k and top_p sampling, per batch")
 
 
 def generation_of(args: argparse.Namespace) -> Generation:
     return Generation(args.generation_type, args.seq_len, args.min_seq_len, args.num_beams, args.num_beam_groups,
-                      args.top_k, args.top_p, args.temperature, args.repetition_penalty)
+                      args.top_k, args.top_p, args.temperature, args.repetition_penalty, args.seed)
 
 
 def caption_images_command(argv: list[str]) -> int:
