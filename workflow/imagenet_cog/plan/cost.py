@@ -35,6 +35,11 @@ OWN_RATE_KEYS = tuple(key for name in OWN_JOB_KINDS for key in KINDS[name].own_r
 # architecture as extraction's); optional as the own-job kinds' rates are.
 FINETUNE_RATE_KEYS = ("finetune_images_per_s",)
 OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS
+# Class-level captioning (analyses.captions): images captioned by the captioner (its image
+# tower once, its decoder a step per token and beam) and captions through its text tower, per
+# captioner architecture; optional as the fine-tuning rate is.
+CAPTION_RATE_KEYS = ("caption_images_per_s", "caption_text_per_s")
+OPTIONAL_RATE_KEYS += CAPTION_RATE_KEYS
 
 
 @dataclass(frozen=True)
@@ -318,6 +323,23 @@ def finetune_seconds(data: Dataset, epochs: int, rates: dict, arch: str) -> floa
 def stage_seconds(times: dict[str, float], prefix: str) -> float:
     """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
     return sum(value for key, value in times.items() if key.startswith(prefix))
+
+
+def captioner_start_seconds(rates: dict, arch: str) -> float:
+    """A captioning job's start: Python, CUDA, the captioner built and its weights read."""
+    return (rates["job_start_s"] + rates["cuda_start_s"] + arch_rate(rates, "model_build_s", arch)
+            + arch_rate(rates, "checkpoint_load_s", arch))
+
+
+def caption_seconds(images: int, rates: dict, arch: str) -> float:
+    """One caption-images job's GPU-seconds: its images at the captioner's caption rate, one start."""
+    return images / arch_rate(rates, "caption_images_per_s", arch) + captioner_start_seconds(rates, arch)
+
+
+def description_seconds(captions: int, rates: dict, arch: str) -> float:
+    """One auto-descriptions job's GPU-seconds: every caption of its dataset through the
+    captioner's text tower, one start (Eq. 4's pairwise distances are left out: seconds)."""
+    return captions / arch_rate(rates, "caption_text_per_s", arch) + captioner_start_seconds(rates, arch)
 
 
 @dataclass(frozen=True)
