@@ -218,6 +218,32 @@ def test_plan_prices_the_zero_shot_probe_by_hand(tmp_path):
     assert any(note.startswith("not priced: the zero-shot probe (the rates lack text_prompts_per_s") for note in unpriced)
 
 
+def test_plan_prices_captioning_by_hand(tmp_path):
+    """analyses.captions.enabled: a captioning row (a job per captioned dataset, its captioned
+    test images) and an auto-descriptions row (per dataset, and per result model's clusters,
+    every caption through the text tower); rates without the caption rates name it unpriced."""
+    captions = {"enabled": True, "captioner": {"name": "coca", "arch": "open_clip/coca_ViT-L-14", "weights": "random"},
+                "images_per_concept": 3}
+    config = small_config(analyses={"kmeans": {"enabled": True}, "captions": captions})
+    caption_rates = {"caption_images_per_s": {"default": 2.0}, "caption_text_per_s": {"default": 4.0}}
+    rates = read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **caption_rates}))
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, rates, gpus=1)
+    by_stage = {(row.stage, row.model): row for row in rows}
+    captioning, describing = by_stage[("captioning", "coca")], by_stage[("auto-descriptions", "coca")]
+    # each dataset: 4 concepts x 3 of their 5 test images at 2/s, a start of 1 + 1 + 2 + 3 s
+    assert (captioning.jobs, captioning.images_read) == (2, 2 * 12)
+    assert captioning.seconds == pytest.approx(2 * (12 / 2 + 7)) and captioning.longest_job_s == pytest.approx(13)
+    # each dataset: its descriptions and those of the clusters of the 2 models, each job its
+    # 12 captions at 4/s and a start
+    assert describing.jobs == 2 * 3 and describing.seconds == pytest.approx(6 * (12 / 4 + 7))
+    without, _ = plan_rows(small_config(analyses={"kmeans": {"enabled": True}}), IMAGE_COUNTS, None, rates, gpus=1)
+    assert rows[-2].seconds == pytest.approx(without[-2].seconds + captioning.seconds + describing.seconds)
+    assert not [note for note in notes if "class-level captioning" in note]
+    _, unpriced = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
+    assert "not priced: class-level captioning (the rates lack caption_images_per_s, caption_text_per_s: " \
+           "resources/rates/h100.yaml has them)" in unpriced
+
+
 def test_plan_names_the_kinds_it_does_not_price(tmp_path):
     config = small_config()
     config["probes"]["kinds"] = ["linear", "mlp", "pca", "knn"]

@@ -216,3 +216,91 @@ rule rater_sheets:
 rule raters:
     input:
         rater_sheet_outputs(),
+
+
+# class-level captioning (Laina et al. 2020, Sec. 4) --------------------------------------
+# A CoCa model captions each dataset's test images once; Eq. 4 picks each concept's and each
+# k-means cluster's description among its captions (docs/analyses.md).
+
+
+rule caption_images:
+    input:
+        unpack(caption_inputs),
+    output:
+        PATHS.captions("{captioner}", "{dataset}"),
+    log:
+        PATHS.log("analyses/captions/{captioner}/{dataset}/captions.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/captions/{captioner}/{dataset}/captions.tsv")
+    wildcard_constraints:
+        captioner=re.escape(CAPTIONER),
+        dataset=naming.DEFAULT_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        root=lambda wildcards: image_root(wildcards.dataset),
+        reading=lambda wildcards: image_reading_options(wildcards.dataset, "--image-"),
+        captioner=captioner_options(),
+        generation=generation_options(),
+        per_group=CAPTIONS["images_per_concept"],
+        batch_size=CAPTIONS["batch_size"],
+        device=ANALYSES_CONFIG["device"],
+    shell:
+        python_command("caption-images") + " {params.captioner} --split-table {input.split_table} --image-root {params.root:q}"
+        " --dataset {wildcards.dataset} {params.reading} {params.generation} --per-group {params.per_group}"
+        " --batch-size {params.batch_size} --device {params.device} --threads {threads}"
+        " --output {output} > {log} 2>&1"
+
+
+rule auto_descriptions:
+    input:
+        PATHS.captions("{captioner}", "{dataset}"),
+    output:
+        auto_description_report(PATHS.auto_descriptions("{captioner}", "{dataset}"), "concepts"),
+    log:
+        PATHS.log("analyses/captions/{captioner}/{dataset}/descriptions.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/captions/{captioner}/{dataset}/descriptions.tsv")
+    wildcard_constraints:
+        captioner=re.escape(CAPTIONER),
+        dataset=naming.DEFAULT_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        captioner=captioner_options(),
+        device=ANALYSES_CONFIG["device"],
+    shell:
+        python_command("auto-descriptions") + " {params.captioner} --captions {input} --device {params.device}"
+        " --threads {threads} --output {output} > {log} 2>&1"
+
+
+rule auto_descriptions_clusters:
+    input:
+        captions=PATHS.captions("{captioner}", "{dataset}"),
+        assignments=PATHS.kmeans_assignments("{model}", "{dataset}"),
+    output:
+        auto_description_report(PATHS.auto_descriptions("{captioner}", "{dataset}", "{model}"), "k-means clusters of {model}"),
+    log:
+        PATHS.log("analyses/captions/{captioner}/{dataset}/clusters/{model}.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/captions/{captioner}/{dataset}/clusters/{model}.tsv")
+    wildcard_constraints:
+        captioner=re.escape(CAPTIONER),
+        dataset=naming.DEFAULT_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        captioner=captioner_options(),
+        device=ANALYSES_CONFIG["device"],
+    shell:
+        python_command("auto-descriptions") + " {params.captioner} --captions {input.captions} --assignments {input.assignments}"
+        " --device {params.device} --threads {threads} --output {output} > {log} 2>&1"
+
+
+# `snakemake captions`: the captions and descriptions of the configured datasets, enabled or not.
+rule captions:
+    input:
+        caption_outputs(),

@@ -393,6 +393,16 @@ class Layout:
         """Per concept: correct answers and accuracy with random and hard negatives."""
         return f"{self.root}/analyses/{model}/{dataset}/learnability_concepts.tsv"
 
+    def captions(self, captioner: str, dataset: str) -> str:
+        """path, group (wnid), caption of the captioned test images (analyses.captions)."""
+        return f"{self.root}/analyses/captions/{captioner}/{dataset}/captions.tsv"
+
+    def auto_descriptions(self, captioner: str, dataset: str, model: str | None = None) -> str:
+        """group, description, score, captions: Eq. 4's description of each concept, or with
+        ``model`` of each of that model's k-means clusters."""
+        folder = f"{self.root}/analyses/captions/{captioner}/{dataset}"
+        return f"{folder}/descriptions.tsv" if model is None else f"{folder}/clusters/{model}.tsv"
+
     def agreement_matrix(self, dataset: str) -> str:
         """Adjusted NMI between every pair of models' k-means clusterings (and the labels)."""
         return f"{self.root}/analyses/agreement/{dataset}.csv"

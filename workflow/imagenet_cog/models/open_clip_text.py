@@ -85,12 +85,19 @@ def text_classifier(model: TextModel, names: Sequence[str], templates: Sequence[
                     device: torch.device, batch: int = PROMPT_BATCH) -> torch.Tensor:
     """The zero-shot classifier of ``names``: ``[embedding width, len(names)]`` float32 on the
     CPU, the normalised mean of the normalised text embeddings of the filled templates."""
+    embeddings = text_embeddings(model, prompts(names, templates), device, batch)
+    per_concept = embeddings.reshape(len(names), len(templates), -1).mean(dim=1)
+    return F.normalize(per_concept, dim=-1).T.contiguous()
+
+
+def text_embeddings(model: TextModel, texts: Sequence[str], device: torch.device,
+                    batch: int = PROMPT_BATCH) -> torch.Tensor:
+    """The text tower's L2-normalised embeddings of ``texts``, ``[len(texts), width]`` float32
+    on the CPU, encoded ``batch`` at a time on ``device``."""
     network = model.network.to(device)
-    texts = prompts(names, templates)
     embeddings = []
     with torch.inference_mode():
         for start in range(0, len(texts), batch):
-            tokens = model.tokenizer(texts[start : start + batch]).to(device)
-            embeddings.append(network.encode_text(tokens, normalize=True).float())
-    per_concept = torch.cat(embeddings).reshape(len(names), len(templates), -1).mean(dim=1)
-    return F.normalize(per_concept, dim=-1).T.contiguous().cpu()
+            tokens = model.tokenizer(list(texts[start : start + batch])).to(device)
+            embeddings.append(network.encode_text(tokens, normalize=True).float().cpu())
+    return torch.cat(embeddings)

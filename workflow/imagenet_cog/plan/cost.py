@@ -37,6 +37,11 @@ FINETUNE_RATE_KEYS = ("finetune_images_per_s",)
 # the zero-shot probe's text encoding (its scoring is priced at scoring_flops_per_s)
 ZEROSHOT_RATE_KEYS = ("text_prompts_per_s",)
 OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS + ZEROSHOT_RATE_KEYS
+# Class-level captioning (analyses.captions): images captioned by the captioner (its image
+# tower once, its decoder a step per token and beam) and captions through its text tower, per
+# captioner architecture; optional as the fine-tuning rate is.
+CAPTION_RATE_KEYS = ("caption_images_per_s", "caption_text_per_s")
+OPTIONAL_RATE_KEYS += CAPTION_RATE_KEYS
 
 
 @dataclass(frozen=True)
@@ -335,6 +340,23 @@ def zeroshot_scoring_seconds(test: int, classes: int, dim: int, dtype: str, rate
 def stage_seconds(times: dict[str, float], prefix: str) -> float:
     """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
     return sum(value for key, value in times.items() if key.startswith(prefix))
+
+
+def captioner_start_seconds(rates: dict, arch: str) -> float:
+    """A captioning job's start: Python, CUDA, the captioner built and its weights read."""
+    return (rates["job_start_s"] + rates["cuda_start_s"] + arch_rate(rates, "model_build_s", arch)
+            + arch_rate(rates, "checkpoint_load_s", arch))
+
+
+def caption_seconds(images: int, rates: dict, arch: str) -> float:
+    """One caption-images job's GPU-seconds: its images at the captioner's caption rate, one start."""
+    return images / arch_rate(rates, "caption_images_per_s", arch) + captioner_start_seconds(rates, arch)
+
+
+def description_seconds(captions: int, rates: dict, arch: str) -> float:
+    """One auto-descriptions job's GPU-seconds: every caption of its dataset through the
+    captioner's text tower, one start (Eq. 4's pairwise distances are left out: seconds)."""
+    return captions / arch_rate(rates, "caption_text_per_s", arch) + captioner_start_seconds(rates, arch)
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,14 @@ from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
 from imagenet_cog.plan.cost import (
+    CAPTION_RATE_KEYS,
     FINETUNE_RATE_KEYS,
     OWN_RATE_KEYS,
     RATE_KEYS,
     ZEROSHOT_RATE_KEYS,
+    caption_seconds,
     dataset_cost,
+    description_seconds,
     feature_bytes,
     finetune_seconds,
     zeroshot_classifier_seconds,
@@ -74,6 +77,8 @@ FINETUNE_STAGE = "fine-tuning"
 ZEROSHOT_RATES = {*ZEROSHOT_RATE_KEYS, "model_build_s", "checkpoint_load_s", "job_start_s", "cuda_start_s",
                   "read_bytes_per_s", "prepare_bytes_per_s", "scoring_flops_per_s"}
 ZEROSHOT_STAGE = "zero-shot"
+CAPTION_RATES = {*CAPTION_RATE_KEYS, "model_build_s", "checkpoint_load_s", "job_start_s", "cuda_start_s"}
+CAPTION_STAGE, DESCRIPTION_STAGE = "captioning", "auto-descriptions"
 
 
 def own_job_stage(kind: str) -> str:
@@ -171,6 +176,41 @@ def zeroshot_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> t
     return rows, []
 
 
+def captioned_images(data, images_per_concept: int) -> int:
+    """The test images of ``data`` captioned: all, or the first ``images_per_concept`` of
+    each concept (at most its test images)."""
+    return data.test if not images_per_concept else min(data.test, data.classes * images_per_concept)
+
+
+def caption_rows(config: dict, datasets: list, rates: Rates) -> tuple[list[Row], list[str]]:
+    """Class-level captioning (analyses.captions.enabled), two rows for its captioner: a
+    caption-images job per captioned dataset (its captioned test images), and the
+    auto-descriptions jobs (per dataset, and per result model's k-means clusters with
+    clusters: true), each embedding every caption of its dataset; or the note of why it is
+    not priced."""
+    settings = config["analyses"]["captions"]
+    if not settings["enabled"]:
+        return [], []
+    if not all(key in rates.values for key in CAPTION_RATE_KEYS):
+        return [], [f"not priced: class-level captioning (the rates lack {', '.join(CAPTION_RATE_KEYS)}: "
+                    "resources/rates/h100.yaml has them)"]
+    sized = {data.name: data for data in datasets}
+    names = [name for name in settings["datasets"] or config["datasets"] if name in sized]
+    captioner, arch = settings["captioner"]["name"], settings["captioner"]["arch"]
+    clusters = len(config["results"]["models"] or config["models"]) if settings["clusters"] else 0
+    projected = set(rates.projected_keys(tuple(CAPTION_RATES)))
+    captioning = Row(CAPTION_STAGE, captioner, projected_rates=projected)
+    describing = Row(DESCRIPTION_STAGE, captioner, projected_rates=projected)
+    for name in names:
+        images = captioned_images(sized[name], settings["images_per_concept"])
+        seconds = caption_seconds(images, rates.values, arch)
+        merge(captioning, Row(CAPTION_STAGE, captioner, 1, images, RESULT_BYTES, 0, seconds, longest_job_s=seconds))
+        seconds = description_seconds(images, rates.values, arch)
+        merge(describing, Row(DESCRIPTION_STAGE, captioner, 1 + clusters, 0, (1 + clusters) * RESULT_BYTES, 0,
+                              (1 + clusters) * seconds, longest_job_s=seconds))
+    return [captioning, describing], []
+
+
 def merge(into: Row, row: Row) -> None:
     into.jobs += row.jobs
     into.images_read += row.images_read
@@ -192,7 +232,8 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
         rows += model_rows(model, arch, dim, groups, config["features"], rates)
     finetuned, finetune_notes = finetune_rows(config, groups[0].datasets, widths, rates)
     zeroshot, zeroshot_notes = zeroshot_rows(config, groups[0].datasets, widths, rates)
-    rows += finetuned + zeroshot
+    captioned, caption_notes = caption_rows(config, groups[0].datasets, rates)
+    rows += finetuned + zeroshot + captioned
     total = Row("total", "all models", bytes_written=TABLE_BYTES)
     for row in rows:
         merge(total, row)
@@ -205,11 +246,11 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
     own = tuple(key for kind in priced_kinds(config) if rates.prices(kind) for key in KINDS[kind].own_rates)
     used = rates.projected_keys(RATE_KEYS + own + (FINETUNE_RATE_KEYS if finetuned else ())
-                                + (ZEROSHOT_RATE_KEYS if zeroshot else ()))
+                                + (ZEROSHOT_RATE_KEYS if zeroshot else ()) + (CAPTION_RATE_KEYS if captioned else ()))
     if used:
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
-    notes += finetune_notes + zeroshot_notes + not_priced(config, rates)
+    notes += finetune_notes + zeroshot_notes + caption_notes + not_priced(config, rates)
     return rows + [total, wall], notes
 
 

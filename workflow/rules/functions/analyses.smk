@@ -172,4 +172,105 @@ def rater_sheet_targets():
 def analyses_targets():
     """What a full run makes of this stage (rule all gathers each stage's list), the
     switched-on analyses and, when analyses.raters.enabled, the rater sheets."""
-    return [*rater_sheet_targets(), *analysis_outputs()]
+    return [*rater_sheet_targets(), *analysis_outputs(), *caption_targets()]
+
+
+# class-level captioning (Laina et al. 2020, Sec. 4) ------------------------------------
+
+CAPTIONS = ANALYSES_CONFIG["captions"]
+CAPTIONER = CAPTIONS["captioner"]["name"]
+
+
+def captioner_spec():
+    """The registry spec of the captioner (analyses.captions.captioner)."""
+    from imagenet_cog.models.registry import ModelSpec
+
+    entry = {key: value for key, value in CAPTIONS["captioner"].items() if key != "name"}
+    try:
+        return ModelSpec.from_config(CAPTIONER, entry, config["checkpoints_dir"], check_checkpoint=False)
+    except (ValueError, FileNotFoundError) as error:
+        raise WorkflowError(f"config.yaml: analyses.captions.captioner: {error}")
+
+
+def caption_datasets():
+    """The datasets captioned: analyses.captions.datasets, else every configured one."""
+    selected = CAPTIONS["datasets"] or DATASETS
+    unknown = [dataset for dataset in selected if dataset not in DATASETS]
+    if unknown:
+        raise WorkflowError(
+            f"config.yaml: analyses.captions.datasets names {', '.join(unknown)}, which 'datasets' does not "
+            f"list ({', '.join(DATASETS)}); fix the list or set it to null (every dataset)."
+        )
+    return list(selected)
+
+
+def caption_clusters():
+    """Whether the k-means clusters are described too: it needs the clusterings."""
+    if CAPTIONS["clusters"] and not ANALYSES_CONFIG["kmeans"]["enabled"]:
+        raise WorkflowError(
+            "config.yaml: analyses.captions.clusters describes the k-means clusters, but "
+            "analyses.kmeans.enabled is false; switch k-means on or set analyses.captions.clusters: false."
+        )
+    return CAPTIONS["clusters"]
+
+
+if CAPTIONS["enabled"]:
+    captioner_spec()
+    caption_datasets()
+    caption_clusters()
+
+
+@functools.cache
+def captioner_options():
+    """The captioner's name, arch, weights (and trusted globals) and the weights identity
+    planned with: new weights caption again."""
+    from imagenet_cog.models.registry import weights_identity
+
+    spec = captioner_spec()
+    options = ["--model-name", CAPTIONER, "--arch", spec.arch, "--weights", spec.weights]
+    if spec.trusted_globals:
+        options += ["--trusted-globals", *spec.trusted_globals]
+    return shlex.join([*options, "--weights-identity", weights_identity(spec)])
+
+
+def generation_options():
+    """open_clip's generation settings as caption-images options."""
+    return " ".join(f"--{key.replace('_', '-')} {value}" for key, value in sorted(CAPTIONS["generation"].items()))
+
+
+def caption_inputs(wildcards):
+    """The split table; in demo mode the generated images (real roots stay a param)."""
+    dataset = wildcards.dataset
+    inputs = {"split_table": PATHS.image_splits(dataset)}
+    if config["mode"] == "demo":
+        inputs["images"] = image_root(dataset)
+    return {**inputs, **image_index_input(dataset)}
+
+
+def auto_description_report(path, grouping):
+    return report(
+        path,
+        caption="../report/auto_descriptions.rst",
+        category="Analyses",
+        subcategory="Auto descriptions",
+        labels={"descriptions": grouping, "dataset": "{dataset}", "captioner": "{captioner}"},
+    )
+
+
+def caption_outputs():
+    """The captions and descriptions of every captioned dataset (and cluster)."""
+    models = result_models() if caption_clusters() else []
+    return [
+        path
+        for dataset in caption_datasets()
+        for path in (
+            PATHS.captions(CAPTIONER, dataset),
+            PATHS.auto_descriptions(CAPTIONER, dataset),
+            *[PATHS.auto_descriptions(CAPTIONER, dataset, model) for model in models],
+        )
+    ]
+
+
+def caption_targets():
+    """What a full run makes of class-level captioning, when analyses.captions.enabled."""
+    return caption_outputs() if CAPTIONS["enabled"] else []
