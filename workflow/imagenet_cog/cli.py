@@ -67,6 +67,8 @@ COMMANDS: dict[str, str] = {
     "analyses-figures": "imagenet_cog.analyses.report:figures_command",
     "rater-sheets": "imagenet_cog.analyses.raters:rater_sheets_command",
     "score-raters": "imagenet_cog.analyses.raters:score_raters_command",
+    "model-describability": "imagenet_cog.analyses.describability:model_describability_command",
+    "model-describability-table": "imagenet_cog.analyses.describability_table:table_command",
     # variants stage (variants.smk): class-balanced, IN-1K-blurred, label-noise audit
     "balanced-split": "imagenet_cog.variants.balanced:balanced_split_command",
     "balanced-view": "imagenet_cog.variants.balanced:balanced_view_command",
