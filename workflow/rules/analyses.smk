@@ -177,6 +177,10 @@ rule analyses:
 # moved) and the answer key apart from them. Raters' answers are scored outside the
 # workflow: `python -m imagenet_cog score-raters --answers *.csv --key <key.tsv> ...`.
 # Not in the report: a full-size study embeds tens of MB of images per dataset.
+# Describability pages show analyses.raters.description (the gloss by default; an automatic
+# description needs auto_descriptions): its options ({params.descriptions}, empty for the
+# gloss) entered the shell text once, which re-ran each finished rater_sheets job (6 on the
+# finished demo, measured with snakemake -n); the default adds nothing to `settings`.
 
 
 rule rater_sheets:
