@@ -71,6 +71,8 @@ COMMANDS: dict[str, str] = {
     "score-raters": "imagenet_cog.analyses.raters:score_raters_command",
     "caption-images": "imagenet_cog.analyses.captions:caption_images_command",
     "auto-descriptions": "imagenet_cog.analyses.captions:auto_descriptions_command",
+    "model-describability": "imagenet_cog.analyses.describability:model_describability_command",
+    "model-describability-table": "imagenet_cog.analyses.describability_table:table_command",
     # variants stage (variants.smk): class-balanced, IN-1K-blurred, label-noise audit
     "balanced-split": "imagenet_cog.variants.balanced:balanced_split_command",
     "balanced-view": "imagenet_cog.variants.balanced:balanced_view_command",

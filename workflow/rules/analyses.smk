@@ -177,6 +177,10 @@ rule analyses:
 # moved) and the answer key apart from them. Raters' answers are scored outside the
 # workflow: `python -m imagenet_cog score-raters --answers *.csv --key <key.tsv> ...`.
 # Not in the report: a full-size study embeds tens of MB of images per dataset.
+# Describability pages show analyses.raters.description (the gloss by default; an automatic
+# description needs auto_descriptions): its options ({params.descriptions}, empty for the
+# gloss) entered the shell text once, which re-ran each finished rater_sheets job (6 on the
+# finished demo, measured with snakemake -n); the default adds nothing to `settings`.
 
 
 rule rater_sheets:
@@ -200,6 +204,7 @@ rule rater_sheets:
         settings=rater_sheet_settings(),
         negatives=" ".join(config["analyses"]["raters"]["negatives"]),
         variants=" ".join(config["analyses"]["raters"]["variants"]),
+        descriptions=rater_sheet_description_options,
     shell:
         python_command("rater-sheets")
         + " --dataset {wildcards.dataset} --split-table {input.split_table} --image-root {params.root:q}"
@@ -209,7 +214,7 @@ rule rater_sheets:
         " --references {params.settings[references]} --negatives {params.negatives}"
         " --variants {params.variants} --seed {params.settings[seed]}"
         " --image-size {params.settings[image_size]}"
-        " --sheets {output.sheets} --key {output.key} > {log} 2>&1"
+        " --sheets {output.sheets} --key {output.key} {params.descriptions} > {log} 2>&1"
 
 
 # `snakemake raters`: the sheets of every configured dataset, enabled or not.
@@ -304,3 +309,67 @@ rule auto_descriptions_clusters:
 rule captions:
     input:
         caption_outputs(),
+
+
+# describability answered by an image-text model (Laina et al. 2020, Eq. 3, Tab. 2) -------
+# Each open_clip model with image_features embedding answers the describability tasks of
+# every dataset's rater key: the query image whose embedding is nearer the description's
+# text embedding, with the gloss and, when a captioner is connected (auto_descriptions in
+# functions/analyses.smk), the automatic description. `snakemake describability`.
+
+
+rule analyses_model_describability:
+    input:
+        unpack(model_describability_inputs),
+    output:
+        result=PATHS.analysis_result("{model}", "{dataset}", "model_describability"),
+        answers=PATHS.model_describability_answers("{model}", "{dataset}"),
+    log:
+        PATHS.log("analyses/{model}/{dataset}/model_describability.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/{model}/{dataset}/model_describability.tsv")
+    wildcard_constraints:
+        model=describability_model_pattern(),
+        dataset=naming.DEFAULT_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        model=lambda wildcards: describability_model_options(wildcards.model),
+        device=ANALYSES_CONFIG["device"],
+        descriptions=lambda wildcards, input: (f"--descriptions {input.descriptions}" if "descriptions" in input.keys() else ""),
+    shell:
+        python_command("model-describability")
+        + " --key {input.key} --catalogue {input.catalogue} {params.descriptions} --test {input.test}"
+        " --model-name {wildcards.model} {params.model} --dataset {wildcards.dataset}"
+        " --device {params.device} --answers {output.answers} --output {output.result} > {log} 2>&1"
+
+
+rule analyses_describability_table:
+    input:
+        unpack(describability_table_inputs),
+    output:
+        report(
+            PATHS.table("analyses_describability", "csv"),
+            caption="../report/analyses_describability.rst",
+            category="Analyses",
+            subcategory="Tables",
+            labels={"table": "describability", "dataset": "IN-1K and levels"},
+        ),
+        PATHS.table("analyses_describability", "md"),
+        PATHS.table("analyses_describability", "tex"),
+    log:
+        PATHS.log("analyses/analyses_describability_table.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/analyses_describability_table.tsv")
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        arguments=describability_table_arguments,
+    shell:
+        python_command("model-describability-table") + " --results {input.results} {params.arguments} > {log} 2>&1"
+
+
+# `snakemake describability`: the models' answers and the table, when a model answers.
+rule describability:
+    input:
+        model_describability_outputs(),

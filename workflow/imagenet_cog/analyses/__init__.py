@@ -11,6 +11,9 @@ and provenance; :mod:`.report` gathers every such JSON into one tidy summary CSV
 - :mod:`.learnability`: forced-choice tasks answered in feature space (Laina et al. 2020, Eq. 1-2).
 - :mod:`.agreement`: adjusted NMI between models' clusterings (Laina et al. 2020, Sec. 5.1).
 - :mod:`.raters`: forced-choice HTML sheets for human raters and their scorer (Laina et al. 2020, Sec. 3).
+- :mod:`.descriptions`: a concept's descriptions, the WordNet gloss or an automatic one (a captioner's TSV).
+- :mod:`.describability`: the sheets' describability tasks answered by an image-text model (Eq. 3);
+  :mod:`.describability_table` the table per level, gloss vs automatic description (Tab. 2).
 - :mod:`.report`: the summary, tables and figures of the analyses.
 - :mod:`.common`: reading a split's features, metric records and provenance.
 """

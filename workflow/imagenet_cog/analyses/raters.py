@@ -18,6 +18,10 @@ Which tasks (all seeded, the same settings give the same tasks):
   references by the description), and random and hard tasks share references and positive;
 * the order of the two queries is drawn per task.
 
+What a describability task shows of its concept is a setting (``--description``): the WordNet
+gloss (the default), an automatic description (a captioner's file, ``--descriptions``,
+:mod:`.descriptions`) or both, the gloss first. The key is the same whatever they show.
+
 Pages: one self-contained HTML file per variant, negative kind and round, holding the
 round's task of every sampled concept in a shuffled order. A describability page thus
 shows each concept once, so that a rater cannot learn a concept from its other tasks
@@ -65,7 +69,10 @@ from imagenet_cog.core.naming import IN1K
 from imagenet_cog.core.sampling import derived_rng
 from imagenet_cog.features.store import read_features
 
-VARIANTS = ("coherence", "describability")
+from .descriptions import AUTO, BOTH, GLOSS, SHEET_CHOICES, DescriptionError, read_auto_descriptions
+
+DESCRIBABILITY = "describability"
+VARIANTS = ("coherence", DESCRIBABILITY)
 NEGATIVE_KINDS = ("random", "hard")
 CHOICES = ("A", "B")
 ANSWER_COLUMNS = ("rater", "task", "choice")
@@ -312,8 +319,19 @@ def page_name(variant: str, negatives: str, page: int) -> str:
     return f"{variant}-{negatives}-{page:02d}"
 
 
-def render_page(tasks: Sequence[Task], glosses: Mapping[str, str], image: Callable[[str], str]) -> str:
-    """One sheet: the tasks of one variant, negative kind and round, for a browser."""
+def description_html(wnid: str, glosses: Mapping[str, str], auto: Mapping[str, str] | None, shown: str) -> str:
+    """What a describability task shows of its concept: the gloss, the automatic description
+    (``auto``), or both, the gloss first (``shown``, one of descriptions.SHEET_CHOICES)."""
+    texts = {GLOSS: [glosses[wnid]], AUTO: [auto[wnid]] if auto else [], BOTH: [glosses[wnid], auto[wnid]] if auto else []}
+    if not texts[shown]:
+        raise RaterError(f"describability pages showing '{shown}' descriptions need the automatic descriptions.")
+    return "".join(f'<p class="description">{html.escape(text)}</p>' for text in texts[shown])
+
+
+def render_page(tasks: Sequence[Task], glosses: Mapping[str, str], image: Callable[[str], str],
+                auto: Mapping[str, str] | None = None, shown: str = GLOSS) -> str:
+    """One sheet: the tasks of one variant, negative kind and round, for a browser; a
+    describability task shows its concept's gloss, automatic description (``auto``) or both."""
     first = tasks[0]
     sheet = page_name(first.variant, first.negatives, first.page)
     if first.variant == "coherence":
@@ -341,7 +359,7 @@ def render_page(tasks: Sequence[Task], glosses: Mapping[str, str], image: Callab
             parts.extend(f'<img src="{image(path)}" alt="example">' for path in task.references)
             parts.append("</div>")
         else:
-            parts.append(f'<p>The concept:</p><p class="description">{html.escape(glosses[task.wnid])}</p>')
+            parts.append(f"<p>The concept:</p>{description_html(task.wnid, glosses, auto, shown)}")
         parts.append("<p>Which image belongs to it?</p><div class=\"queries\">")
         for choice, path in zip(CHOICES, (task.query_a, task.query_b)):
             parts.append(
@@ -355,7 +373,11 @@ def render_page(tasks: Sequence[Task], glosses: Mapping[str, str], image: Callab
     return "\n".join(parts) + "\n"
 
 
-def render_index(dataset: str, pages: Sequence[tuple[str, str, int, int]]) -> str:
+INDEX_DESCRIPTIONS = {GLOSS: "its WordNet description", AUTO: "an automatic description of it",
+                      BOTH: "its WordNet description and an automatic one"}
+
+
+def render_index(dataset: str, pages: Sequence[tuple[str, str, int, int]], shown: str = GLOSS) -> str:
     """The sheets' table of contents: (file, variant, negatives, tasks) per page."""
     rows = "\n".join(
         f'<tr><td><a href="{html.escape(file)}">{html.escape(file)}</a></td><td>{variant}</td>'
@@ -367,8 +389,8 @@ def render_index(dataset: str, pages: Sequence[tuple[str, str, int, int]]) -> st
         f"<title>Forced-choice sheets, {html.escape(dataset)}</title></head><body>\n"
         f"<h1>Forced-choice sheets, dataset {html.escape(dataset)}</h1>\n"
         "<p>Each page is self-contained (images embedded): send pages to raters as they are. "
-        "Coherence pages show example images of a concept, describability pages its WordNet "
-        "description. Give a rater at most one describability page per negative kind, and no "
+        f"Coherence pages show example images of a concept, describability pages {INDEX_DESCRIPTIONS[shown]}"
+        ". Give a rater at most one describability page per negative kind, and no "
         "describability page after coherence pages of the same dataset, so that no one learns a "
         "concept from its images before being tested on its description.</p>\n"
         "<table><tr><th>page</th><th>variant</th><th>negatives</th><th>tasks</th></tr>\n"
@@ -377,9 +399,11 @@ def render_index(dataset: str, pages: Sequence[tuple[str, str, int, int]]) -> st
 
 
 def write_sheets(tasks: Sequence[Task], glosses: Mapping[str, str], images: ImageFiles,
-                 image_size: int, sheets: str | os.PathLike, key: str | os.PathLike) -> int:
+                 image_size: int, sheets: str | os.PathLike, key: str | os.PathLike,
+                 auto: Mapping[str, str] | None = None, shown: str = GLOSS) -> int:
     """The pages (and their index) into the folder ``sheets``, the answer key into ``key``;
-    ``images``: the dataset's image root, in any layout."""
+    ``images``: the dataset's image root, in any layout; describability pages show ``shown``
+    (the gloss, the automatic descriptions ``auto``, or both)."""
     cache: dict[str, str] = {}
 
     def image(path: str) -> str:
@@ -394,9 +418,9 @@ def write_sheets(tasks: Sequence[Task], glosses: Mapping[str, str], images: Imag
     with atomic_directory(sheets) as folder:
         for (variant, negatives, page), page_tasks in pages.items():
             file = f"{page_name(variant, negatives, page)}.html"
-            (folder / file).write_text(render_page(page_tasks, glosses, image))
+            (folder / file).write_text(render_page(page_tasks, glosses, image, auto, shown))
             listing.append((file, variant, negatives, len(page_tasks)))
-        (folder / INDEX_PAGE).write_text(render_index(tasks[0].dataset, listing))
+        (folder / INDEX_PAGE).write_text(render_index(tasks[0].dataset, listing, shown))
     write_tsv(key, KEY_COLUMNS, (task.key_row() for task in tasks))
     return len(pages)
 
@@ -421,9 +445,16 @@ def rater_sheets_command(argv: list[str]) -> int:
     parser.add_argument("--image-size", type=int, required=True, help="longest side of embedded images, pixels")
     parser.add_argument("--sheets", required=True, help="output folder of the HTML pages")
     parser.add_argument("--key", required=True, help="output answer key TSV")
+    parser.add_argument("--description", choices=SHEET_CHOICES, default=GLOSS,
+                        help="what describability pages show: the WordNet gloss (default), the automatic "
+                             "description (--descriptions) or both")
+    parser.add_argument("--descriptions", help="automatic descriptions TSV (group, description, score, captions)")
     args = parser.parse_args(argv)
     if "hard" in args.negatives and not args.features:
         parser.error("--negatives hard needs --features")
+    if (args.description != GLOSS) != bool(args.descriptions):
+        parser.error(f"--description {args.description} " + ("needs --descriptions" if args.descriptions is None
+                                                             else "shows no automatic description: drop --descriptions"))
     try:
         images = read_test_images(args.split_table)
         catalogue = read_catalogue(args.catalogue, images)
@@ -443,9 +474,11 @@ def rater_sheets_command(argv: list[str]) -> int:
             tasks_per_concept=args.tasks_per_concept, references=args.references,
             negative_kinds=args.negatives, variants=args.variants, seed=args.seed, hard_negatives=hard,
         )
+        auto = read_auto_descriptions(args.descriptions, concepts) if args.descriptions else None
         pages = write_sheets(tasks, {wnid: catalogue[wnid][1] for wnid in concepts},
-                             ImageFiles(args.image_root, args.image_index), args.image_size, args.sheets, args.key)
-    except (RaterError, ArchiveError) as error:
+                             ImageFiles(args.image_root, args.image_index), args.image_size, args.sheets, args.key,
+                             auto, args.description)
+    except (RaterError, ArchiveError, DescriptionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"{args.dataset}: {len(concepts)} concepts, {len(tasks)} tasks on {pages} pages in {args.sheets}; "

@@ -307,6 +307,10 @@ class Layout:
         """The sheets' answer key: one row per task (kept apart from the pages)."""
         return f"{self.root}/analyses/raters/{dataset}/key.tsv"
 
+    def model_describability_answers(self, model: str, dataset: str) -> str:
+        """An image-text model's answers to the key's describability tasks, per description source."""
+        return f"{self.root}/analyses/{model}/{dataset}/model_describability_answers.tsv"
+
     # fine-tuning stage ---------------------------------------------------------------
     def finetune_result(self, model: str, dataset: str) -> str:
         """One model fine-tuned on one dataset: its top-1, top-5, recipe and epochs (JSON)."""

@@ -142,12 +142,15 @@ if "hard" in config["analyses"]["raters"]["negatives"]:
 
 
 def rater_sheet_inputs(wildcards):
-    """Split table and catalogue; the test features only for hard negatives; in demo mode the
-    generated images (real ImageNet folders stay a param: Snakemake would stat every file)."""
+    """Split table and catalogue; the test features only for hard negatives; the automatic
+    descriptions when the pages show them; in demo mode the generated images (real ImageNet
+    folders stay a param: Snakemake would stat every file)."""
     dataset = wildcards.dataset
     inputs = {"split_table": PATHS.image_splits(dataset), "catalogue": PATHS.concept_catalogue()}
     if "hard" in config["analyses"]["raters"]["negatives"]:
         inputs["features"] = PATHS.features(rater_model(), dataset, "test")
+    if config["analyses"]["raters"]["description"] != "gloss":
+        inputs["descriptions"] = auto_descriptions(dataset)
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
     return {**inputs, **image_index_input(dataset)}
@@ -157,7 +160,16 @@ def rater_sheet_settings():
     """The settings that shape the sheets (params: a change re-runs them); not 'enabled',
     which only says whether rule all asks for them, nor 'model', whose features are an input."""
     raters = config["analyses"]["raters"]
-    return {key: raters[key] for key in ("concepts_per_dataset", "tasks_per_concept", "references", "image_size", "seed")}
+    settings = {key: raters[key] for key in ("concepts_per_dataset", "tasks_per_concept", "references", "image_size", "seed")}
+    # the pages' description only when not the gloss: finished sheets of the default keep their params
+    return settings | ({"description": raters["description"]} if raters["description"] != "gloss" else {})
+
+
+def rater_sheet_description_options(wildcards, input):
+    """--description and --descriptions when the pages show the automatic description."""
+    if "descriptions" not in input.keys():
+        return ""
+    return f"--description {config['analyses']['raters']['description']} --descriptions {input.descriptions}"
 
 
 def rater_sheet_outputs(datasets=None):
@@ -172,7 +184,7 @@ def rater_sheet_targets():
 def analyses_targets():
     """What a full run makes of this stage (rule all gathers each stage's list), the
     switched-on analyses and, when analyses.raters.enabled, the rater sheets."""
-    return [*rater_sheet_targets(), *analysis_outputs(), *caption_targets()]
+    return [*rater_sheet_targets(), *analysis_outputs(), *caption_targets(), *model_describability_outputs()]
 
 
 # class-level captioning (Laina et al. 2020, Sec. 4) ------------------------------------
@@ -274,3 +286,98 @@ def caption_outputs():
 def caption_targets():
     """What a full run makes of class-level captioning, when analyses.captions.enabled."""
     return caption_outputs() if CAPTIONS["enabled"] else []
+
+
+# describability answered by an image-text model (Laina et al. 2020, Eq. 3, Tab. 2) -------
+DESCRIBABILITY_CONFIG = ANALYSES_CONFIG["model_describability"]
+
+
+def auto_descriptions(dataset):
+    """The captioner's automatic descriptions of ``dataset`` (Eq. 4's, a group/description/
+    score/captions TSV), or None where analyses.captions does not caption it."""
+    if not CAPTIONS["enabled"] or dataset not in caption_datasets():
+        return None
+    return PATHS.auto_descriptions(CAPTIONER, dataset)
+
+
+if config["analyses"]["raters"]["description"] != "gloss":
+    for dataset in DATASETS:
+        if auto_descriptions(dataset) is None:
+            raise WorkflowError(
+                f"config.yaml: analyses.raters.description is '{config['analyses']['raters']['description']}', "
+                f"but {dataset} has no automatic descriptions: enable analyses.captions and caption every dataset "
+                f"(analyses.captions.datasets: null), or set it to gloss."
+            )
+
+
+def describability_models():
+    """The models that answer: those with a text tower in their image features' space (the
+    zero-shot kind's, imagenet_cog/probes/kinds/zeroshot.py), among the results' models."""
+    return [model for model in result_models() if ZEROSHOT_KIND.applies_to(config["models"][model])]
+
+
+def model_describability_enabled():
+    return (
+        DESCRIBABILITY_CONFIG["enabled"]
+        and "describability" in config["analyses"]["raters"]["variants"]
+        and bool(describability_models())
+    )
+
+
+def describability_model_pattern():
+    """The model wildcard's constraint: the answering models' names (none: matches nothing)."""
+    return "|".join(re.escape(model) for model in describability_models()) or "(?!)"
+
+
+def model_describability_inputs(wildcards):
+    """The dataset's rater key, the catalogue (glosses), the model's test features, and the
+    automatic descriptions when connected (auto_descriptions)."""
+    inputs = {
+        "key": PATHS.rater_key(wildcards.dataset),
+        "catalogue": PATHS.concept_catalogue(),
+        "test": PATHS.features(wildcards.model, wildcards.dataset, "test"),
+    }
+    descriptions = auto_descriptions(wildcards.dataset)
+    return inputs | ({"descriptions": descriptions} if descriptions else {})
+
+
+def describability_model_options(model):
+    """The text tower's model: arch, weights (as extraction reads them), image features, trusted objects."""
+    from imagenet_cog.models.registry import extract_options
+
+    spec = model_spec(model)
+    return shlex.join(["--arch", spec.arch, "--weights", spec.weights, *extract_options(spec)])
+
+
+def describability_results():
+    return [
+        PATHS.analysis_result(model, dataset, "model_describability") for model in describability_models() for dataset in DATASETS
+    ]
+
+
+def human_score_files():
+    """source -> score-raters TSV, for the sources whose answers are configured."""
+    return {source: path for source, path in DESCRIBABILITY_CONFIG["human_scores"].items() if path}
+
+
+def describability_table_inputs(wildcards):
+    return {"results": describability_results(), **{f"human_{source}": path for source, path in human_score_files().items()}}
+
+
+def describability_table_arguments(wildcards, input):
+    humans = " ".join(f"--human-{source} {shlex.quote(getattr(input, f'human_{source}'))}" for source in human_score_files())
+    return f"--results-root {PATHS.root} --models {shlex.quote(models_json())} --datasets {' '.join(DATASETS)}" + (
+        f" {humans}" if humans else ""
+    )
+
+
+def model_describability_outputs():
+    """The answers and results of every answering model and dataset, and the table; none
+    when no model answers (or the sheets have no describability tasks)."""
+    if not model_describability_enabled():
+        return []
+    return [
+        *describability_results(),
+        *(PATHS.model_describability_answers(model, dataset) for model in describability_models() for dataset in DATASETS),
+        *(PATHS.table("analyses_describability", extension) for extension in TABLE_FORMATS),
+    ]
