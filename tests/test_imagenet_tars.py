@@ -77,7 +77,7 @@ def run_config(base: Path, in21k_root: Path, in1k_root: Path, published: bool = 
         "levels": levels,
         "data": {"in21k_root": str(in21k_root), "in1k_root": str(in1k_root), "in21k_release": "winter21"},
         "splits": {"test_per_concept": 2, "max_train_per_concept": 6},
-        "models": {"demo_cnn": None},
+        "models": {"demo_cnn": None, "demo_clip": None},
         "results": {"baseline_model": MODEL},
         "features": {"shard_size": 8},
         "level_sets": {"sets": []},

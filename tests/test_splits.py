@@ -300,7 +300,9 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
     in21k, in1k = tmp_path / "in21k", tmp_path / "in1k"
     settings = (
         # the demo's pretrained network is made only in demo mode
-        "models: {demo_cnn: null}\nresults: {baseline_model: demo_cnn_random}\n"
+        "models: {demo_cnn: null, demo_clip: null}\nresults: {baseline_model: demo_cnn_random}\n"
+        # without the demo's image-text model, no zero-shot probe
+        "probes: {kinds: [linear, knn]}\n"
         # 3 test images per concept leave no learnability task
         "analyses: {learnability: {enabled: false}}\n"
         # one training image per IN-1K class: the pre-flight check would (rightly) refuse

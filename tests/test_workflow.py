@@ -441,3 +441,31 @@ def test_the_image_text_model_is_scored_zero_shot_on_every_dataset_and_the_open_
     assert len(pd.read_csv(layout.table("zeroshot_open_set", "csv"))) == len(demo_config["datasets"])
     for name in ("zeroshot", "zeroshot_vs_nshot"):
         assert Path(layout.figure(name, "png")).stat().st_size > 0
+
+
+def test_captions_descriptions_and_the_describability_a_model_answers(demo_run, demo_config):
+    """The demo's tiny CoCa captions L1's first test images of each concept; Eq. 4 picks each
+    concept's and each model's k-means clusters' description among them; the demo's CLIP
+    answers every dataset's describability tasks with the gloss, and L1's with the automatic
+    description too, tabled per level."""
+    layout = Layout(str(demo_run / "results"))
+    captions_settings = demo_config["analyses"]["captions"]
+    captioner, concepts = captions_settings["captioner"]["name"], demo_config["demo"]["concepts_per_dataset"]
+    captions = read_tsv(layout.captions(captioner, "l1"))
+    assert len(captions) == concepts * captions_settings["images_per_concept"]
+    assert all(row["caption"].strip() for row in captions)
+    descriptions = read_tsv(layout.auto_descriptions(captioner, "l1"))
+    assert len(descriptions) == concepts and {row["captions"] for row in descriptions} == {"4"}
+    by_group = {}
+    for row in captions:
+        by_group.setdefault(row["group"], []).append(row["caption"])
+    assert all(row["description"] in by_group[row["group"]] for row in descriptions)
+    for model in demo_config["models"]:
+        clusters = read_tsv(layout.auto_descriptions(captioner, "l1", model))
+        assert clusters and all(row["group"].startswith("cluster-") for row in clusters)
+    for dataset in demo_config["datasets"]:
+        result = json.loads(Path(layout.analysis_result("demo_clip", dataset, "model_describability")).read_text())
+        assert result["settings"]["sources"] == (["gloss", "auto"] if dataset == "l1" else ["gloss"])
+        assert all(m["value"] is None or 0.0 <= m["value"] <= 100.0 for m in result["metrics"])
+        assert not Path(layout.analysis_result("demo_cnn", dataset, "model_describability")).exists()
+    assert len(pd.read_csv(layout.table("analyses_describability", "csv"))) > 0
