@@ -97,7 +97,9 @@ def test_workflow_checks_every_checkpoint_before_any_job(tmp_path, paper_models)
             path = checkpoints / entry["weights"]
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(name.encode())
-    arguments = ["--cores", "1", "--list-rules", "--configfile", str(PAPER_MODELS),
+    # the demo's probe kinds but zero-shot: the paper's models have no text tower
+    (workdir / "kinds.yaml").write_text("probes: {kinds: [linear, mlp, mlp_noact, pca, knn]}\n")
+    arguments = ["--cores", "1", "--list-rules", "--configfile", str(PAPER_MODELS), "kinds.yaml",
                  "--config", f"checkpoints_dir={checkpoints}"]
     failed = snakemake(workdir, *arguments, check=False)
     assert failed.returncode != 0

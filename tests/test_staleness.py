@@ -32,7 +32,7 @@ ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_table
 # Rules that collect every probe: run whenever any probe result changes (the label-noise
 # audit reads a model's N = all results and features).
 COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {
-    "all", "probes", "tables", "figures", "label_audit", "balanced_results", "blurred_results",
+    "all", "probes", "tables", "figures", "label_audit", "balanced_results", "blurred_results", "zeroshot_results",
 }
 # Rules of one (model, dataset) that read its features.
 FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
@@ -98,6 +98,14 @@ def knn_rules(config: dict) -> set[str]:
     """probe_knn, when the config runs the k-NN probe: one job per (model, dataset) taking
     every N and seed, so whatever reruns a dataset's probes reruns it."""
     return {"probe_knn"} if "knn" in config["probes"]["kinds"] else set()
+
+
+def caption_cluster_rules(config: dict) -> set[str]:
+    """auto_descriptions_clusters, when the config describes k-means clusters by captions:
+    a model's clusters of a captioned dataset follow its k-means."""
+    captions, kmeans = config["analyses"].get("captions", {}), config["analyses"].get("kmeans", {})
+    described = captions.get("enabled") and captions.get("clusters", True) and kmeans.get("enabled", True)
+    return {"auto_descriptions_clusters"} if described else set()
 
 
 def probe_jobs(jobs) -> dict[str, int]:
@@ -167,7 +175,7 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     assert rules_of(jobs) - COLLECTORS == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
         lin_probe_rule(demo_config),
-    } | FEATURE_READERS | knn_rules(demo_config)
+    } | FEATURE_READERS | knn_rules(demo_config) | caption_cluster_rules(demo_config)
     assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
     datasets, splits = [*demo_config["datasets"], "pool"], 2
     assert per_rule["merge_features"] == (len(datasets) + len(blurred_datasets(demo_config))) * splits
@@ -363,7 +371,7 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     assert rules_of(jobs) - COLLECTORS == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe", "analyses_kmeans",
         "probe_kind", "pca_components", lin_probe_rule(demo_config),
-    } | knn_rules(demo_config)
+    } | knn_rules(demo_config) | caption_cluster_rules(demo_config)
     assert [w for rule, w in jobs if rule == "probe_knn"] == [{"model": model, "dataset": dataset}]
     # Of the analyses, only k-means reads training features.
     readers = [(rule, w) for rule, w in jobs if rule in FEATURE_READERS - {"probe"}]
@@ -433,7 +441,7 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     assert {rule for rule, _ in per_model} == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
         lin_probe_rule(demo_config),
-    } | FEATURE_READERS | knn_rules(demo_config)
+    } | FEATURE_READERS | knn_rules(demo_config) | caption_cluster_rules(demo_config)
     assert {w["model"] for _, w in per_model} == {added}
     per_rule = Counter(rule for rule, _ in jobs)
     for analysis in ANALYSES:
@@ -520,11 +528,13 @@ def test_level_sets_on_a_finished_lin_run_extract_only_the_pool(finished_copy, d
         finished_copy / layout.word_vectors_demo(), finished_copy / layout.level_sets_figure("png"),
         finished_copy / layout.level_sets_figure("pdf"),
         *(finished_copy / layout.level_sets_table(extension) for extension in ("csv", "md", "tex")),
-        *(path for path in (results / "levels").iterdir() if path.is_dir() and path.name != "nltk_data"),
+        # the zero-shot names tables (levels/names) are Lin's datasets', not a level set's
+        *(path for path in (results / "levels").iterdir() if path.is_dir() and path.name not in ("nltk_data", "names")),
         *(results / "features").glob("*/*-*"), *(results / "features").glob("*/pool"), *(results / "probes").glob("*/*-*"),
     ]
-    # the class-balanced variant's views and probes are not level sets
-    level_set_outputs = [path for path in level_set_outputs if not path.name.startswith("balanced-")]
+    # the class-balanced variant's views and probes are not level sets, nor is the zero-shot open set
+    level_set_outputs = [path for path in level_set_outputs
+                         if not path.name.startswith("balanced-") and path.name != "open-set"]
     for path in level_set_outputs:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     # Lin's outputs alone are a finished run: only the aggregates (whose command changed) run.

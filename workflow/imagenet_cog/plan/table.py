@@ -197,7 +197,8 @@ def caption_rows(config: dict, datasets: list, rates: Rates) -> tuple[list[Row],
     sized = {data.name: data for data in datasets}
     names = [name for name in settings["datasets"] or config["datasets"] if name in sized]
     captioner, arch = settings["captioner"]["name"], settings["captioner"]["arch"]
-    clusters = len(config["results"]["models"] or config["models"]) if settings["clusters"] else 0
+    kmeans = config["analyses"].get("kmeans", {}).get("enabled", True)
+    clusters = len(config["results"]["models"] or config["models"]) if settings["clusters"] and kmeans else 0
     projected = set(rates.projected_keys(tuple(CAPTION_RATES)))
     captioning = Row(CAPTION_STAGE, captioner, projected_rates=projected)
     describing = Row(DESCRIPTION_STAGE, captioner, projected_rates=projected)

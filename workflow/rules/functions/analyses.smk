@@ -217,19 +217,14 @@ def caption_datasets():
 
 
 def caption_clusters():
-    """Whether the k-means clusters are described too: it needs the clusterings."""
-    if CAPTIONS["clusters"] and not ANALYSES_CONFIG["kmeans"]["enabled"]:
-        raise WorkflowError(
-            "config.yaml: analyses.captions.clusters describes the k-means clusters, but "
-            "analyses.kmeans.enabled is false; switch k-means on or set analyses.captions.clusters: false."
-        )
-    return CAPTIONS["clusters"]
+    """Whether the k-means clusters are described too: when analyses.captions.clusters asks
+    and analyses.kmeans makes the clusterings (a run without k-means describes concepts only)."""
+    return CAPTIONS["clusters"] and ANALYSES_CONFIG["kmeans"]["enabled"]
 
 
 if CAPTIONS["enabled"]:
     captioner_spec()
     caption_datasets()
-    caption_clusters()
 
 
 @functools.cache
