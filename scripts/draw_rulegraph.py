@@ -34,7 +34,7 @@ STAGES = {
     "levels": "#e8f1fa", "demo": "#f3f3f3", "splits": "#eef7ee", "features": "#fdf3e3", "probes": "#fbe9e9",
     "results": "#f1ebf8", "analyses": "#e9f6f6", "variants": "#f8f4e1", "finetune": "#eaf3e8", "plan": "#f4f4ec",
 }
-STAGE_TARGETS = ["levels", "features", "probes", "tables", "figures", "analyses", "raters", "describability", "finetune"]
+STAGE_TARGETS = ["levels", "features", "probes", "tables", "figures", "analyses", "raters", "describability", "captions", "finetune"]
 REAL_DATA_ROOTS = {"in21k_layout": "tars", "in1k_layout": "tars", "in21k_root": "roots/in21k", "in1k_root": "roots/in1k"}
 # (config files laid over config.yaml, settings laid over them, targets)
 VIEWS = [

@@ -53,7 +53,7 @@ def reduce_demo(config_file: Path) -> None:
     # the profile is under test, not the stages beside the linear probes
     config["level_sets"]["sets"] = []
     config["probes"]["kinds"] = ["linear"]
-    for stage in ("balanced", "in1k_blurred", "label_audit"):
+    for stage in ("balanced", "in1k_blurred", "label_audit", "finetune"):
         config[stage]["enabled"] = False
     config["analyses"] = {name: {"enabled": False} for name in ("kmeans", "alignment_uniformity", "learnability", "agreement", "raters")}
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))

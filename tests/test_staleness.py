@@ -108,6 +108,14 @@ def caption_cluster_rules(config: dict) -> set[str]:
     return {"auto_descriptions_clusters"} if described else set()
 
 
+def describability_rules(config: dict) -> set[str]:
+    """The describability an image-text model answers (the demo's CLIP): it reads the rater
+    sheets' key, so whatever remakes the sheets runs it again."""
+    answering = any(entry["arch"].startswith("open_clip/") for entry in config["models"].values())
+    enabled = config["analyses"].get("model_describability", {}).get("enabled", True)
+    return {"analyses_model_describability", "analyses_describability_table"} if answering and enabled else set()
+
+
 def probe_jobs(jobs) -> dict[str, int]:
     """Planned jobs of the linear probe rules."""
     per_rule = Counter(rule for rule, _ in jobs)
@@ -314,7 +322,7 @@ def test_changed_rater_settings_rerun_only_the_sheets(finished_copy, demo_config
     tasks = demo_config["analyses"]["raters"]["tasks_per_concept"] + 1
     jobs = planned_jobs(finished_copy, "--configfile",
                         overlay(finished_copy, {"analyses": {"raters": {"tasks_per_concept": tasks}}}))
-    assert rules_of(jobs) - {"all"} == {"rater_sheets"}
+    assert rules_of(jobs) - {"all"} == {"rater_sheets"} | describability_rules(demo_config)
     assert sorted(w["dataset"] for rule, w in jobs if rule == "rater_sheets") == sorted(demo_config["datasets"])
     # Switching the sheets off only takes them out of rule all's targets.
     assert planned_jobs(finished_copy, "--configfile",
@@ -384,7 +392,7 @@ def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, dem
     # the rater sheets pick hard negatives with the baseline's features (analyses.raters.model: null);
     # the fine-tuning control fine-tunes the baseline (finetune.models: null)
     assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "rater_sheets",
-                              "finetune_backbone", "finetune_results", "all"}
+                              "finetune_backbone", "finetune_results", "all"} | describability_rules(demo_config)
     # every model named, in config order (not sorted): the merged config lists the overlay's
     # keys first, and the order of models is part of the aggregates' parameters
     models = {model: ({"paper_name": "VGG19"} if model == other else {}) for model in demo_config["models"]}
