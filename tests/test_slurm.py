@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slurm
 MODEL = "demo_cnn_random"
 SEED = "22"
 SHOTS = ["1", "all"]
-RUN_LIMIT_S = 1200
+RUN_LIMIT_S = 1500
 # Hyperparameters and accuracies may move by float rounding only.
 ACCURACY_TOLERANCE = 1e-6
 FEATURE_TOLERANCE = 1e-3
