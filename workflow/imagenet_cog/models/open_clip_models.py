@@ -30,6 +30,7 @@ then loaded by open_clip's own loader with its conversions), or ``random`` /
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -175,8 +176,21 @@ def _check_activation(name: str, tag: str, where: str) -> None:
 
 @functools.cache
 def _meta_model(name: str):
-    """The model ``name`` on the meta device (no weights, no compute): its image size and widths."""
-    return open_clip.create_model(name, device="meta", pretrained_text=False)
+    """The model ``name`` on the meta device (no weights, no compute): its image size and widths.
+
+    open_clip warns through the root logger that no weights were loaded, which would give the
+    root logger a handler of its own (logging's implicit basicConfig) and print every later
+    message of the caller (Snakemake planning a run) twice: a handler-less root gets a
+    NullHandler for the call."""
+    root = logging.getLogger()
+    quiet = logging.NullHandler() if not root.handlers else None
+    if quiet:
+        root.addHandler(quiet)
+    try:
+        return open_clip.create_model(name, device="meta", pretrained_text=False)
+    finally:
+        if quiet:
+            root.removeHandler(quiet)
 
 
 def pooled_features(visual, images):
