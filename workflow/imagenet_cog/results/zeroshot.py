@@ -206,7 +206,8 @@ def zeroshot_results_command(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     layout, models = Layout(args.results_root), json.loads(args.models)
     closed, opened = read_results(args.results)
-    rows = compared(closed, opened, read_summary(args.summary))
+    summary = read_summary(args.summary)
+    rows = compared(closed, opened, summary)
     caption = ("Zero-shot classification by the concepts' names (image-text models): top-1 and top-5 (%) of each "
                "dataset's test images among its own concepts and among all the run's (open set), beside the linear "
                "probe on the same image features (N = all, mean over seeds), and the N at which the few-shot linear "
@@ -222,7 +223,7 @@ def zeroshot_results_command(argv: Sequence[str]) -> int:
                      "show far concepts taken for the seen ones."])
     set_theme()
     for name, fig in ((ZEROSHOT, zeroshot_figure(rows, opened, args.datasets, models)),
-                      (VERSUS_NAME, versus_figure(rows, read_summary(args.summary), args.datasets, models))):
+                      (VERSUS_NAME, versus_figure(rows, summary, args.datasets, models))):
         save_figure(fig, layout, name)
         plt.close(fig)
     for _, row in rows.iterrows():
