@@ -110,6 +110,40 @@ def result_models():
     return list(selected)
 
 
+def config_at(setting):
+    """The config section at a dotted path ("analyses.kmeans")."""
+    return functools.reduce(lambda section, key: section[key], setting.split("."), config)
+
+
+def stage_models(setting, needs_text_tower=False):
+    """The models a stage runs for: the ``models`` list of the config section at ``setting``
+    (a dotted path such as "level_sets" or "probes.knn"), null meaning every result model.
+    A stage that reads a text tower (zero-shot, describability by a model) takes only the
+    models that have one: by default those among the result models, while a list naming
+    another model is refused, so that a stage never silently runs for fewer models than named."""
+    from imagenet_cog.models.registry import has_text_tower
+
+    selected = config_at(setting).get("models")
+    if selected is None:
+        return [
+            model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])
+        ]
+    unknown = [model for model in selected if model not in config["models"]]
+    if unknown:
+        raise WorkflowError(
+            f"{setting}.models names {', '.join(unknown)}, which 'models' does not define "
+            f"({', '.join(MODELS)}); fix the list or add those models."
+        )
+    if needs_text_tower:
+        textless = [model for model in selected if not has_text_tower(config["models"][model])]
+        if textless:
+            raise WorkflowError(
+                f"{setting}.models names {', '.join(textless)}, which has no text tower in its image features' "
+                "space (an open_clip/<name> arch with image_features: embedding); take it out of the list."
+            )
+    return list(selected)
+
+
 # How a model's checkpoint may be read, not what the model is: no result depends on it.
 NOT_FOR_RESULTS = ("trusted_globals",)
 

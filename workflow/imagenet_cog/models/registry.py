@@ -79,6 +79,12 @@ def is_open_clip_arch(arch: str) -> bool:
     return arch.startswith(OPEN_CLIP_PREFIX)
 
 
+def has_text_tower(entry: dict) -> bool:
+    """An open_clip model whose image features are the embedding, the space its text tower
+    shares; its pooled features are not in that space, and the other archs have no text tower."""
+    return is_open_clip_arch(entry["arch"]) and entry.get("image_features", "embedding") == "embedding"
+
+
 def output_size(width: int, height: int, size: int) -> tuple[int, int]:
     """Shortest side to ``size``, the other rounded down, as torchvision's ``Resize(int)``."""
     if width <= height:

@@ -25,11 +25,12 @@ from imagenet_cog.plan.cost import (
     zeroshot_classifier_seconds,
     zeroshot_scoring_seconds,
 )
+from imagenet_cog.models.registry import has_text_tower
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
 from imagenet_cog.probes.kinds import KINDS
-from imagenet_cog.probes.kinds.zeroshot import TEMPLATE_COUNTS, has_text_tower
+from imagenet_cog.probes.kinds.zeroshot import TEMPLATE_COUNTS
 
 COLUMNS = ("stage", "model", "jobs", "images_read", "bytes_written", "trial_epochs", "gpu_hours", "rates")
 # Bytes a probe writes besides its classifier (measured on the demo's files): a journal line

@@ -6,18 +6,12 @@ dataset, off the summary's grid of N and seeds: rules ``concept_names`` (levels.
 (probes.smk), and the tables and figures of ``zeroshot_results`` (results.smk)."""
 
 from imagenet_cog.core.naming import ZEROSHOT
-from imagenet_cog.models.registry import is_open_clip_arch
+from imagenet_cog.models.registry import has_text_tower
 from imagenet_cog.probes.kinds.kind import ProbeKind
 
 # prompts per name of open_clip's template sets (probes.zeroshot.templates), for the plan,
 # which imports no open_clip (models.open_clip_text.TEMPLATE_SETS has the templates)
 TEMPLATE_COUNTS = {"openai": 80, "simple": 7}
-
-
-def has_text_tower(entry: dict) -> bool:
-    """An open_clip model whose image features are the embedding, the space its text tower
-    shares; its pooled features are not in that space, and the other archs have no text tower."""
-    return is_open_clip_arch(entry["arch"]) and entry.get("image_features", "embedding") == "embedding"
 
 
 KIND = ProbeKind(
