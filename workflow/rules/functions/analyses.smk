@@ -7,6 +7,8 @@ import shlex
 from imagenet_cog.core.layout import TABLE_FORMATS, analysis_figure_names, analysis_table_names
 
 ANALYSES_CONFIG = config["analyses"]
+# the models of the per-(model, dataset) analyses, their summary, tables, figures and agreement
+ANALYSES_MODELS = stage_models("analyses")
 # Per (model, dataset) analyses switched on, in the order of imagenet_cog.core.layout.ANALYSES.
 ENABLED_ANALYSES = [
     analysis for analysis in ("kmeans", "alignment_uniformity", "learnability") if ANALYSES_CONFIG[analysis]["enabled"]
@@ -51,7 +53,7 @@ def analysis_results():
     """Every per-(model, dataset) analysis JSON the summary collects."""
     return [
         PATHS.analysis_result(model, dataset, analysis)
-        for model in result_models()
+        for model in ANALYSES_MODELS
         for dataset in DATASETS
         for analysis in ENABLED_ANALYSES
     ]
@@ -65,7 +67,7 @@ def analysis_side_outputs():
     """The TSVs written beside the analysis JSONs."""
     return [
         path
-        for model in result_models()
+        for model in ANALYSES_MODELS
         for dataset in DATASETS
         for path in (
             *([PATHS.kmeans_assignments(model, dataset)] if "kmeans" in ENABLED_ANALYSES else []),
@@ -93,8 +95,8 @@ def analysis_outputs():
 def analyses_rendering_arguments():
     agreement = " ".join(f"{dataset}={path}" for dataset, path in agreement_matrices().items())
     return (
-        f"--results-root {PATHS.root} --models {shlex.quote(models_json())} --datasets {' '.join(DATASETS)} "
-        f"--analyses {' '.join(analyses_switched_on())}" + (f" --agreement {agreement}" if agreement else "")
+        f"--results-root {PATHS.root} --models {shlex.quote(models_json(models=ANALYSES_MODELS))} "
+        f"--datasets {' '.join(DATASETS)} --analyses {' '.join(analyses_switched_on())}" + (f" --agreement {agreement}" if agreement else "")
     )
 
 
@@ -222,6 +224,8 @@ def caption_clusters():
     return CAPTIONS["clusters"] and ANALYSES_CONFIG["kmeans"]["enabled"]
 
 
+# the models whose k-means clusters are described (analyses.captions.models)
+CAPTION_CLUSTER_MODELS = stage_models("analyses.captions") if caption_clusters() else []
 if CAPTIONS["enabled"]:
     captioner_spec()
     caption_datasets()
@@ -266,14 +270,13 @@ def auto_description_report(path, grouping):
 
 def caption_outputs():
     """The captions and descriptions of every captioned dataset (and cluster)."""
-    models = result_models() if caption_clusters() else []
     return [
         path
         for dataset in caption_datasets()
         for path in (
             PATHS.captions(CAPTIONER, dataset),
             PATHS.auto_descriptions(CAPTIONER, dataset),
-            *[PATHS.auto_descriptions(CAPTIONER, dataset, model) for model in models],
+            *[PATHS.auto_descriptions(CAPTIONER, dataset, model) for model in CAPTION_CLUSTER_MODELS],
         )
     ]
 
@@ -305,23 +308,23 @@ if config["analyses"]["raters"]["description"] != "gloss":
             )
 
 
-def describability_models():
-    """The models that answer: those with a text tower in their image features' space (the
-    zero-shot kind's, imagenet_cog/probes/kinds/zeroshot.py), among the results' models."""
-    return [model for model in result_models() if ZEROSHOT_KIND.applies_to(config["models"][model])]
+# The models that answer (analyses.model_describability.models): those with a text tower in
+# their image features' space (models/registry.py, has_text_tower), by default among the
+# results' models; a model without one named there is refused before any job.
+DESCRIBABILITY_MODELS = stage_models("analyses.model_describability", needs_text_tower=True)
 
 
 def model_describability_enabled():
     return (
         DESCRIBABILITY_CONFIG["enabled"]
         and "describability" in config["analyses"]["raters"]["variants"]
-        and bool(describability_models())
+        and bool(DESCRIBABILITY_MODELS)
     )
 
 
 def describability_model_pattern():
     """The model wildcard's constraint: the answering models' names (none: matches nothing)."""
-    return "|".join(re.escape(model) for model in describability_models()) or "(?!)"
+    return "|".join(re.escape(model) for model in DESCRIBABILITY_MODELS) or "(?!)"
 
 
 def model_describability_inputs(wildcards):
@@ -346,7 +349,7 @@ def describability_model_options(model):
 
 def describability_results():
     return [
-        PATHS.analysis_result(model, dataset, "model_describability") for model in describability_models() for dataset in DATASETS
+        PATHS.analysis_result(model, dataset, "model_describability") for model in DESCRIBABILITY_MODELS for dataset in DATASETS
     ]
 
 
@@ -373,6 +376,6 @@ def model_describability_outputs():
         return []
     return [
         *describability_results(),
-        *(PATHS.model_describability_answers(model, dataset) for model in describability_models() for dataset in DATASETS),
+        *(PATHS.model_describability_answers(model, dataset) for model in DESCRIBABILITY_MODELS for dataset in DATASETS),
         *(PATHS.table("analyses_describability", extension) for extension in TABLE_FORMATS),
     ]

@@ -122,6 +122,8 @@ LEVEL_SET_DATASETS = [naming.level_set_dataset(name, level) for name in RANKED_L
 ]
 LEVEL_SET_SHOTS = [str(shots) for shots in LEVEL_SET_SETTINGS["shots"]]
 LEVEL_SET_SEEDS = [str(seed) for seed in (LEVEL_SET_SETTINGS["seeds"] or config["probes"]["seeds"])]
+# the models viewed and probed on the level sets (and whose pool is extracted)
+LEVEL_SET_MODELS = stage_models("level_sets")
 
 
 def word_vectors_file():
