@@ -224,8 +224,11 @@ def caption_clusters():
     return CAPTIONS["clusters"] and ANALYSES_CONFIG["kmeans"]["enabled"]
 
 
-# the models whose k-means clusters are described (analyses.captions.models)
-CAPTION_CLUSTER_MODELS = stage_models("analyses.captions") if caption_clusters() else []
+# the models whose k-means clusters are described: analyses.captions.models, null meaning the
+# analyses' models (whose k-means makes the clusters)
+CAPTION_CLUSTER_MODELS = (
+    (ANALYSES_MODELS if CAPTIONS["models"] is None else stage_models("analyses.captions")) if caption_clusters() else []
+)
 if CAPTIONS["enabled"]:
     captioner_spec()
     caption_datasets()
