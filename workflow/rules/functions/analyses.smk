@@ -7,12 +7,13 @@ import shlex
 from imagenet_cog.core.layout import TABLE_FORMATS, analysis_figure_names, analysis_table_names
 
 ANALYSES_CONFIG = config["analyses"]
-# the models of the per-(model, dataset) analyses, their summary, tables, figures and agreement
-ANALYSES_MODELS = stage_models("analyses")
 # Per (model, dataset) analyses switched on, in the order of imagenet_cog.core.layout.ANALYSES.
 ENABLED_ANALYSES = [
     analysis for analysis in ("kmeans", "alignment_uniformity", "learnability") if ANALYSES_CONFIG[analysis]["enabled"]
 ]
+# the models of the per-(model, dataset) analyses, their summary, tables, figures and agreement
+# (none when no analysis runs)
+ANALYSES_MODELS = stage_models("analyses") if ENABLED_ANALYSES else []
 if ANALYSES_CONFIG["agreement"]["enabled"] and not ANALYSES_CONFIG["kmeans"]["enabled"]:
     raise WorkflowError(
         "config.yaml: analyses.agreement.enabled compares the models' k-means clusterings, but "
