@@ -128,9 +128,7 @@ def stage_models(setting, needs_text_tower=False):
     key = f"{setting}.models" if isinstance(section, dict) else setting
     selected = section.get("models") if isinstance(section, dict) else section
     if selected is None:
-        return [
-            model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])
-        ]
+        return [model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])]
     unknown = [model for model in selected if model not in config["models"]]
     if unknown:
         raise WorkflowError(
@@ -149,7 +147,7 @@ def stage_models(setting, needs_text_tower=False):
 
 # the models of IN-1K-blurred (in1k_blurred.models): extracted by the features stage and
 # probed by the variants stage
-BLURRED_MODELS = stage_models("in1k_blurred") if BLURRED_DATASETS else []
+BLURRED_MODELS = stage_models(setting="in1k_blurred") if BLURRED_DATASETS else []
 
 
 # How a model's checkpoint may be read, not what the model is: no result depends on it.

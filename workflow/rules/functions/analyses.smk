@@ -97,7 +97,8 @@ def analyses_rendering_arguments():
     agreement = " ".join(f"{dataset}={path}" for dataset, path in agreement_matrices().items())
     return (
         f"--results-root {PATHS.root} --models {shlex.quote(models_json(models=ANALYSES_MODELS))} "
-        f"--datasets {' '.join(DATASETS)} --analyses {' '.join(analyses_switched_on())}" + (f" --agreement {agreement}" if agreement else "")
+        f"--datasets {' '.join(DATASETS)} --analyses {' '.join(analyses_switched_on())}"
+        + (f" --agreement {agreement}" if agreement else "")
     )
 
 

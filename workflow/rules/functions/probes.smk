@@ -40,9 +40,7 @@ for kind in config["probes"]["kinds"]:
 # zero-shot (imagenet_cog/probes/kinds/zeroshot.py): off the summary's grid, rules of its own
 ZEROSHOT_KIND = KINDS[naming.ZEROSHOT]
 # probes.zeroshot.models: only models with a text tower (stage_models refuses the others)
-ZEROSHOT_MODELS = (
-    stage_models("probes.zeroshot", needs_text_tower=True) if naming.ZEROSHOT in config["probes"]["kinds"] else []
-)
+ZEROSHOT_MODELS = stage_models("probes.zeroshot", needs_text_tower=True) if naming.ZEROSHOT in config["probes"]["kinds"] else []
 if naming.ZEROSHOT in config["probes"]["kinds"] and not ZEROSHOT_MODELS:
     raise WorkflowError(
         "config.yaml: probes.kinds has zeroshot, but no model has a text tower to name concepts with: add an "
