@@ -60,9 +60,9 @@ rule finetune_results:
     output:
         tables=[
             (
-                report(
+                report_output(
                     PATHS.table(FINETUNE_RESULT, extension),
-                    caption="../report/finetune_table.rst",
+                    caption="finetune_table.rst",
                     category="Fine-tuning control",
                 )
                 if extension == "csv"
@@ -72,9 +72,9 @@ rule finetune_results:
         ],
         figures=[
             (
-                report(
+                report_output(
                     PATHS.figure(FINETUNE_RESULT, extension),
-                    caption="../report/finetune_figure.rst",
+                    caption="finetune_figure.rst",
                     category="Fine-tuning control",
                 )
                 if extension == "png"

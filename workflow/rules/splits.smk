@@ -117,7 +117,7 @@ rule split_summary:
     input:
         tables=[PATHS.image_splits(dataset) for dataset in DATASETS + BLURRED_DATASETS],
     output:
-        report(PATHS.split_summary(), caption="../report/splits_summary.rst", category="Splits"),
+        report_output(PATHS.split_summary(), caption="splits_summary.rst", category="Splits"),
     log:
         PATHS.log("splits/summary.log"),
     benchmark:

@@ -73,9 +73,9 @@ rule balanced_results:
     output:
         tables=[
             (
-                report(
+                report_output(
                     PATHS.table("balanced", extension),
-                    caption="../report/balanced.rst",
+                    caption="balanced.rst",
                     category="Class-balanced variant",
                 )
                 if extension == "csv"
@@ -85,9 +85,9 @@ rule balanced_results:
         ],
         figures=[
             (
-                report(
+                report_output(
                     PATHS.figure("balanced", extension),
-                    caption="../report/balanced.rst",
+                    caption="balanced.rst",
                     category="Class-balanced variant",
                 )
                 if extension == "png"
@@ -124,9 +124,9 @@ rule blurred_results:
     output:
         tables=[
             (
-                report(
+                report_output(
                     PATHS.table(naming.IN1K_BLURRED, extension),
-                    caption="../report/in1k_blurred.rst",
+                    caption="in1k_blurred.rst",
                     category="IN-1K-blurred",
                 )
                 if extension == "csv"
@@ -136,9 +136,9 @@ rule blurred_results:
         ],
         figures=[
             (
-                report(
+                report_output(
                     PATHS.figure(naming.IN1K_BLURRED, extension),
-                    caption="../report/in1k_blurred_figure.rst",
+                    caption="in1k_blurred_figure.rst",
                     category="IN-1K-blurred",
                 )
                 if extension == "png"
@@ -164,21 +164,21 @@ rule label_audit:
     input:
         unpack(audit_inputs),
     output:
-        predictions=report(
+        predictions=report_output(
             PATHS.audit_predictions("{model}"),
-            caption="../report/audit_predictions.rst",
+            caption="audit_predictions.rst",
             category="Label-noise audit",
             subcategory="{model}",
         ),
-        shares=report(
+        shares=report_output(
             PATHS.audit_shares("{model}"),
-            caption="../report/audit_shares.rst",
+            caption="audit_shares.rst",
             category="Label-noise audit",
             subcategory="{model}",
         ),
-        contact_sheet=report(
+        contact_sheet=report_output(
             PATHS.audit_contact_sheet("{model}"),
-            caption="../report/audit_contact_sheet.rst",
+            caption="audit_contact_sheet.rst",
             category="Label-noise audit",
             subcategory="{model}",
         ),

@@ -121,12 +121,6 @@ def trusted_globals_option(model):
     return "--trusted-globals " + " ".join(shlex.quote(name) for name in trusted) if trusted else ""
 
 
-def zeroshot_names_table(named):
-    """The names table a zero-shot classifier is built from: the user's (probes.zeroshot.names)
-    or the one rule concept_names writes."""
-    return config["probes"]["zeroshot"]["names"].get(named) or PATHS.concept_names(named)
-
-
 @functools.cache
 def model_preprocessing(model):
     """The registry's or timm's preprocessing as JSON; a custom model's factory is covered by its identity."""
