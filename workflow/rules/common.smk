@@ -125,9 +125,7 @@ def stage_models(setting, needs_text_tower=False):
 
     selected = config_at(setting).get("models")
     if selected is None:
-        return [
-            model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])
-        ]
+        return [model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])]
     unknown = [model for model in selected if model not in config["models"]]
     if unknown:
         raise WorkflowError(

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,8 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.command_line import add_device_option, setup_logging
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import read_tsv, write_tsv
 from imagenet_cog.features.extract import (
     ImageRows,
@@ -136,11 +136,11 @@ def caption_images_command(argv: list[str]) -> int:
     parser.add_argument("--per-group", type=int, default=0, help="first N test images of each concept (0: all)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--output", required=True, type=Path, help="captions TSV: path, group, caption")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    setup_logging()
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
@@ -235,11 +235,11 @@ def auto_descriptions_command(argv: list[str]) -> int:
     parser.add_argument("--assignments", type=Path, default=None,
                         help="k-means assignments TSV: group the captions by cluster instead of concept")
     parser.add_argument("--batch-size", type=int, default=256, help="captions the text tower encodes at once")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--output", required=True, type=Path, help="descriptions TSV: group, description, score, captions")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    setup_logging()
     if args.threads:
         torch.set_num_threads(args.threads)
     try:

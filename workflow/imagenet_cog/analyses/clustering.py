@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.io import write_json, write_tsv
 
 from .common import (
@@ -244,10 +243,10 @@ def kmeans_command(argv: list[str]) -> int:
     parser.add_argument("--no-l2-normalise", action="store_true")
     parser.add_argument("--train-per-concept", type=int, default=None)
     parser.add_argument("--subsample-seed", type=int, default=0)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     import faiss
 
     faiss.omp_set_num_threads(max(1, args.threads))

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 
 import numpy as np
 import torch
 
-from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
+from imagenet_cog.core.command_line import add_device_option, setup_logging
+from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json
 
 from .common import (
@@ -111,10 +111,10 @@ def geometry_command(argv: list[str]) -> int:
     parser.add_argument("--alpha", type=float, default=2.0)
     parser.add_argument("--t", type=float, default=2.0)
     parser.add_argument("--block-size", type=int, default=1024)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
 
     torch.set_num_threads(max(1, args.threads))
     # Full float32 products on a GPU too: TF32's 10-bit mantissa would move the distances

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
 import numpy as np
 from scipy.stats import binomtest
 
+from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.core.io import read_tsv, write_json, write_tsv
 
 from .common import (
@@ -123,7 +123,7 @@ def learnability_command(argv: list[str]) -> int:
     parser.add_argument("--references", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     try:
         test = load_split(args.test)
         rows = run_tasks(test.features, test.labels, args.tasks, args.references, args.seed, f"{args.test}")

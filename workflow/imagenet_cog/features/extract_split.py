@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
+from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.features.extract import (
     ExtractionOptions,
     ShardRows,
     SplitImages,
     add_extraction_arguments,
     checked_identity,
-    configure_logging,
     extract_shard,
     extraction_arguments,
     shard_rows,
@@ -123,7 +123,7 @@ def extract_split_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if "{shard}" not in args.shard_template:
         parser.error(f"--shard-template must contain {{shard}}, not {args.shard_template!r}")
-    configure_logging()
+    setup_logging()
     try:
         extract_split(shard_template=args.shard_template, merged=args.output, **extraction_arguments(args))
     except ArchiveError as error:

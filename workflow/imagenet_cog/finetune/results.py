@@ -15,17 +15,13 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import dataset_title  # noqa: E402
-from imagenet_cog.core.plots import (  # noqa: E402
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import dataset_title
+from imagenet_cog.core.plots import (
     DATASET_LABEL,
     ModelStyles,
     figure_legend,
@@ -34,8 +30,8 @@ from imagenet_cog.core.plots import (  # noqa: E402
     save_figure,
     set_theme,
 )
-from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
+from imagenet_cog.results.summary import lin_rows, read_summary
 
 RESULT_NAME = "finetune"
 RESULT_KEYS = ("model", "dataset", "top1", "top5", "test_images", "train_images", "recipe")

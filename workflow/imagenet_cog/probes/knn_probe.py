@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 
 import numpy as np
 import torch
 
 import imagenet_cog
-from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.command_line import add_device_option, setup_logging
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import KNN
 from imagenet_cog.features.store import read_features, read_labels
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--weighting", choices=WEIGHTINGS, default=defaults.weighting)
     parser.add_argument("--test-block", type=int, default=defaults.test_block, help="test images per block")
     parser.add_argument("--train-block", type=int, default=defaults.train_block, help="training images per product")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
     return parser
 
@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """``probe-knn``: every N and seed of one model and dataset; each result JSON written atomically."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     if len(args.output) != len(args.shots) * len(args.seed) or len(set(args.seed)) != len(args.seed):
         raise SystemExit("--output takes one file per N and seed (every seed of each N in turn); the seeds must differ")
     torch.set_num_threads(max(1, args.threads))

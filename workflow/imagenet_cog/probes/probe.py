@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
 import numpy as np
 import torch
 
-from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import LINEAR, PCA
 from imagenet_cog.features.store import read_features, read_labels
@@ -54,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--wd-range", type=float, nargs=2, default=defaults.wd_range)
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
     parser.add_argument("--trials-per-batch", type=int, default=defaults.trials_per_batch)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
                         help="matmul operands; auto: bfloat16 where the device multiplies it natively")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
@@ -74,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """``probe``: search, fit and score one probe per seed; writes each result JSON atomically."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     check_runs(args)
     torch.set_num_threads(max(1, args.threads))
     try:

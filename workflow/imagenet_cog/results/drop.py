@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import DROP_NAME, Layout  # noqa: E402
-from imagenet_cog.core.naming import IN1K, dataset_title, shots_title  # noqa: E402
-from imagenet_cog.core.plots import (  # noqa: E402
+from imagenet_cog.core.layout import DROP_NAME, Layout
+from imagenet_cog.core.naming import IN1K, dataset_title, shots_title
+from imagenet_cog.core.plots import (
     DATASET_LABEL,
     ModelStyles,
     figure_legend,
@@ -31,9 +27,9 @@ from imagenet_cog.core.plots import (  # noqa: E402
     save_figure,
     set_theme,
 )
-from imagenet_cog.core.tables import write_tidy_table  # noqa: E402
-from imagenet_cog.results.statistics import generalization_drop  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+from imagenet_cog.core.tables import write_tidy_table
+from imagenet_cog.results.statistics import generalization_drop
+from imagenet_cog.results.summary import lin_rows, read_summary
 
 REFERENCE = IN1K
 

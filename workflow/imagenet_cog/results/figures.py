@@ -27,17 +27,13 @@ import argparse
 import math
 from typing import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import Layout, kind_result_name  # noqa: E402
-from imagenet_cog.core.naming import LINEAR, PCA, PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
-from imagenet_cog.core.plots import (  # noqa: E402
+from imagenet_cog.core.layout import Layout, kind_result_name
+from imagenet_cog.core.naming import LINEAR, PCA, PCA_PREFIX, dataset_title, pca_dim
+from imagenet_cog.core.plots import (
     DATASET_LABEL,
     ModelStyles,
     figure_legend,
@@ -46,9 +42,9 @@ from imagenet_cog.core.plots import (  # noqa: E402
     save_figure,
     set_theme,
 )
-from imagenet_cog.probes.kinds.kind import KindTexts  # noqa: E402
-from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
-from imagenet_cog.results.summary import (  # noqa: E402
+from imagenet_cog.probes.kinds.kind import KindTexts
+from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests
+from imagenet_cog.results.summary import (
     INTERVAL_COLUMNS,
     KIND_TEXTS,
     kind_seed_results,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import math
 
-import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 
@@ -59,7 +58,6 @@ def level_set_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def level_set_figure(frame: pd.DataFrame, shots: str):
-    matplotlib.use("Agg")  # before the first figure, when pyplot picks its backend
     models = list(dict.fromkeys(frame["model"]))
     labels = frame.drop_duplicates("model").set_index("model")["label"]
     band = random_band(frame)

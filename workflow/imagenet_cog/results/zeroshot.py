@@ -19,19 +19,15 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT, dataset_title  # noqa: E402
-from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme  # noqa: E402
-from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT, dataset_title
+from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme
+from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
+from imagenet_cog.results.summary import lin_rows, read_summary
 
 OPEN_SET_NAME = f"{ZEROSHOT}_open_set"
 VERSUS_NAME = f"{ZEROSHOT}_vs_nshot"

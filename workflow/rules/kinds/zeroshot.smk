@@ -69,10 +69,18 @@ rule zeroshot_classifier:
 # all the run's concepts (IN-1K and the levels in one classifier), with where each dataset's
 # errors go. The two differ in their command and which names they take.
 for zeroshot_command, zeroshot_named, zeroshot_options in (
-    ("probe-zeroshot", naming.DEFAULT_DATASET, " --model {wildcards.model} --dataset {wildcards.named}"
-     " --test {input.test} --splits {input.splits} --classifier {input.classifier}"),
-    ("probe-zeroshot-open-set", naming.OPEN_SET, " --model {wildcards.model} --dataset {params.datasets}"
-     " --test {input.test} --splits {input.splits} --classifier {input.classifier} --names {input.names:q}"),
+    (
+        "probe-zeroshot",
+        naming.DEFAULT_DATASET,
+        " --model {wildcards.model} --dataset {wildcards.named}"
+        " --test {input.test} --splits {input.splits} --classifier {input.classifier}",
+    ),
+    (
+        "probe-zeroshot-open-set",
+        naming.OPEN_SET,
+        " --model {wildcards.model} --dataset {params.datasets}"
+        " --test {input.test} --splits {input.splits} --classifier {input.classifier} --names {input.names:q}",
+    ),
 ):
 
     rule:
