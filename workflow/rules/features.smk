@@ -17,7 +17,7 @@ include: "functions/features.smk"
 # of the command, so that shards made before they existed stay current.
 rule extract_features:
     input:
-        unpack(lambda wildcards: image_index_input(wildcards.dataset)),
+        unpack(image_index_inputs),
         **EXTRACTION_INPUT,
     output:
         PATHS.feature_shard("{model}", "{dataset}", "{split}", "{shard}"),
@@ -74,7 +74,7 @@ if config["features"]["group"] == "split":
 
     rule extract_split:
         input:
-            unpack(lambda wildcards: image_index_input(wildcards.dataset)),
+            unpack(image_index_inputs),
             **EXTRACTION_INPUT,
         output:
             PATHS.features("{model}", "{dataset}", "{split}"),

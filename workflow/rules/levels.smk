@@ -68,7 +68,7 @@ rule image_counts:
 
 rule cut_levels:
     input:
-        unpack(published_levels_input),
+        unpack(published_levels_inputs),
         wordnet=PATHS.wordnet_corpus(),
         catalogue=PATHS.concept_catalogue(),
         counts=PATHS.image_counts(),

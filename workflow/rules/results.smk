@@ -18,7 +18,7 @@ include: "functions/results.smk"
 
 rule aggregate_probes:
     input:
-        result_probe_inputs(),
+        result_probe_files(),
     output:
         summary=report_output(
             PATHS.results_summary(),
@@ -191,7 +191,7 @@ rule result_published:
 # results (its inputs) do; they are not declared inputs because no rule lists them as outputs.
 rule result_timings:
     input:
-        result_probe_inputs(),
+        result_probe_files(),
     output:
         csv=report_output(
             PATHS.timings("csv"),

@@ -46,7 +46,7 @@ rule preflight:
         CONDA_ENVIRONMENT
     threads: 4
     params:
-        options=lambda wildcards, input: preflight_options(input),
+        options=preflight_options,
         release=IN21K_RELEASE,
         settings=config["splits"],
     shell:

@@ -63,13 +63,13 @@ rule balanced_view:
 
 rule balanced_results:
     input:
-        default=lambda wildcards: probe_results(
+        default=probe_results(
             models=result_models(),
             datasets=DATASETS,
             shots=["all"],
             seeds=BALANCED_SEEDS,
         ),
-        balanced=lambda wildcards: balanced_probe_results(),
+        balanced=balanced_probe_results(),
     output:
         tables=[
             (
@@ -113,13 +113,13 @@ rule balanced_results:
 
 rule blurred_results:
     input:
-        in1k=lambda wildcards: probe_results(
+        in1k=probe_results(
             models=result_models(),
             datasets=[naming.IN1K],
             shots=BLURRED_SHOTS,
             seeds=BLURRED_SEEDS,
         ),
-        blurred=lambda wildcards: blurred_probe_results(),
+        blurred=blurred_probe_results(),
         summary=PATHS.results_summary(),
     output:
         tables=[
@@ -193,7 +193,7 @@ rule label_audit:
     params:
         # <root>/audit/<model>/confident_predictions.tsv
         root=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.predictions))),
-        options=lambda wildcards, input: audit_options(input),
+        options=audit_options,
         threshold=AUDIT_SETTINGS["threshold"],
         images=AUDIT_SETTINGS["contact_sheet_images"],
         device=config["probes"]["device"],

@@ -153,7 +153,7 @@ def rater_sheet_inputs(wildcards):
         inputs["descriptions"] = auto_descriptions(dataset)
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
-    return {**inputs, **image_index_input(dataset)}
+    return {**inputs, **image_index(dataset)}
 
 
 def rater_sheet_settings():
@@ -251,7 +251,7 @@ def caption_inputs(wildcards):
     inputs = {"split_table": PATHS.image_splits(dataset)}
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
-    return {**inputs, **image_index_input(dataset)}
+    return {**inputs, **image_index(dataset)}
 
 
 def auto_description_report(path, grouping):

@@ -76,7 +76,7 @@ def image_count_inputs(wildcards):
     return {} if COUNT_IMAGES_FROM_ROOT else {"counts": config["concepts"]["image_counts"]}
 
 
-def published_levels_input(wildcards):
+def published_levels_inputs(wildcards):
     if config["levels"]["source"] != "published":
         return {}
     if not config["levels"]["published_levels"]:

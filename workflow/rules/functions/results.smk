@@ -47,7 +47,7 @@ RESULT_TABLE_NAMES = result_table_names(DATASETS, TABLED_KINDS)
 RESULT_FIGURE_NAMES = result_figure_names(TABLED_KINDS)
 
 
-def result_probe_inputs():
+def result_probe_files():
     """Probe results the summary reads; with results.allow_missing only those that exist,
     so that tables can be made while some probe jobs failed or are still to run."""
     expected = all_probe_results(models=result_models()) + level_set_probe_results(models=result_models())

@@ -55,7 +55,7 @@ def zeroshot_names_table(named):
 
 def zeroshot_classifier_inputs(wildcards):
     """A classifier's names table and its model's checkpoint (when a file)."""
-    return {"names": zeroshot_names_table(wildcards.named), "checkpoint": model_checkpoint_input(wildcards)}
+    return {"names": zeroshot_names_table(wildcards.named), "checkpoint": model_checkpoint_inputs(wildcards)}
 
 
 def zeroshot_results():
