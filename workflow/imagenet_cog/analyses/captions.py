@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from imagenet_cog.core.command_line import add_device_option, setup_logging
+from imagenet_cog.core.command_line import add_compute_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import read_tsv, write_tsv
 from imagenet_cog.features.extract import (
@@ -136,8 +136,7 @@ def caption_images_command(argv: list[str]) -> int:
     parser.add_argument("--per-group", type=int, default=0, help="first N test images of each concept (0: all)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--num-workers", type=int, default=0)
-    add_device_option(parser)
-    parser.add_argument("--threads", type=int, default=None)
+    add_compute_options(parser, threads=None)
     parser.add_argument("--output", required=True, type=Path, help="captions TSV: path, group, caption")
     args = parser.parse_args(argv)
     setup_logging()
@@ -235,8 +234,7 @@ def auto_descriptions_command(argv: list[str]) -> int:
     parser.add_argument("--assignments", type=Path, default=None,
                         help="k-means assignments TSV: group the captions by cluster instead of concept")
     parser.add_argument("--batch-size", type=int, default=256, help="captions the text tower encodes at once")
-    add_device_option(parser)
-    parser.add_argument("--threads", type=int, default=None)
+    add_compute_options(parser, threads=None)
     parser.add_argument("--output", required=True, type=Path, help="descriptions TSV: group, description, score, captions")
     args = parser.parse_args(argv)
     setup_logging()

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from imagenet_cog.core.command_line import add_device_option, add_open_clip_model_options, setup_logging
+from imagenet_cog.core.command_line import add_open_clip_model_options, setup_logging
 from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json, write_tsv
 from imagenet_cog.core.sampling import derived_rng
@@ -202,7 +202,6 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     add_open_clip_model_options(parser)
     parser.add_argument("--image-features", help=f"the model's image features (open_clip: {EMBEDDING}, the default)")
     parser.add_argument("--dataset", required=True)
-    add_device_option(parser)
     parser.add_argument("--answers", required=True, help="per task and description source TSV")
     parser.add_argument("--output", required=True, help="result JSON")
     return parser.parse_args(argv)

@@ -1,5 +1,6 @@
 """What the package's commands share on their command lines, written once: the log's setup,
-the device option, and the options naming an open_clip image-text model and its weights."""
+the device and threads options, a job's feature files, model and dataset, and
+the options naming an open_clip image-text model, its weights and the device it runs on."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import logging
 import sys
 
 from .device import DEVICE_CHOICES
+
+FEATURE_FILES = {"train": "training", "test": "test"}
 
 
 def setup_logging(to_stdout: bool = False) -> None:
@@ -25,8 +28,25 @@ def add_device_option(parser: argparse.ArgumentParser, default: str = "auto") ->
 
 
 def add_open_clip_model_options(parser: argparse.ArgumentParser) -> None:
-    """The config entry of an open_clip image-text model, as the rules pass it."""
+    """The config entry of an open_clip image-text model, as the rules pass it, and its device."""
     parser.add_argument("--model-name", required=True, help="the model's name in config.yaml's models")
     parser.add_argument("--arch", required=True, help="open_clip/<model name>")
     parser.add_argument("--weights", required=True, help="an open_clip pretrained tag, a checkpoint file or random[:seed]")
     parser.add_argument("--trusted-globals", nargs="*", default=[], help="objects the checkpoint may hold besides tensors")
+    add_device_option(parser)
+
+
+def add_job_options(parser: argparse.ArgumentParser, *splits: str) -> None:
+    """A job's feature files (--train and/or --test: one model's features of one dataset's split,
+    HDF5) and the --model and --dataset its result names."""
+    for split in splits:
+        parser.add_argument(f"--{split}", required=True, help=f"{FEATURE_FILES[split]} features (HDF5)")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--dataset", required=True)
+
+
+def add_compute_options(parser: argparse.ArgumentParser, threads: int | None = 1) -> None:
+    """--device and --threads: where a job computes, and the CPU threads PyTorch (or faiss) uses
+    (``threads`` the default; None: the library's own choice)."""
+    add_device_option(parser)
+    parser.add_argument("--threads", type=int, default=threads, help="CPU threads for PyTorch")

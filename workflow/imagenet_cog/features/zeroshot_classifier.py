@@ -28,7 +28,7 @@ import h5py
 import numpy as np
 import open_clip
 
-from imagenet_cog.core.command_line import add_device_option, add_open_clip_model_options, setup_logging
+from imagenet_cog.core.command_line import add_open_clip_model_options, setup_logging
 from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.names_table import NamesTableError, read_names_table, shared_names
@@ -93,7 +93,6 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--names", required=True, help="the dataset's names table (concept-names)")
     parser.add_argument("--templates", choices=sorted(TEMPLATE_SETS), default="openai",
                         help="open_clip's prompt templates: openai (80) or simple (7)")
-    add_device_option(parser)
     parser.add_argument("--output", required=True, help="the classifier file to write (HDF5)")
     return parser.parse_args(argv)
 

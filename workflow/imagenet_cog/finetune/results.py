@@ -19,17 +19,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from imagenet_cog.core import plots
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import dataset_title
-from imagenet_cog.core.plots import (
-    DATASET_LABEL,
-    ModelStyles,
-    figure_legend,
-    no_data,
-    panel_grid,
-    save_figure,
-    set_theme,
-)
 from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
 from imagenet_cog.results.summary import lin_rows, read_summary
 
@@ -81,14 +73,14 @@ def table_of(rows: pd.DataFrame, models: dict) -> pd.DataFrame:
 def finetune_figure(rows: pd.DataFrame, datasets: Sequence[str]):
     """(a) top-1 of the fine-tuned networks and of the frozen features' linear probe;
     (b) the frozen top-1 relative to the fine-tuned one (Fig. 6)."""
-    fig, axes = panel_grid(2, 2)
+    fig, axes = plots.panel_grid(2, 2)
     absolute, relative = axes.flat[0], axes.flat[1]
     x = np.arange(len(datasets))
     labelled = rows.dropna(subset=["label"])
     if labelled.empty:
         for ax in (absolute, relative):
-            no_data(ax, "no frozen linear probe at N = all for the fine-tuned models")
-    styles = ModelStyles(labelled) if not labelled.empty else None
+            plots.no_data(ax, "no frozen linear probe at N = all for the fine-tuned models")
+    styles = plots.ModelStyles(labelled) if not labelled.empty else None
     for model, frame in labelled.groupby("model", sort=False):
         frame = frame.set_index("dataset").reindex(datasets)
         style = styles[model]
@@ -105,10 +97,10 @@ def finetune_figure(rows: pd.DataFrame, datasets: Sequence[str]):
     for ax, ylabel, title in ((absolute, "Top-1 accuracy (%)", "(a) Fine-tuned and pre-extracted"),
                               (relative, "Top-1 relative to fine-tuned (%)", "(b) Relative to fine-tuning (Fig. 6)")):
         ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
-        ax.set_xlabel(DATASET_LABEL if ax is absolute else "Dataset")
+        ax.set_xlabel(plots.DATASET_LABEL if ax is absolute else "Dataset")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-    figure_legend(fig, axes)
+    plots.figure_legend(fig, axes)
     return fig
 
 
@@ -130,9 +122,9 @@ def finetune_results_command(argv: Sequence[str]) -> int:
     notes = ["Frozen / fine-tuned near 100% on IN-1K and falling towards L5: the frozen representation, not the "
              "level's difficulty, loses the far concepts (the paper's reading of Fig. 6)."]
     write_table(layout, RESULT_NAME, table_of(rows, json.loads(args.models)), caption, notes)
-    set_theme()
+    plots.set_theme()
     fig = finetune_figure(rows, args.datasets)
-    save_figure(fig, layout, RESULT_NAME)
+    plots.save_figure(fig, layout, RESULT_NAME)
     plt.close(fig)
     for _, row in rows.iterrows():
         print(f"{row['model']} {row['dataset']}: fine-tuned {row['finetuned']:.2f}, frozen {row['mean']:.2f}, "

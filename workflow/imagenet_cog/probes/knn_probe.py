@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 import imagenet_cog
-from imagenet_cog.core.command_line import add_device_option, setup_logging
+from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import KNN
@@ -46,12 +46,9 @@ log = logging.getLogger("imagenet_cog.probes.knn_probe")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe-knn", description=__doc__.split("\n")[0])
-    parser.add_argument("--train", required=True, help="training features (HDF5)")
-    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    add_job_options(parser, "train", "test")
     parser.add_argument("--output", required=True, nargs="+",
                         help="result JSON per N and seed: every seed of the first N, then of the next")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--dataset", required=True)
     parser.add_argument("--shots", required=True, nargs="+", help="training images per concept, or 'all'")
     parser.add_argument("--seed", type=int, required=True, nargs="+", help="the seeds of the few-shot draws")
     defaults = KnnSettings()
@@ -63,8 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--weighting", choices=WEIGHTINGS, default=defaults.weighting)
     parser.add_argument("--test-block", type=int, default=defaults.test_block, help="test images per block")
     parser.add_argument("--train-block", type=int, default=defaults.train_block, help="training images per product")
-    add_device_option(parser)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
+    add_compute_options(parser)
     return parser
 
 
