@@ -127,6 +127,15 @@ def generation_of(args: argparse.Namespace) -> Generation:
                       args.top_k, args.top_p, args.temperature, args.repetition_penalty, args.seed)
 
 
+def parsed_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """A captioning command's arguments, its log set up and PyTorch's threads set (--threads)."""
+    args = parser.parse_args(argv)
+    setup_logging()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
+
+
 def caption_images_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="caption-images",
                                      description="Caption a dataset's test images with an open_clip CoCa model.")
@@ -138,10 +147,7 @@ def caption_images_command(argv: list[str]) -> int:
     parser.add_argument("--num-workers", type=int, default=0)
     add_compute_options(parser, threads=None)
     parser.add_argument("--output", required=True, type=Path, help="captions TSV: path, group, caption")
-    args = parser.parse_args(argv)
-    setup_logging()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parsed_arguments(parser, argv)
     try:
         generation = generation_of(args)
         spec = model_spec_of(args)
@@ -236,10 +242,7 @@ def auto_descriptions_command(argv: list[str]) -> int:
     parser.add_argument("--batch-size", type=int, default=256, help="captions the text tower encodes at once")
     add_compute_options(parser, threads=None)
     parser.add_argument("--output", required=True, type=Path, help="descriptions TSV: group, description, score, captions")
-    args = parser.parse_args(argv)
-    setup_logging()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parsed_arguments(parser, argv)
     try:
         rows = read_captions(args.captions)
         groups = cluster_groups(rows, args.assignments) if args.assignments else [row["group"] for row in rows]

@@ -1,12 +1,14 @@
 """What the package's commands share on their command lines, written once: the log's setup,
 the device and threads options, a job's feature files, model and dataset, and
-the options naming an open_clip image-text model, its weights and the device it runs on."""
+the options naming an open_clip image-text model, its weights and the device it runs on, and
+what a results command reads and writes."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from .device import DEVICE_CHOICES
 
@@ -50,3 +52,28 @@ def add_compute_options(parser: argparse.ArgumentParser, threads: int | None = 1
     (``threads`` the default; None: the library's own choice)."""
     add_device_option(parser)
     parser.add_argument("--threads", type=int, default=threads, help="CPU threads for PyTorch")
+
+
+def add_summary_options(parser: argparse.ArgumentParser, seed_results: bool = False) -> None:
+    """What a results command reads and where it writes: --summary (aggregate-probes' tidy CSV),
+    --results-root (the run's results folder: its tables/ and figures/), and with
+    ``seed_results`` --seed-results (every probe result) and --baseline (the model relative
+    tables and figures subtract)."""
+    parser.add_argument("--summary", required=True, type=Path, help="the results summary (aggregate-probes)")
+    parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/, figures to <root>/figures/")
+    if seed_results:
+        parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
+        parser.add_argument("--baseline", required=True, help="model the relative tables and figures subtract")
+
+
+def compared_results_arguments(argv: list[str], command: str, description: str, models: str,
+                               results: str) -> argparse.Namespace:
+    """The arguments of a results command comparing result files of its own with the summary's
+    linear probe: the summary options, --models (JSON: the config entries of ``models``),
+    --datasets (in its figures' order) and --results (the ``results`` result JSONs)."""
+    parser = argparse.ArgumentParser(prog=f"python -m imagenet_cog {command}", description=description)
+    add_summary_options(parser)
+    parser.add_argument("--models", required=True, help=f"JSON: the config entries of the {models}")
+    parser.add_argument("--datasets", nargs="+", required=True, help="the datasets, in the figures' order")
+    parser.add_argument("--results", nargs="+", type=Path, required=True, help=f"the {results} result JSONs")
+    return parser.parse_args(argv)

@@ -459,8 +459,14 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     setup_logging()
+    return extraction_status(extract_shard, shard=args.shard, output=args.output, **extraction_arguments(args))
+
+
+def extraction_status(extract, **arguments) -> int:
+    """Run an extraction (one shard, or a split's), its exit status: 1 with the error logged
+    when an image archive cannot be read."""
     try:
-        extract_shard(shard=args.shard, output=args.output, **extraction_arguments(args))
+        extract(**arguments)
     except ArchiveError as error:
         log.error("%s", error)
         return 1

@@ -25,7 +25,6 @@ import math
 import time
 from pathlib import Path
 
-from imagenet_cog.core.archives import ArchiveError
 from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.features.extract import (
     ExtractionOptions,
@@ -35,6 +34,7 @@ from imagenet_cog.features.extract import (
     checked_identity,
     extract_shard,
     extraction_arguments,
+    extraction_status,
     shard_rows,
     split_rows,
 )
@@ -124,9 +124,5 @@ def extract_split_command(argv: list[str]) -> int:
     if "{shard}" not in args.shard_template:
         parser.error(f"--shard-template must contain {{shard}}, not {args.shard_template!r}")
     setup_logging()
-    try:
-        extract_split(shard_template=args.shard_template, merged=args.output, **extraction_arguments(args))
-    except ArchiveError as error:
-        log.error("%s", error)
-        return 1
-    return 0
+    return extraction_status(extract_split, shard_template=args.shard_template, merged=args.output,
+                             **extraction_arguments(args))

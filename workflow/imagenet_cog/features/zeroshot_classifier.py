@@ -83,7 +83,7 @@ def read_classifier(path: str | os.PathLike) -> ZeroShotClassifier:
                                   {key: str(handle.attrs[key]) for key in PROVENANCE})
 
 
-def _arguments(argv: list[str]) -> argparse.Namespace:
+def zeroshot_classifier_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m imagenet_cog zeroshot-classifier",
         description="Write the zero-shot text classifier of an open_clip model for a dataset's names table "
@@ -94,12 +94,8 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--templates", choices=sorted(TEMPLATE_SETS), default="openai",
                         help="open_clip's prompt templates: openai (80) or simple (7)")
     parser.add_argument("--output", required=True, help="the classifier file to write (HDF5)")
-    return parser.parse_args(argv)
-
-
-def zeroshot_classifier_command(argv: list[str]) -> int:
+    args = parser.parse_args(argv)
     setup_logging(to_stdout=True)
-    args = _arguments(argv)
     try:
         spec = ModelSpec.from_config(args.model_name, {"arch": args.arch, "weights": args.weights,
                                                        "trusted_globals": args.trusted_globals})

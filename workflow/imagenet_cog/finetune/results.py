@@ -10,7 +10,6 @@ levels being harder.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Sequence
@@ -20,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from imagenet_cog.core import plots
+from imagenet_cog.core.command_line import compared_results_arguments
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import dataset_title
 from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
@@ -106,14 +106,7 @@ def finetune_figure(rows: pd.DataFrame, datasets: Sequence[str]):
 
 def finetune_results_command(argv: Sequence[str]) -> int:
     """The fine-tuned models' top-1 beside the frozen linear probe's, as a table and Fig. 6."""
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog finetune-results",
-                                     description=finetune_results_command.__doc__)
-    parser.add_argument("--results-root", required=True)
-    parser.add_argument("--summary", required=True, type=Path, help="the results summary (the frozen linear probe)")
-    parser.add_argument("--models", required=True, help="JSON: the config entries of the fine-tuned models")
-    parser.add_argument("--datasets", nargs="+", required=True, help="the fine-tuned datasets, in the figure's order")
-    parser.add_argument("--results", nargs="+", type=Path, required=True, help="the fine-tuning result JSONs")
-    args = parser.parse_args(argv)
+    args = compared_results_arguments(argv, "finetune-results", finetune_results_command.__doc__, "fine-tuned models", "fine-tuning")
     layout = Layout(args.results_root)
     rows = compared(read_results(args.results), read_summary(args.summary))
     caption = ("Fine-tuning control (CoG supp. C.2, Fig. 6): top-1 (%) of each model fine-tuned on each dataset's "

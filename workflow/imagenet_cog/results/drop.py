@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from imagenet_cog.core import plots
+from imagenet_cog.core.command_line import add_summary_options
 from imagenet_cog.core.layout import DROP_NAME, Layout
 from imagenet_cog.core.naming import IN1K, dataset_title, shots_title
 from imagenet_cog.core.tables import write_tidy_table
@@ -79,8 +80,7 @@ def drop_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="results-drop", description="The drop from IN-1K to each level, per model (table and figure)."
     )
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--results-root", required=True)
+    add_summary_options(parser)
     args = parser.parse_args(argv)
     summary = lin_rows(read_summary(args.summary))
     layout = Layout(args.results_root)

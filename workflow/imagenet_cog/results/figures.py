@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from imagenet_cog.core import plots
+from imagenet_cog.core.command_line import add_summary_options
 from imagenet_cog.core.layout import Layout, kind_result_name
 from imagenet_cog.core.naming import LINEAR, PCA, PCA_PREFIX, dataset_title, pca_dim
 from imagenet_cog.probes.kinds.kind import KindTexts
@@ -247,10 +248,7 @@ def figures_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="results-figures", description="Draw the paper's result figures (PNG and PDF)."
     )
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--results-root", required=True, help="figures go to <root>/figures/")
-    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
-    parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
+    add_summary_options(parser, seed_results=True)
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
     summary = lin_rows(read_summary(args.summary), every_probe=True)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from imagenet_cog.core.command_line import add_summary_options
 from imagenet_cog.core.layout import PUBLISHED_FIGURE, Layout
 from imagenet_cog.core.naming import dataset_title, shots_title
 from imagenet_cog.core.plots import ModelStyles, save_figure, set_theme
@@ -193,10 +194,9 @@ def published_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="results-published", description="Compare our top-1 with the paper's published top-1."
     )
-    parser.add_argument("--summary", required=True)
+    add_summary_options(parser)
     parser.add_argument("--published", required=True, help="resources/published_top1.tsv")
     parser.add_argument("--models", required=True, help="JSON object: model name -> its config entry")
-    parser.add_argument("--results-root", required=True)
     args = parser.parse_args(argv)
     comparison = write_comparison(
         lin_rows(read_summary(args.summary)), read_published(args.published), json.loads(args.models), Layout(args.results_root)
