@@ -258,35 +258,51 @@ rule caption_images:
         " --output {output} > {log} 2>&1"
 
 
-# Each concept's description from its captions (Laina et al. 2020, Eq. 4), or each k-means
-# cluster's of a model (DESCRIPTION_GROUPINGS): the same command, given the assignments.
-for grouping in DESCRIPTION_GROUPINGS:
+rule auto_descriptions:
+    input:
+        PATHS.captions("{captioner}", "{dataset}"),
+    output:
+        auto_description_report(PATHS.auto_descriptions("{captioner}", "{dataset}"), "concepts"),
+    log:
+        PATHS.log("analyses/captions/{captioner}/{dataset}/descriptions.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/captions/{captioner}/{dataset}/descriptions.tsv")
+    wildcard_constraints:
+        captioner=re.escape(CAPTIONER),
+        dataset=naming.DEFAULT_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        captioner=captioner_options(),
+        device=ANALYSES_CONFIG["device"],
+    shell:
+        python_command("auto-descriptions") + " {params.captioner} --captions {input} --device {params.device}"
+        " --threads {threads} --output {output} > {log} 2>&1"
 
-    rule:
-        name:
-            grouping.rule
-        input:
-            **grouping.inputs,
-        output:
-            auto_description_report(grouping.output, grouping.title),
-        log:
-            PATHS.log(f"analyses/captions/{{captioner}}/{{dataset}}/{grouping.files}.log"),
-        benchmark:
-            PATHS.log(f"analyses/benchmarks/captions/{{captioner}}/{{dataset}}/{grouping.files}.tsv")
-        wildcard_constraints:
-            captioner=re.escape(CAPTIONER),
-            dataset=naming.DEFAULT_DATASET,
-        conda:
-            CONDA_ENVIRONMENT
-        threads: ANALYSES_CONFIG["threads"]
-        params:
-            captioner=captioner_options(),
-            device=ANALYSES_CONFIG["device"],
-        shell:
-            python_command("auto-descriptions")
-            + " {params.captioner}"
-            + grouping.options
-            + " --device {params.device} --threads {threads} --output {output} > {log} 2>&1"
+
+rule auto_descriptions_clusters:
+    input:
+        captions=PATHS.captions("{captioner}", "{dataset}"),
+        assignments=PATHS.kmeans_assignments("{model}", "{dataset}"),
+    output:
+        auto_description_report(PATHS.auto_descriptions("{captioner}", "{dataset}", "{model}"), "k-means clusters of {model}"),
+    log:
+        PATHS.log("analyses/captions/{captioner}/{dataset}/clusters/{model}.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/captions/{captioner}/{dataset}/clusters/{model}.tsv")
+    wildcard_constraints:
+        captioner=re.escape(CAPTIONER),
+        dataset=naming.DEFAULT_DATASET,
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        captioner=captioner_options(),
+        device=ANALYSES_CONFIG["device"],
+    shell:
+        python_command("auto-descriptions") + " {params.captioner} --captions {input.captions} --assignments {input.assignments}"
+        " --device {params.device} --threads {threads} --output {output} > {log} 2>&1"
 
 
 # `snakemake captions`: the captions and descriptions of the configured datasets, enabled or not.

@@ -72,32 +72,72 @@ rule level_sets_results:
         + " --summary {input} --results-root {params.root} --shots {params.shots} > {log} 2>&1"
 
 
-# The paper's tables, its figures, and the paired tests of every model against the baseline
-# (Holm-corrected) with Kendall's tau between the ranking on IN-1K and on each level: one
-# command each on the summary and the per-seed results (RESULT_RENDERINGS).
-for rendering in RESULT_RENDERINGS:
+rule result_tables:
+    input:
+        summary=PATHS.results_summary(),
+        seeds=PATHS.seed_results(),
+    output:
+        [
+            table_report(name) if extension == "csv" else PATHS.table(name, extension)
+            for name in RESULT_TABLE_NAMES
+            for extension in TABLE_FORMATS
+        ],
+    log:
+        PATHS.log("results/result_tables.log"),
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
+        baseline=config["results"]["baseline_model"],
+    shell:
+        python_command("results-tables")
+        + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
+        + " --baseline {params.baseline} > {log} 2>&1"
 
-    rule:
-        name:
-            rendering.rule
-        input:
-            summary=PATHS.results_summary(),
-            seeds=PATHS.seed_results(),
-        output:
-            rendering.outputs,
-        log:
-            PATHS.log(f"results/{rendering.rule}.log"),
-        benchmark:
-            PATHS.log(f"benchmarks/results/{rendering.rule}.tsv")
-        conda:
-            CONDA_ENVIRONMENT
-        params:
-            root=results_root,
-            baseline=config["results"]["baseline_model"],
-        shell:
-            python_command(rendering.command)
-            + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
-            + " --baseline {params.baseline} > {log} 2>&1"
+
+rule result_figures:
+    input:
+        summary=PATHS.results_summary(),
+        seeds=PATHS.seed_results(),
+    output:
+        [figure_report(name, f"figure_{name}.rst") for name in RESULT_FIGURE_NAMES],
+        [PATHS.figure(name, "pdf") for name in RESULT_FIGURE_NAMES],
+    log:
+        PATHS.log("results/result_figures.log"),
+    benchmark:
+        PATHS.log("benchmarks/results/result_figures.tsv")
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
+        baseline=config["results"]["baseline_model"],
+    shell:
+        python_command("results-figures")
+        + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
+        + " --baseline {params.baseline} > {log} 2>&1"
+
+
+# Paired tests of every model against the baseline (Holm-corrected) and Kendall's tau
+# between the ranking on IN-1K and on each level.
+rule result_statistics:
+    input:
+        summary=PATHS.results_summary(),
+        seeds=PATHS.seed_results(),
+    output:
+        tidy_report(PATHS.table("paired_tests", "csv"), "paired_tests.rst", "paired tests vs baseline", "Statistics"),
+        tidy_report(PATHS.table("rank_agreement", "csv"), "rank_agreement.rst", "Kendall's tau IN-1K vs levels", "Statistics"),
+        [PATHS.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS if extension != "csv"],
+    log:
+        PATHS.log("results/result_statistics.log"),
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
+        baseline=config["results"]["baseline_model"],
+    shell:
+        python_command("results-statistics")
+        + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
+        + " --baseline {params.baseline} > {log} 2>&1"
 
 
 # The drop from IN-1K to each level per model (CoG preprint, Fig. 3c).

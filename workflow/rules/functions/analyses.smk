@@ -3,7 +3,6 @@
 # snakemake --lint asks).
 
 import shlex
-from collections import namedtuple
 
 from imagenet_cog.core.layout import TABLE_FORMATS, analysis_figure_names, analysis_table_names
 
@@ -263,29 +262,6 @@ def auto_description_report(path, grouping):
         subcategory="Auto descriptions",
         labels={"descriptions": grouping, "dataset": "{dataset}", "captioner": "{captioner}"},
     )
-
-
-# How auto_descriptions and auto_descriptions_clusters (analyses.smk) group the captions, their inputs,
-# output, its title in the report, the name of their logs and benchmarks, and the options.
-DescriptionGrouping = namedtuple("DescriptionGrouping", ["rule", "inputs", "output", "title", "files", "options"])
-DESCRIPTION_GROUPINGS = [
-    DescriptionGrouping(
-        "auto_descriptions",
-        {"captions": PATHS.captions("{captioner}", "{dataset}")},
-        PATHS.auto_descriptions("{captioner}", "{dataset}"),
-        "concepts",
-        "descriptions",
-        " --captions {input}",
-    ),
-    DescriptionGrouping(
-        "auto_descriptions_clusters",
-        {"captions": PATHS.captions("{captioner}", "{dataset}"), "assignments": PATHS.kmeans_assignments("{model}", "{dataset}")},
-        PATHS.auto_descriptions("{captioner}", "{dataset}", "{model}"),
-        "k-means clusters of {model}",
-        "clusters/{model}",
-        " --captions {input.captions} --assignments {input.assignments}",
-    ),
-]
 
 
 def caption_outputs():

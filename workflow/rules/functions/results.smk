@@ -4,7 +4,6 @@
 
 import os
 import shlex
-from collections import namedtuple
 
 from imagenet_cog.core.layout import (
     DROP_NAME,
@@ -131,38 +130,6 @@ def published_report(name):
             "dataset": "all" if across else dataset.upper().replace("IN1K", "IN-1K"),
         },
     )
-
-
-# The rules rendering the summary and per-seed results (results.smk): rule, command, outputs.
-Rendering = namedtuple("Rendering", ["rule", "command", "outputs"])
-RESULT_RENDERINGS = [
-    Rendering(
-        "result_tables",
-        "results-tables",
-        [
-            table_report(name) if extension == "csv" else PATHS.table(name, extension)
-            for name in RESULT_TABLE_NAMES
-            for extension in TABLE_FORMATS
-        ],
-    ),
-    Rendering(
-        "result_figures",
-        "results-figures",
-        [figure_report(name, f"figure_{name}.rst") for name in RESULT_FIGURE_NAMES]
-        + [PATHS.figure(name, "pdf") for name in RESULT_FIGURE_NAMES],
-    ),
-    Rendering(
-        "result_statistics",
-        "results-statistics",
-        [
-            tidy_report(PATHS.table("paired_tests", "csv"), "paired_tests.rst", "paired tests vs baseline", "Statistics"),
-            tidy_report(
-                PATHS.table("rank_agreement", "csv"), "rank_agreement.rst", "Kendall's tau IN-1K vs levels", "Statistics"
-            ),
-            *(PATHS.table(name, extension) for name in STATISTICS_TABLES for extension in TABLE_FORMATS if extension != "csv"),
-        ],
-    ),
-]
 
 
 def results_targets():
