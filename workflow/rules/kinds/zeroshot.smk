@@ -23,7 +23,7 @@ rule concept_names:
     wildcard_constraints:
         named=naming.NAMED_CONCEPTS_PATTERN,
     conda:
-        CONDA_ENVIRONMENT
+        ZEROSHOT_CONDA_ENVIRONMENT
     params:
         datasets=lambda wildcards: " ".join(named_datasets(wildcards.named)),
     shell:
@@ -46,7 +46,7 @@ rule zeroshot_classifier:
     wildcard_constraints:
         named=naming.NAMED_CONCEPTS_PATTERN,
     conda:
-        CONDA_ENVIRONMENT
+        ZEROSHOT_CONDA_ENVIRONMENT
     resources:
         gpu=EXTRACTION_RESOURCES["gpu"],
         mem_mb=4000,
@@ -65,47 +65,58 @@ rule zeroshot_classifier:
 
 
 # A text-tower model's test features of one dataset scored by its classifier of the dataset's
-# names (imagenet_cog/probes/zeroshot_probe.py); the open set: every dataset's test images among
-# all the run's concepts (IN-1K and the levels in one classifier), with where each dataset's
-# errors go. The two differ in their command and which names they take.
-for zeroshot_command, zeroshot_named, zeroshot_options in (
-    (
-        "probe-zeroshot",
-        naming.DEFAULT_DATASET,
-        " --model {wildcards.model} --dataset {wildcards.named}"
-        " --test {input.test} --splits {input.splits} --classifier {input.classifier}",
-    ),
-    (
-        "probe-zeroshot-open-set",
-        naming.OPEN_SET,
-        " --model {wildcards.model} --dataset {params.datasets}"
-        " --test {input.test} --splits {input.splits} --classifier {input.classifier} --names {input.names:q}",
-    ),
-):
+# names (imagenet_cog/probes/zeroshot_probe.py).
+rule probe_zeroshot:
+    input:
+        unpack(zeroshot_probe_inputs),
+    output:
+        PATHS.zeroshot_result("{model}", "{named}"),
+    log:
+        PATHS.log("probes/{model}/{named}/zeroshot.log"),
+    benchmark:
+        PATHS.log("benchmarks/probes/{model}/{named}/zeroshot.tsv")
+    wildcard_constraints:
+        named=naming.DEFAULT_DATASET,
+    conda:
+        ZEROSHOT_CONDA_ENVIRONMENT
+    resources:
+        gpu=PROBE_GPUS,
+        mem_mb=zeroshot_mem_mb,
+    params:
+        device=config["probes"]["device"],
+    shell:
+        python_command("probe-zeroshot") + " --model {wildcards.model} --dataset {wildcards.named}"
+        " --test {input.test} --splits {input.splits} --classifier {input.classifier}"
+        " --device {params.device} --output {output} > {log} 2>&1"
 
-    rule:
-        name:
-            zeroshot_command.replace("-", "_")
-        input:
-            unpack(zeroshot_probe_inputs),
-        output:
-            PATHS.zeroshot_result("{model}", "{named}"),
-        log:
-            PATHS.log("probes/{model}/{named}/zeroshot.log"),
-        benchmark:
-            PATHS.log("benchmarks/probes/{model}/{named}/zeroshot.tsv")
-        wildcard_constraints:
-            named=zeroshot_named,
-        conda:
-            CONDA_ENVIRONMENT
-        resources:
-            gpu=PROBE_GPUS,
-            mem_mb=zeroshot_mem_mb,
-        params:
-            **({"datasets": " ".join(DATASETS)} if zeroshot_named == naming.OPEN_SET else {}),
-            device=config["probes"]["device"],
-        shell:
-            f"{python_command(zeroshot_command)}{zeroshot_options} --device {{params.device}} --output {{output}} > {{log}} 2>&1"
+
+# The open set: every dataset's test images among all the run's concepts (IN-1K and the
+# levels in one classifier), with where each dataset's errors go. Its own rule, not a loop
+# over the two: Snakemake evaluates a rule's shell expression again when the job runs, so a
+# loop variable there would be the last loop's.
+rule probe_zeroshot_open_set:
+    input:
+        unpack(zeroshot_probe_inputs),
+    output:
+        PATHS.zeroshot_result("{model}", "{named}"),
+    log:
+        PATHS.log("probes/{model}/{named}/zeroshot.log"),
+    benchmark:
+        PATHS.log("benchmarks/probes/{model}/{named}/zeroshot.tsv")
+    wildcard_constraints:
+        named=naming.OPEN_SET,
+    conda:
+        ZEROSHOT_CONDA_ENVIRONMENT
+    resources:
+        gpu=PROBE_GPUS,
+        mem_mb=zeroshot_mem_mb,
+    params:
+        datasets=" ".join(DATASETS),
+        device=config["probes"]["device"],
+    shell:
+        python_command("probe-zeroshot-open-set") + " --model {wildcards.model} --dataset {params.datasets}"
+        " --test {input.test} --splits {input.splits} --classifier {input.classifier} --names {input.names:q}"
+        " --device {params.device} --output {output} > {log} 2>&1"
 
 
 # The image-text models' zero-shot top-1 beside their linear probe, the N at which the few-shot
@@ -132,7 +143,7 @@ rule zeroshot_results:
     log:
         PATHS.log("results/zeroshot.log"),
     conda:
-        CONDA_ENVIRONMENT
+        ZEROSHOT_CONDA_ENVIRONMENT
     params:
         root=results_root,
         models=shlex.quote(json.dumps({model: config["models"][model] for model in ZEROSHOT_MODELS})),

@@ -4,12 +4,16 @@
 # snakemake --lint asks).
 
 import json
+import os
 import shlex
 
 from imagenet_cog.core.layout import FIGURE_FORMATS, TABLE_FORMATS
 from imagenet_cog.probes.kinds.zeroshot import named_sets
 
 ZEROSHOT_SETTINGS = config["probes"][naming.ZEROSHOT]
+# the workflow's one environment, as this folder's rule file names it (Snakemake reads a
+# rule's conda file relative to the file that defines the rule)
+ZEROSHOT_CONDA_ENVIRONMENT = os.path.join("..", CONDA_ENVIRONMENT)
 ZEROSHOT_MODELS = stage_models("probes.zeroshot", needs_text_tower=True)
 if not ZEROSHOT_MODELS:
     raise WorkflowError(
