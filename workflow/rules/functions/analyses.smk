@@ -108,9 +108,9 @@ def analysis_table_report(name):
     dataset = (
         name.rsplit("_", 1)[1].upper().replace("IN1K", "IN-1K") if name.startswith("analyses_agreement_") else "IN-1K and levels"
     )
-    return report(
+    return report_output(
         PATHS.table(name, "csv"),
-        caption=f"../report/{caption}",
+        caption=caption,
         category="Analyses",
         subcategory="Tables",
         labels={"table": name.removeprefix("analyses_"), "dataset": dataset},
@@ -118,9 +118,9 @@ def analysis_table_report(name):
 
 
 def analysis_figure_report(name):
-    return report(
+    return report_output(
         PATHS.figure(name, "png"),
-        caption=f"../report/{name}.rst",
+        caption=f"{name}.rst",
         category="Analyses",
         subcategory="Figures",
         labels={"figure": name.removeprefix("analyses_")},
@@ -157,7 +157,7 @@ def rater_sheet_inputs(wildcards):
         inputs["descriptions"] = auto_descriptions(dataset)
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
-    return {**inputs, **image_index_input(dataset)}
+    return {**inputs, **image_index(dataset)}
 
 
 def rater_sheet_settings():
@@ -260,13 +260,13 @@ def caption_inputs(wildcards):
     inputs = {"split_table": PATHS.image_splits(dataset)}
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
-    return {**inputs, **image_index_input(dataset)}
+    return {**inputs, **image_index(dataset)}
 
 
 def auto_description_report(path, grouping):
-    return report(
+    return report_output(
         path,
-        caption="../report/auto_descriptions.rst",
+        caption="auto_descriptions.rst",
         category="Analyses",
         subcategory="Auto descriptions",
         labels={"descriptions": grouping, "dataset": "{dataset}", "captioner": "{captioner}"},
@@ -313,23 +313,23 @@ if config["analyses"]["raters"]["description"] != "gloss":
             )
 
 
-# The models that answer (analyses.model_describability.models): those with a text tower in
-# their image features' space (models/registry.py, has_text_tower), by default among the
-# results' models; a model without one named there is refused before any job.
-DESCRIBABILITY_MODELS = stage_models("analyses.model_describability", needs_text_tower=True)
+def describability_models():
+    """The models that answer: those with a text tower in their image features' space, among
+    the results' models."""
+    return stage_models("analyses.model_describability", needs_text_tower=True)
 
 
 def model_describability_enabled():
     return (
         DESCRIBABILITY_CONFIG["enabled"]
         and "describability" in config["analyses"]["raters"]["variants"]
-        and bool(DESCRIBABILITY_MODELS)
+        and bool(describability_models())
     )
 
 
 def describability_model_pattern():
     """The model wildcard's constraint: the answering models' names (none: matches nothing)."""
-    return "|".join(re.escape(model) for model in DESCRIBABILITY_MODELS) or "(?!)"
+    return "|".join(re.escape(model) for model in describability_models()) or "(?!)"
 
 
 def model_describability_inputs(wildcards):
@@ -354,7 +354,7 @@ def describability_model_options(model):
 
 def describability_results():
     return [
-        PATHS.analysis_result(model, dataset, "model_describability") for model in DESCRIBABILITY_MODELS for dataset in DATASETS
+        PATHS.analysis_result(model, dataset, "model_describability") for model in describability_models() for dataset in DATASETS
     ]
 
 
@@ -381,6 +381,6 @@ def model_describability_outputs():
         return []
     return [
         *describability_results(),
-        *(PATHS.model_describability_answers(model, dataset) for model in DESCRIBABILITY_MODELS for dataset in DATASETS),
+        *(PATHS.model_describability_answers(model, dataset) for model in describability_models() for dataset in DATASETS),
         *(PATHS.table("analyses_describability", extension) for extension in TABLE_FORMATS),
     ]
