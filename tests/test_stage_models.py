@@ -68,3 +68,14 @@ def test_the_summary_covers_each_kind_and_the_level_sets_for_their_own_models(tm
     cells = sorted(zip(rows["model"], rows["probe"], rows["dataset"]))
     assert cells == [("clip", "linear", "l1"), ("cnn", "linear", "l1"), ("cnn", "linear", "wup-l1"), ("cnn", "mlp", "l1")]
     assert rows["complete"].all()
+
+
+def test_every_kind_on_the_grid_besides_linear_has_a_models_list():
+    import yaml
+
+    from conftest import REPOSITORY
+    from imagenet_cog.probes.kinds import KINDS
+
+    schema = yaml.safe_load((REPOSITORY / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    listed = schema["properties"]["probes"]["properties"]["kind_models"]["properties"]
+    assert list(listed) == [name for name, kind in KINDS.items() if name != "linear" and not kind.off_grid]
