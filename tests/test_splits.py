@@ -304,6 +304,7 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
         # without the demo's image-text model, no zero-shot probe; the demo's stage lists name
         # demo_cnn: these stages run for the model left
         "probes: {kinds: [linear, knn], kind_models: {knn: null}}\nlabel_audit: {models: null}\n"
+        "in1k_blurred: {models: null}\n"
         # 3 test images per concept leave no learnability task
         "analyses: {models: null, learnability: {enabled: false}}\n"
         # one training image per IN-1K class: the pre-flight check would (rightly) refuse
