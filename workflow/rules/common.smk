@@ -85,10 +85,18 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+# How many images a job may leave out undecoded: in the environment, not the command, so that
+# a limit raised after a failure re-runs no finished job (imagenet_cog.core.undecodable).
+from imagenet_cog.core.undecodable import LIMIT_VARIABLE
+
+os.environ[LIMIT_VARIABLE] = str(config["data"]["max_undecodable_fraction"])
+
+
 # Declared, so that executors which start jobs in a fresh environment (SLURM, remote
-# storage) pass it on to them.
+# storage) pass them on to them.
 envvars:
     "PYTHONPATH",
+    LIMIT_VARIABLE,
 
 
 def python_command(command):

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from imagenet_cog.core.archives import ArchiveError
+from imagenet_cog.core.undecodable import UndecodableImagesError
 from imagenet_cog.features.extract import (
     ExtractionOptions,
     ShardRows,
@@ -126,7 +127,7 @@ def extract_split_command(argv: list[str]) -> int:
     configure_logging()
     try:
         extract_split(shard_template=args.shard_template, merged=args.output, **extraction_arguments(args))
-    except ArchiveError as error:
+    except (ArchiveError, UndecodableImagesError) as error:
         log.error("%s", error)
         return 1
     return 0
