@@ -189,6 +189,7 @@ def made_by_workflow(model):
 def model_spec(model, check_checkpoint=True):
     """The registry spec of a ``models:`` entry; fails on an unknown arch or, unless told
     not to, a checkpoint file that is not there yet."""
+    from imagenet_cog.core.config_check import with_source
     from imagenet_cog.models.registry import ModelSpec
 
     try:
@@ -200,7 +201,7 @@ def model_spec(model, check_checkpoint=True):
             check_checkpoint=check_checkpoint,
         )
     except (ValueError, FileNotFoundError) as error:
-        raise WorkflowError(str(error))
+        raise WorkflowError(with_source(str(error), ["models", model], CONFIG_SOURCES))
 
 
 # Every model entry is checked now, so that a typo fails the run before any job starts; a
