@@ -71,6 +71,9 @@ include: "workflow/rules/finetune.smk"
 include: "workflow/rules/plan.smk"
 
 
+refuse_what_the_run_lacks()
+
+
 # Each stage's own list of what a full run makes (the rest are inputs of later stages).
 rule all:
     default_target: True

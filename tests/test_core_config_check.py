@@ -1,6 +1,6 @@
 """The config check (imagenet_cog.core.config_check): defaults filled as Snakemake's validate
 fills them, an error told in a few lines naming the file that set the key, every [low, high]
-pair of the schema checked, and a refused dry run within one screen."""
+pair of the schema checked, what a run lacks told once, and a refused dry run within one screen."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from conftest import REPOSITORY, copy_workflow, refused_overlay
+from conftest import REPOSITORY, copy_workflow, refused_overlay, snakemake
 from imagenet_cog.core.config_check import (
     ORDERED_PAIR,
     ConfigError,
     check_config,
     config_sources,
+    lacking_message,
     load_schema,
     source_of,
 )
@@ -155,3 +156,38 @@ def test_an_overlays_model_is_named_with_the_overlay_in_the_registrys_messages(w
     output = refused_overlay(workflow_copy, {"models": {"mine": {"arch": "resnet5O"}}}, name="mine.yaml")
     assert "mine.yaml: model 'mine' has unknown arch 'resnet5O'" in output and "config.yaml: model" not in output
     assert len(output.splitlines()) <= SCREEN, output
+
+
+def test_what_a_run_lacks_is_told_once_all_together_before_any_job(workflow_copy, tmp_path):
+    nowhere = tmp_path / "nowhere"
+    lacking = {
+        "mode": "imagenet",
+        "data": {"in21k_root": str(nowhere / "in21k"), "in1k_root": str(nowhere / "in1k")},
+        "levels": {"source": "published", "published_levels": str(nowhere / "levels.pkl")},
+        "level_sets": {"sets": ["word2vec"], "word2vec": {"embeddings": str(nowhere / "vectors.txt")}},
+        "models": {"mine": {"arch": "resnet50", "weights": str(nowhere / "mine.pt")}},
+        "probes": {"zeroshot": {"names": {"l1": str(nowhere / "names.tsv")}}},
+    }
+    output = refused_overlay(workflow_copy, lacking, name="lacking.yaml")
+    assert len(output.splitlines()) <= SCREEN, output
+    assert "no job was started" in output and "Building DAG" not in output
+    for missing in ("mine.pt", "in21k'", "in1k'", "levels.pkl", "vectors.txt", "names.tsv"):
+        assert output.count(missing) == 1, (missing, output)
+    assert "lacking.yaml: model 'mine'" in output
+    # pricing a run comes before downloading its images and checkpoints
+    before_downloads = {key: lacking[key] for key in ("mode", "data", "models")}
+    (workflow_copy / "before.yaml").write_text(yaml.safe_dump(before_downloads))
+    for target in ("plan", "needed_synsets"):
+        assert snakemake(workflow_copy, target, "--dry-run", "--cores", "1", "--configfile", "before.yaml").returncode == 0
+    assert "checkpoints (2)" in refused_overlay(workflow_copy, before_downloads)  # the demo's and mine
+
+
+def test_many_lacks_of_one_kind_are_told_by_the_first_and_the_others_names():
+    lacks = {"checkpoints": [(f"model{number}", f"model{number}'s checkpoint is missing") for number in range(30)],
+             "image roots": [("data.in1k_root", "data.in1k_root is missing")]}
+    message = lacking_message(lacks, "`snakemake plan`")
+    assert message.splitlines()[:3] == [
+        "This run lacks 31 things it needs; no job was started (`snakemake plan` work without them):",
+        "checkpoints (30):", "  model0's checkpoint is missing"]
+    assert "and 29 more like it: model1, model2" in message and "model29" in message
+    assert message.endswith("image roots (1):\n  data.in1k_root is missing") and len(message.splitlines()) <= 8

@@ -99,6 +99,50 @@ envvars:
     LIMIT_VARIABLE,
 
 
+# What this run lacks before its jobs can run (an image root, a checkpoint, a published pickle,
+# a names table, word vectors): each stage notes its own (note_lack) while the Snakefile is read,
+# and the Snakefile refuses them all in one message at its end (refuse_what_the_run_lacks), in
+# a dry run as in a real one, before any job or input function meets them one job at a time.
+# `snakemake plan` and `snakemake needed_synsets` price a run before its downloads: let through.
+RUN_LACKS = {}
+PRICING_RULES = ("plan", "needed_synsets")
+
+
+def note_lack(kind, name, check, *arguments):
+    """``check(*arguments)``, its WorkflowError noted as something the run lacks (``kind``:
+    "image roots", "checkpoints", ...; ``name``: which one) rather than raised now."""
+    try:
+        return check(*arguments)
+    except WorkflowError as error:
+        note_missing(kind, name, str(error))
+
+
+def note_missing(kind, name, message):
+    RUN_LACKS.setdefault(kind, []).append((name, message))
+
+
+def command_line_targets():
+    """The targets (rules or files) the snakemake command names: Snakemake tells the workflow
+    only once the Snakefile is read, too late for one message before any job, so they are read
+    from its command line with its own parser."""
+    import sys
+
+    from snakemake.cli import get_argument_parser
+
+    known, _ = get_argument_parser().parse_known_args(sys.argv[1:])
+    return set(known.targets)
+
+
+def refuse_what_the_run_lacks():
+    from imagenet_cog.core.config_check import lacking_message
+
+    if not RUN_LACKS or not workflow.is_main_process:
+        return
+    asked = command_line_targets()
+    if not (asked and asked <= {*PRICING_RULES, PATHS.needed_synsets(), PATHS.needed_synset_tars()}):
+        raise WorkflowError(lacking_message(RUN_LACKS, " and ".join(f"`snakemake {rule}`" for rule in PRICING_RULES)))
+
+
 def python_command(command):
     """The shell prefix of a rule running one of the package's commands."""
     return f"python -m imagenet_cog {command}"
@@ -205,7 +249,8 @@ def model_spec(model, check_checkpoint=True):
 
 
 # Every model entry is checked now, so that a typo fails the run before any job starts; a
-# checkpoint not yet downloaded fails once a job that reads it is scheduled (model_spec from
-# the features stage's input functions), so that `snakemake plan` prices a run before it.
+# checkpoint not yet downloaded is noted as a lack (refused with the others once the Snakefile
+# is read), so that `snakemake plan` prices a run before it.
 for configured_model in MODELS:
     model_spec(configured_model, check_checkpoint=False)
+    note_lack("checkpoints", configured_model, model_spec, configured_model)

@@ -28,6 +28,7 @@ ORDERED_PAIR = "orderedPair"
 COMMAND_LINE = "--config"
 SHOWN_CHARACTERS = 80
 DESCRIPTION_LINES = 4
+LACKS_SHOWN = 3  # a kind with more lacks is told by its first message and the others' names
 
 
 class ConfigError(ValueError):
@@ -204,6 +205,24 @@ def check_config(config: dict, schema: dict, sources: Sequence[tuple[str, dict]]
     if error is not None:
         raise ConfigError(describe(error, schema, sources))
     return config
+
+
+def lacking_message(lacks: dict[str, list[tuple[str, str]]], pricing: str) -> str:
+    """What a run lacks, all of it in one message of a few lines: per kind (image roots,
+    checkpoints, ...) ``(name, message)`` pairs; a kind with many is told by its first message
+    and the names of the rest. ``pricing``: the targets that work without them."""
+    count = sum(len(found) for found in lacks.values())
+    lines = [f"This run lacks {count} thing{'s' if count > 1 else ''} it needs; no job was started "
+             f"({pricing} work without them):"]
+    for kind, found in lacks.items():
+        lines.append(f"{kind} ({len(found)}):")
+        shown = found if len(found) <= LACKS_SHOWN else found[:1]
+        lines += [f"  {message}" for _, message in shown]
+        if len(found) > len(shown):
+            rest = ", ".join(name for name, _ in found[len(shown):])
+            lines += textwrap.wrap(rest, 96, initial_indent=f"  and {len(found) - len(shown)} more like it: ",
+                                   subsequent_indent="    ")
+    return "\n".join(lines)
 
 
 def load_schema(path: str | Path) -> dict:

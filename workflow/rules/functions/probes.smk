@@ -56,6 +56,10 @@ for named, table in config["probes"]["zeroshot"]["names"].items():
             f"config.yaml: probes.zeroshot.names names {named!r} ({table}), which is neither a dataset of "
             f"'datasets' ({', '.join(DATASETS)}) nor {naming.OPEN_SET}: name one of them."
         )
+    if not os.path.isfile(table):
+        note_missing("names tables", f"probes.zeroshot.names.{named}",
+                     f"config: probes.zeroshot.names.{named} = {table!r} does not exist; fix the path or remove the entry "
+                     "(the concept_names rule then writes the table).")
 PROBE_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).gridless]
 # the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
 OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
@@ -334,7 +338,7 @@ ASSUMED_CUSTOM_FEATURE_DIM = 2048
 def model_feature_dim(model):
     from imagenet_cog.models.registry import planned_feature_dim
 
-    return planned_feature_dim(model_spec(model)) or ASSUMED_CUSTOM_FEATURE_DIM
+    return planned_feature_dim(model_spec(model, check_checkpoint=False)) or ASSUMED_CUSTOM_FEATURE_DIM
 
 
 def probe_feature_mb(wildcards):
