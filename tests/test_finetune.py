@@ -115,6 +115,9 @@ def test_a_killed_job_resumes_to_what_the_uninterrupted_job_computes(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         run_finetune(job)
     assert job.checkpoint.is_file() and not job.output.exists()
+    # a kill -9 during a checkpoint write leaves its temporary file: the resumed job removes it
+    cut_write = job.checkpoint.with_name(f".{job.checkpoint.name}.k1ll3d.partial")
+    cut_write.write_bytes(b"half an epoch")
     states.clear()
     monkeypatch.setattr(finetune_train, "write_checkpoint", recording(states))
     resumed = run_finetune(job)
@@ -125,6 +128,7 @@ def test_a_killed_job_resumes_to_what_the_uninterrupted_job_computes(tmp_path, m
         assert torch.equal(states[-1]["network"][name], tensor), name
     assert (resumed["top1"], resumed["top5"]) == (whole["top1"], whole["top5"])
     assert json.loads(job.output.read_text())["top1"] == whole["top1"]
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
 
 
 def test_a_checkpoint_of_other_settings_is_set_aside(tmp_path, one_torch_thread):

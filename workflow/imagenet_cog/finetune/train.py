@@ -34,7 +34,7 @@ import torch.nn.functional as functional
 import torch.utils.data
 
 from imagenet_cog.core.device import DEVICE_CHOICES
-from imagenet_cog.core.io import atomic_output, write_json
+from imagenet_cog.core.io import atomic_output, remove_partial_writes, write_json
 from imagenet_cog.core.undecodable import UndecodableImages, UndecodableImagesError
 from imagenet_cog.features.extract import (
     SplitImages,
@@ -260,6 +260,7 @@ def run_finetune(job: FinetuneJob) -> dict | None:
     if processes.leader:
         write_json(job.output, result)
         job.checkpoint.unlink(missing_ok=True)
+        remove_partial_writes(job.checkpoint)  # a checkpoint write a kill cut short
     if processes.world > 1:
         distributed.destroy_process_group()
     return result
