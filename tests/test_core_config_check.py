@@ -191,3 +191,11 @@ def test_many_lacks_of_one_kind_are_told_by_the_first_and_the_others_names():
         "checkpoints (30):", "  model0's checkpoint is missing"]
     assert "and 29 more like it: model1, model2" in message and "model29" in message
     assert message.endswith("image roots (1):\n  data.in1k_root is missing") and len(message.splitlines()) <= 8
+
+
+def test_a_names_table_naming_two_concepts_alike_is_refused_at_planning(workflow_copy, tmp_path):
+    table = tmp_path / "names-l1.tsv"
+    table.write_text("label\twnid\tname\n0\tn01521399\trhea\n1\tn01521756\tRhea\n2\tn02012849\tcrane\n")
+    output = refused_overlay(workflow_copy, {"probes": {"zeroshot": {"names": {"l1": str(table)}}}})
+    assert f"{table}: 1 name given to several concepts ('rhea' on lines 2, 3)" in output
+    assert "edit the names" in output and len(output.splitlines()) <= SCREEN

@@ -49,6 +49,19 @@ if naming.ZEROSHOT in config["probes"]["kinds"] and not ZEROSHOT_MODELS:
         "config.yaml: probes.kinds has zeroshot, but no model has a text tower to name concepts with: add an "
         "image-text model (arch: open_clip/<name>, image_features: embedding), or take zeroshot out of probes.kinds."
     )
+def check_names_table(path):
+    """A user's names table, read now: a broken one, or one naming two concepts alike, is
+    refused before any job, with its file, lines and fix."""
+    from imagenet_cog.core.names_table import NamesTableError, duplicate_names, read_names_table
+
+    try:
+        problem = duplicate_names(path, read_names_table(path))
+    except NamesTableError as error:
+        problem = str(error)
+    if problem:
+        raise WorkflowError(problem)
+
+
 ZEROSHOT_NAMED = DATASETS + ([naming.OPEN_SET] if config["probes"]["zeroshot"]["open_set"] and len(DATASETS) > 1 else [])
 for named, table in config["probes"]["zeroshot"]["names"].items():
     if named not in DATASETS + [naming.OPEN_SET]:
@@ -56,7 +69,9 @@ for named, table in config["probes"]["zeroshot"]["names"].items():
             f"config.yaml: probes.zeroshot.names names {named!r} ({table}), which is neither a dataset of "
             f"'datasets' ({', '.join(DATASETS)}) nor {naming.OPEN_SET}: name one of them."
         )
-    if not os.path.isfile(table):
+    if os.path.isfile(table):
+        check_names_table(table)
+    else:
         note_missing("names tables", f"probes.zeroshot.names.{named}",
                      f"config: probes.zeroshot.names.{named} = {table!r} does not exist; fix the path or remove the entry "
                      "(the concept_names rule then writes the table).")
