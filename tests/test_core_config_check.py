@@ -199,3 +199,17 @@ def test_a_names_table_naming_two_concepts_alike_is_refused_at_planning(workflow
     output = refused_overlay(workflow_copy, {"probes": {"zeroshot": {"names": {"l1": str(table)}}}})
     assert f"{table}: 1 name given to several concepts ('rhea' on lines 2, 3)" in output
     assert "edit the names" in output and len(output.splitlines()) <= SCREEN
+
+
+def test_a_value_set_on_the_command_line_is_named_as_such(schema, tmp_path):
+    base = tmp_path / "config.yaml"
+    base.write_text(yaml.safe_dump({"mode": "demo"}))
+    sources = config_sources([str(base)], [], {"mode": "demos"})
+    assert refused({"mode": "demos"}, schema, sources).startswith(
+        "--config: mode is 'demos'; allowed: 'demo', 'imagenet'\n  did you mean 'demo'?")
+
+
+def test_a_dataset_outside_the_levels_names_the_file_that_lists_it(workflow_copy):
+    output = refused_overlay(workflow_copy, {"datasets": ["l1", "l9"]}, name="nine.yaml")
+    assert "nine.yaml: dataset 'l9' is not IN-1K or one of the 5 levels" in output
+    assert len(output.splitlines()) <= SCREEN

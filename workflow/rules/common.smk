@@ -12,6 +12,7 @@ import os
 import re
 
 from imagenet_cog.core import naming
+from imagenet_cog.core.config_check import with_source
 from imagenet_cog.core.layout import Layout
 
 
@@ -47,8 +48,12 @@ CONDA_ENVIRONMENT = "../../envs/imagenet-cog.yaml"
 for dataset in DATASETS:
     if dataset != naming.IN1K and dataset not in LEVEL_NAMES:
         raise WorkflowError(
-            f"config.yaml: dataset '{dataset}' is not IN-1K or one of the "
-            f"{len(LEVEL_NAMES)} levels ({', '.join(LEVEL_NAMES)}); fix 'datasets' or 'levels.num_levels'."
+            with_source(
+                f"config.yaml: dataset '{dataset}' is not IN-1K or one of the "
+                f"{len(LEVEL_NAMES)} levels ({', '.join(LEVEL_NAMES)}); fix 'datasets' or 'levels.num_levels'.",
+                ["datasets"],
+                CONFIG_SOURCES,
+            )
         )
 
 
@@ -233,7 +238,6 @@ def made_by_workflow(model):
 def model_spec(model, check_checkpoint=True):
     """The registry spec of a ``models:`` entry; fails on an unknown arch or, unless told
     not to, a checkpoint file that is not there yet."""
-    from imagenet_cog.core.config_check import with_source
     from imagenet_cog.models.registry import ModelSpec
 
     try:
