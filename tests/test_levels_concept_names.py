@@ -5,7 +5,6 @@ table and its errors."""
 from __future__ import annotations
 
 import re
-
 import subprocess
 import sys
 

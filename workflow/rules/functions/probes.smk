@@ -49,6 +49,8 @@ if naming.ZEROSHOT in config["probes"]["kinds"] and not ZEROSHOT_MODELS:
         "config.yaml: probes.kinds has zeroshot, but no model has a text tower to name concepts with: add an "
         "image-text model (arch: open_clip/<name>, image_features: embedding), or take zeroshot out of probes.kinds."
     )
+
+
 def check_names_table(path):
     """A user's names table, read now: a broken one, or one naming two concepts alike, is
     refused before any job, with its file, lines and fix."""
@@ -72,9 +74,12 @@ for named, table in config["probes"]["zeroshot"]["names"].items():
     if os.path.isfile(table):
         check_names_table(table)
     else:
-        note_missing("names tables", f"probes.zeroshot.names.{named}",
-                     f"config: probes.zeroshot.names.{named} = {table!r} does not exist; fix the path or remove the entry "
-                     "(the concept_names rule then writes the table).")
+        note_missing(
+            "names tables",
+            f"probes.zeroshot.names.{named}",
+            f"config: probes.zeroshot.names.{named} = {table!r} does not exist; fix the path or remove the entry "
+            "(the concept_names rule then writes the table).",
+        )
 PROBE_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).gridless]
 # the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
 OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
