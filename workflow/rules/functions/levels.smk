@@ -144,7 +144,7 @@ def check_published_pickle(key):
         )
 
 
-note_lack("published pickles", "levels.published_levels", published_levels_input, None)
+note_lack("published pickles", "levels.published_levels", published_levels_inputs, None)
 for published_key in ("published_levels", "published_splits"):
     note_lack("published pickles", f"levels.{published_key}", check_published_pickle, published_key)
 
