@@ -98,7 +98,7 @@ def detection_figure(summary: pd.DataFrame, datasets: Sequence[str], models: dic
             ax.fill_between(x, frame["auroc_ci95_low"], frame["auroc_ci95_high"], color=style["color"], alpha=0.15)
         ax.axhline(50.0, color="grey", linestyle=":", linewidth=1.0)
         ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
-        ax.set_xlabel("Level (semantic distance to IN-1K grows left to right)")
+        ax.set_xlabel("Level (further from IN-1K to the right)")
         ax.set_ylabel("AUROC, IN-1K vs level (%)")
         ax.set_title(SCORE_TITLES[score])
     figure_legend(fig, axes)
