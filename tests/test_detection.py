@@ -98,10 +98,10 @@ def test_aggregated_over_seeds():
     rows = pd.DataFrame([
         {"model": "m", "score": "msp", "seed": seed, "dataset": "l1", "auroc": value, "fpr95": 100 - value,
          "n_known": 4, "n_unknown": 4} for seed, value in (("1", 60.0), ("2", 70.0), ("3", 80.0))
-    ] + [{"model": "m", "score": "knn", "seed": "", "dataset": "l1", "auroc": 55.0, "fpr95": 90.0,
+    ] + [{"model": "m", "score": "knn_distance", "seed": "", "dataset": "l1", "auroc": 55.0, "fpr95": 90.0,
           "n_known": 4, "n_unknown": 4}])
     summary = aggregated(rows).set_index("score")
     assert summary.loc["msp", "auroc_mean"] == pytest.approx(70.0)
     assert summary.loc["msp", "auroc_std"] == pytest.approx(10.0)
     assert summary.loc["msp", "auroc_ci95_low"] < 70.0 < summary.loc["msp", "auroc_ci95_high"] <= 100.0
-    assert summary.loc["knn", "n_seeds"] == 1 and math.isnan(summary.loc["knn", "auroc_ci95_low"])
+    assert summary.loc["knn_distance", "n_seeds"] == 1 and math.isnan(summary.loc["knn_distance", "auroc_ci95_low"])

@@ -8,7 +8,7 @@ Every score is "higher = more known" (docs/analyses.md, "Detecting unseen concep
 * ``msp``: the largest softmax probability of the IN-1K linear probe (Hendrycks & Gimpel 2017);
 * ``max_logit``: its largest logit (Hendrycks et al. 2022);
 * ``energy``: the logsumexp of its logits, i.e. the negative free energy at T = 1 (Liu et al. 2020);
-* ``knn``: minus the distance from the L2-normalised feature to its k-th nearest L2-normalised
+* ``knn_distance``: minus the distance from the L2-normalised feature to its k-th nearest L2-normalised
   IN-1K training feature (Sun et al. 2022);
 * ``mcm``: for an image-text model, the largest softmax of the cosine similarities to the text
   classifier of IN-1K's names over a temperature (Ming et al. 2022; T = 1 as in their paper).
@@ -45,12 +45,15 @@ from imagenet_cog.analyses.common import AnalysisInputError, load_split, provena
 from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
 from imagenet_cog.core.io import atomic_output, write_json
 from imagenet_cog.core.naming import IN1K
+from imagenet_cog.features.zeroshot_classifier import read_classifier
+from imagenet_cog.probes.classifier import load_or_refit
 
 log = logging.getLogger("imagenet_cog.analyses.detection")
 
 PROBE_SCORES = ("msp", "max_logit", "energy")
-SCORES = (*PROBE_SCORES, "knn", "mcm")
-SCORE_TITLES = {"msp": "MSP", "max_logit": "max-logit", "energy": "energy", "knn": "k-NN distance", "mcm": "MCM"}
+NEIGHBOUR_SCORE = "knn_distance"
+SCORES = (*PROBE_SCORES, NEIGHBOUR_SCORE, "mcm")
+SCORE_TITLES = {"msp": "MSP", "max_logit": "max-logit", "energy": "energy", NEIGHBOUR_SCORE: "k-NN distance", "mcm": "MCM"}
 TPR_LEVEL = 0.95
 SEED_COLUMNS = ["model", "score", "seed", "dataset", "auroc", "fpr95", "n_known", "n_unknown"]
 # rows of queries and of training features compared at a time (a 4096 x 65536 float32 block is 1 GiB)
@@ -129,8 +132,6 @@ def score_rows(model: str, score: str, seed: str, scores: dict[str, np.ndarray])
 
 
 def read_text_classifier(path: str, width: int) -> torch.Tensor:
-    from imagenet_cog.features.zeroshot_classifier import read_classifier
-
     classifier = read_classifier(path)
     if classifier.weights.shape[0] != width:
         raise AnalysisInputError(f"{path} is a {classifier.weights.shape[0]}-d text classifier but the image features "
@@ -140,8 +141,6 @@ def read_text_classifier(path: str, width: int) -> torch.Tensor:
 
 def detection(args: argparse.Namespace, device: torch.device) -> tuple[list[dict], dict]:
     """Every (score, seed, level) row, and the inputs' provenance."""
-    from imagenet_cog.probes.classifier import load_or_refit
-
     splits = {IN1K: load_split(args.known)} | {dataset: load_split(path) for dataset, path in zip(args.datasets, args.unknown)}
     features = {dataset: torch.from_numpy(split.features).to(device) for dataset, split in splits.items()}
     rows = []
@@ -153,9 +152,9 @@ def detection(args: argparse.Namespace, device: torch.device) -> tuple[list[dict
         per_dataset = {dataset: probe_scores(values, weight, bias) for dataset, values in features.items()}
         for score in probe_wanted:
             rows += score_rows(args.model, score, seed, {dataset: per_dataset[dataset][score] for dataset in features})
-    if "knn" in args.scores:
+    if NEIGHBOUR_SCORE in args.scores:
         train = torch.from_numpy(load_split(args.train).features).to(device)
-        rows += score_rows(args.model, "knn", "", {dataset: -kth_neighbour_distance(values, train, args.k)
+        rows += score_rows(args.model, NEIGHBOUR_SCORE, "", {dataset: -kth_neighbour_distance(values, train, args.k)
                                                   for dataset, values in features.items()})
     if "mcm" in args.scores and args.text_classifier:
         text = read_text_classifier(args.text_classifier, features[IN1K].shape[1]).to(device)

@@ -18,15 +18,21 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-import pandas as pd
+import matplotlib
 
-from imagenet_cog.analyses.detection import SCORE_TITLES, SCORES, SEED_COLUMNS
-from imagenet_cog.core.layout import Layout
-from imagenet_cog.core.naming import dataset_title
-from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_tidy_table
-from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
-from imagenet_cog.results.summary import lin_rows, read_summary
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from imagenet_cog.analyses.detection import SCORE_TITLES, SCORES, SEED_COLUMNS  # noqa: E402
+from imagenet_cog.core.layout import Layout  # noqa: E402
+from imagenet_cog.core.naming import dataset_title  # noqa: E402
+from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme  # noqa: E402
+from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_tidy_table  # noqa: E402
+from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval  # noqa: E402
+from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
 
 FIGURE = "detection"
 VERSUS_FIGURE = "detection_vs_recognition"
@@ -74,16 +80,12 @@ def score_table(summary: pd.DataFrame, score: str, models: dict) -> pd.DataFrame
 
 
 def styles(models: Sequence[str], labels: dict):
-    from imagenet_cog.core.plots import ModelStyles
-
     frame = pd.DataFrame({"model": models, "label": [labels[model] for model in models], "random_weights": False})
     return ModelStyles(frame)
 
 
 def detection_figure(summary: pd.DataFrame, datasets: Sequence[str], models: dict, scores: Sequence[str]):
     """AUROC (mean over seeds, 95% interval shaded) against the level, one panel per score."""
-    from imagenet_cog.core.plots import figure_legend, no_data, panel_grid
-
     fig, axes = panel_grid(len(scores), 3)
     names = list(dict.fromkeys(summary["model"]))
     look = styles(names, {model: model_label(models, model) for model in names})
@@ -107,8 +109,6 @@ def detection_figure(summary: pd.DataFrame, datasets: Sequence[str], models: dic
 
 def versus_figure(summary: pd.DataFrame, top1: pd.DataFrame, models: dict, scores: Sequence[str]):
     """Top-1 of each level's linear probe (N = all) against its AUROC, one panel per score."""
-    from imagenet_cog.core.plots import figure_legend, no_data, panel_grid
-
     fig, axes = panel_grid(len(scores), 3)
     joined = summary.merge(top1, on=["model", "dataset"], how="inner")
     names = list(dict.fromkeys(summary["model"]))
@@ -147,10 +147,6 @@ def detection_results_command(argv: Sequence[str]) -> int:
     parser.add_argument("--seed-tables", nargs="+", type=Path, required=True, help="the per-seed TSVs")
     parser.add_argument("--summary", type=Path, required=True, help="the results summary (the linear probe)")
     args = parser.parse_args(argv)
-    import matplotlib.pyplot as plt
-
-    from imagenet_cog.core.plots import save_figure, set_theme
-
     layout, models = Layout(args.results_root), json.loads(args.models)
     summary = aggregated(read_seed_tables(args.seed_tables))
     formats = {column: ".2f" for column in summary.columns if column.startswith(tuple(METRICS))}

@@ -406,7 +406,7 @@ def detection_models():
 if detection_models() and DETECTION_PROBE_SCORES and "all" not in SHOTS:
     raise WorkflowError(
         f"config.yaml: analyses.detection.scores has {', '.join(DETECTION_PROBE_SCORES)}, which read the IN-1K probe at "
-        "N = all, but probes.shots has no 'all'; add it, or keep only knn and mcm in the scores."
+        "N = all, but probes.shots has no 'all'; add it, or keep only knn_distance and mcm in the scores."
     )
 
 
