@@ -216,7 +216,7 @@ rule detection_results:
     conda:
         CONDA_ENVIRONMENT
     params:
-        root=PATHS.root,
+        root=results_root,
         models=lambda wildcards: shlex.quote(models_json()),
         datasets=" ".join(detection_levels()),
         scores=" ".join(detection_scores()),
