@@ -2,6 +2,8 @@
 
 - every stage's rule file has the package of the same name, a functions file is named
   after the rule file it serves, and every command a stage's rules run lives in its package;
+  the rule files of the kinds off the grid (rules/kinds/) are the registry's, and their
+  rules run the commands of the stages they span;
 - the package's imports form no loop, between modules or between packages, and the
   packages import each other only as docs/architecture.md draws it (``core`` imports no
   stage);
@@ -27,6 +29,11 @@ PACKAGE = REPOSITORY / "workflow" / "imagenet_cog"
 RULES = REPOSITORY / "workflow" / "rules"
 # each stage's input functions, checks and targets, apart from its rules (snakemake --lint)
 FUNCTIONS = RULES / "functions"
+# the rule files of the probe kinds off the grid (their rules run several stages' commands),
+# each with its functions file beside it
+KIND_RULES = RULES / "kinds"
+# every rule and functions file
+RULE_FILES = sorted(RULES.rglob("*.smk"))
 ARCHITECTURE = REPOSITORY / "docs" / "architecture.md"
 # rule files that are no stage, and packages that are no stage
 SHARED_RULE_FILES = {"common"}
@@ -147,14 +154,25 @@ def test_every_stage_rule_file_has_its_package():
     assert not strays, f"functions files without a rule file of the same name: {strays}"
 
 
+def test_the_kind_rule_files_are_the_kinds_off_the_grid_each_with_its_functions():
+    from imagenet_cog.probes.kinds import KINDS
+
+    declared = {kind.off_grid.rules for kind in KINDS.values() if kind.off_grid}
+    assert {str(path.relative_to(RULES)) for path in KIND_RULES.glob("*.smk")} == declared
+    functions = {path.name for path in (KIND_RULES / "functions").glob("*.smk")}
+    assert functions == {path.name for path in KIND_RULES.glob("*.smk")}
+
+
 def test_every_command_a_rule_file_runs_lives_in_its_stage_package():
     from imagenet_cog.cli import COMMANDS
 
     misplaced = []
-    for path in sorted(RULES.rglob("*.smk")):
+    for path in RULE_FILES:
+        # a kind's rules run the commands of the stages it spans (its module names them)
+        stages = PACKAGES - SHARED_PACKAGES if KIND_RULES in path.parents else {path.stem}
         for command in re.findall(r'python_command\("([a-z0-9-]+)"\)', path.read_text()):
             assert command in COMMANDS, f"{path.name} runs '{command}', which the cli does not know"
-            if path.stem not in SHARED_RULE_FILES and not COMMANDS[command].startswith(f"imagenet_cog.{path.stem}."):
+            if path.stem not in SHARED_RULE_FILES and package_of(COMMANDS[command].split(":")[0]) not in stages:
                 misplaced.append(f"{path.name}: {command} -> {COMMANDS[command]}")
     assert not misplaced, misplaced
 
@@ -226,7 +244,8 @@ def test_the_schema_allows_the_datasets_the_naming_module_names():
 
 # the names core/naming.py (and the probe kinds' modules) form: compared, defaulted or
 # assigned as literals elsewhere, a new kind or dataset would have to be found by hand
-FORMED_NAMES = {"in21k", "in1k", "in1k_blurred", "pool", "linear", "knn", "mlp", "mlp_noact", "pca"}
+FORMED_NAMES = {"in21k", "in1k", "in1k_blurred", "pool", "linear", "knn", "mlp", "mlp_noact", "pca", "zeroshot",
+                "open-set"}
 FORMED_PREFIXES = {"l", "gap", "pca-", "random-", "balanced-"}
 NAME_MODULES = {PACKAGE / "core" / "naming.py", *(PACKAGE / "probes" / "kinds").glob("*.py")}
 
@@ -287,7 +306,7 @@ def test_the_rule_files_take_dataset_and_kind_names_from_the_naming_module():
                          rf'|\(\s*"(?:{names})"\s*[,)]')
     found = [
         f"{path.relative_to(REPOSITORY)}:{number}: {line.strip()}"
-        for path in sorted([*RULES.glob("*.smk"), *FUNCTIONS.glob("*.smk")])
+        for path in RULE_FILES
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if literal.search(line)
     ]
@@ -310,7 +329,7 @@ KIND_CONSTANTS = {
     "pca_dim": {"probes/probe.py", "probes/search.py", "results/tables.py", "results/figures.py"},
     # zero-shot's own commands, paths and rules (it has no grid: its jobs and tables are its own)
     "ZEROSHOT": {"probes/zeroshot_probe.py", "results/zeroshot.py", "core/layout.py",
-                 "workflow/rules/functions/probes.smk", "workflow/rules/functions/results.smk"},
+                 "workflow/rules/kinds/functions/zeroshot.smk"},
 }
 
 
@@ -334,7 +353,7 @@ def test_a_probe_kind_is_named_only_by_its_module_and_its_own_code():
     from imagenet_cog.probes.kinds import KINDS
 
     named = defaultdict(set)
-    for path in [*sorted(PACKAGE.rglob("*.py")), *sorted(RULES.glob("*.smk")), *sorted(FUNCTIONS.glob("*.smk"))]:
+    for path in [*sorted(PACKAGE.rglob("*.py")), *RULE_FILES]:
         relative = str(path.relative_to(PACKAGE if path.suffix == ".py" else REPOSITORY))
         if relative.startswith("probes/kinds/") or path.name == "naming.py":
             continue

@@ -107,12 +107,12 @@ def test_a_configured_kinds_settings_problem_stops_the_workflow_before_any_job(t
 def test_zero_shot_runs_for_the_models_with_a_text_tower_and_stops_a_run_without_one(tmp_path):
     from conftest import copy_workflow, refused_overlay
 
-    has_text_tower = KINDS["zeroshot"].applies_to
+    has_text_tower = KINDS["zeroshot"].off_grid.applies_to
     assert has_text_tower({"arch": "open_clip/ViT-B-32"})
     assert has_text_tower({"arch": "open_clip/ViT-B-32", "image_features": "embedding"})
     assert not has_text_tower({"arch": "open_clip/ViT-B-16-SigLIP", "image_features": "pooled"})
     assert not has_text_tower({"arch": "resnet50"}) and not has_text_tower({"arch": "timm/vit_base_patch16_224"})
-    assert KINDS["zeroshot"].gridless and not KINDS["zeroshot"].searched
+    assert KINDS["zeroshot"].off_grid and not KINDS["zeroshot"].searched
     workdir = copy_workflow(tmp_path / "copy")
     output = refused_overlay(workdir, {"models": {"demo_clip": {"image_features": "pooled"}},
                                        "probes": {"zeroshot": {"names": {"l9": "mine.tsv"}}}})
@@ -120,3 +120,19 @@ def test_zero_shot_runs_for_the_models_with_a_text_tower_and_stops_a_run_without
     output = refused_overlay(workdir, {"probes": {"zeroshot": {"names": {"l9": "mine.tsv"}}}})
     assert "probes.zeroshot.names names 'l9' (mine.tsv), which is neither a dataset" in output
     assert not (workdir / "results").exists()
+
+
+def test_a_kind_off_the_grid_has_its_rule_file_and_prices_every_job_of_a_model():
+    """Its rules are in the file its module names (probes.smk includes it) and every rule there
+    is the kind's; the plan prices the jobs its module lists at rates a rates file holds."""
+    from imagenet_cog.plan.cost import RATE_KEYS, Dataset
+
+    rules = REPOSITORY / "workflow" / "rules"
+    probes = {"zeroshot": {"templates": "simple", "open_set": True}}
+    datasets = [Dataset("in1k", 40, 20, 4, 0), Dataset("l1", 40, 20, 4, 0)]
+    for kind in (kind for kind in KINDS.values() if kind.off_grid):
+        assert "\nrule " in (rules / kind.off_grid.rules).read_text()
+        jobs = kind.off_grid.jobs(datasets, 512, 2, probes)
+        # a classifier and a scoring job for each dataset and the open set
+        assert len(jobs) == 6 and sum(job.results for job in jobs) == 3
+        assert {key for job in jobs for key in job.work} <= set(RATE_KEYS + kind.off_grid.rates)

@@ -112,9 +112,9 @@ rule analyses_summary:
     input:
         analysis_results(),
     output:
-        report(
+        report_output(
             PATHS.analyses_summary(),
-            caption="../report/analyses_summary.rst",
+            caption="analyses_summary.rst",
             category="Analyses",
             subcategory="Tables",
             labels={"table": "summary (tidy CSV)", "dataset": "all"},
@@ -409,9 +409,9 @@ rule analyses_describability_table:
     input:
         unpack(describability_table_inputs),
     output:
-        report(
+        report_output(
             PATHS.table("analyses_describability", "csv"),
-            caption="../report/analyses_describability.rst",
+            caption="analyses_describability.rst",
             category="Analyses",
             subcategory="Tables",
             labels={"table": "describability", "dataset": "IN-1K and levels"},

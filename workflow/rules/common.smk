@@ -125,9 +125,7 @@ def stage_models(setting, needs_text_tower=False):
 
     selected = config_at(setting).get("models")
     if selected is None:
-        return [
-            model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])
-        ]
+        return [model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])]
     unknown = [model for model in selected if model not in config["models"]]
     if unknown:
         raise WorkflowError(
@@ -142,6 +140,44 @@ def stage_models(setting, needs_text_tower=False):
                 "space (an open_clip/<name> arch with image_features: embedding); take it out of the list."
             )
     return list(selected)
+
+
+# A rule's outputs in the report (snakemake --report): captions are files of workflow/report/.
+REPORT_CAPTIONS = os.path.join(workflow.basedir, "workflow", "report")
+
+
+def report_output(path, caption, category, subcategory=None, labels=None):
+    """``path`` registered for the report with its caption file (named relative to the rule
+    file being read, as Snakemake resolves it), category, subcategory and labels."""
+    rule_folder = workflow.current_basedir.get_path_or_uri(secret_free=False)
+    caption_file = os.path.relpath(os.path.join(REPORT_CAPTIONS, caption), rule_folder)
+    return report(path, caption=caption_file, category=category, subcategory=subcategory, labels=labels)
+
+
+def tidy_report(path, caption, table, subcategory):
+    """A report entry for a table other than the paper's tables (results, zero-shot)."""
+    return report_output(
+        path,
+        caption=caption,
+        category="Tables",
+        subcategory=subcategory,
+        labels={"table": table, "dataset": "all"},
+    )
+
+
+def figure_report(name, caption):
+    return report_output(
+        PATHS.figure(name, "png"),
+        caption=caption,
+        category="Figures",
+        labels={"figure": name},
+    )
+
+
+def results_root(wildcards, output):
+    """The results folder of a job writing tables or figures, from its first output (<root>/tables/.. or
+    <root>/figures/..): where its command writes the rest."""
+    return os.path.dirname(os.path.dirname(output[0]))
 
 
 # How a model's checkpoint may be read, not what the model is: no result depends on it.

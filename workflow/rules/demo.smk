@@ -18,7 +18,7 @@ rule demo_world:
         in1k=directory(PATHS.demo_images(naming.IN1K)),
         concepts=[PATHS.demo_concepts(dataset) for dataset in DATASETS],
         pretraining=PATHS.demo_pretraining_concepts(),
-        preview=report(PATHS.demo_preview(), caption="../report/demo_world.rst", category="Demo world"),
+        preview=report_output(PATHS.demo_preview(), caption="demo_world.rst", category="Demo world"),
     log:
         PATHS.log("splits/demo_world.log"),
     benchmark:

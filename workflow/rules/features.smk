@@ -17,7 +17,7 @@ include: "functions/features.smk"
 # of the command, so that shards made before they existed stay current.
 rule extract_features:
     input:
-        unpack(lambda wildcards: image_index_input(wildcards.dataset)),
+        unpack(image_index_inputs),
         **EXTRACTION_INPUT,
     output:
         PATHS.feature_shard("{model}", "{dataset}", "{split}", "{shard}"),
@@ -74,7 +74,7 @@ if config["features"]["group"] == "split":
 
     rule extract_split:
         input:
-            unpack(lambda wildcards: image_index_input(wildcards.dataset)),
+            unpack(image_index_inputs),
             **EXTRACTION_INPUT,
         output:
             PATHS.features("{model}", "{dataset}", "{split}"),
@@ -130,41 +130,6 @@ rule level_set_view:
     shell:
         python_command("level-set-view") + " --dataset {wildcards.dataset} --split {wildcards.split} --concepts {input.concepts}"
         " {params.sources} --max-concepts {params.max_concepts} --output {output} > {log} 2>&1"
-
-
-# An image-text model's zero-shot text classifier of a names table (probes.kinds: zeroshot):
-# the text features of a dataset's concepts, as the image features are its images'. The file
-# keeps its provenance and is rewritten only when weights, names or templates change
-# (imagenet_cog/features/zeroshot_classifier.py).
-rule zeroshot_classifier:
-    input:
-        names=lambda wildcards: zeroshot_names_table(wildcards.named),
-        checkpoint=lambda wildcards: model_checkpoint_input(wildcards),
-    output:
-        PATHS.zeroshot_classifier("{model}", "{named}"),
-    log:
-        PATHS.log("features/{model}/zeroshot/{named}.log"),
-    benchmark:
-        PATHS.log("benchmarks/features/{model}/zeroshot/{named}.tsv")
-    wildcard_constraints:
-        named=naming.NAMED_CONCEPTS_PATTERN,
-    conda:
-        CONDA_ENVIRONMENT
-    resources:
-        gpu=EXTRACTION_RESOURCES["gpu"],
-        mem_mb=4000,
-    params:
-        arch=lambda wildcards: model_spec(wildcards.model).arch,
-        weights=lambda wildcards: model_spec(wildcards.model).weights,
-        trusted=lambda wildcards: trusted_globals_option(wildcards.model),
-        # staleness-only: new weights rebuild the classifier
-        settings_weights=lambda wildcards: model_weights_identity(wildcards.model),
-        templates=config["probes"]["zeroshot"]["templates"],
-        device=config["features"]["device"],
-    shell:
-        python_command("zeroshot-classifier") + " --model-name {wildcards.model} --arch {params.arch}"
-        " --weights {params.weights:q} {params.trusted} --names {input.names:q} --templates {params.templates}"
-        " --device {params.device} --output {output} > {log} 2>&1"
 
 
 # Named target: `snakemake features` builds this stage for the configured selection.

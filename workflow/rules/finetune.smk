@@ -12,10 +12,10 @@ include: "functions/finetune.smk"
 # run again resumes from it (docs/finetune.md).
 rule finetune_backbone:
     input:
-        unpack(lambda wildcards: image_index_input(wildcards.dataset)),
+        unpack(image_index_inputs),
         split_table=PATHS.image_splits("{dataset}"),
         images=lambda wildcards: image_root(wildcards.dataset),
-        checkpoint=lambda wildcards: model_checkpoint_input(wildcards),
+        checkpoint=model_checkpoint_inputs,
     output:
         PATHS.finetune_result("{model}", "{dataset}"),
     log:
@@ -36,7 +36,7 @@ rule finetune_backbone:
         weights=lambda wildcards: model_spec(wildcards.model).weights,
         # staleness-only: new weights (a checkpoint's digest) fine-tune again
         settings_weights=lambda wildcards: model_weights_identity(wildcards.model),
-        options=lambda wildcards: extract_command_options(wildcards),
+        options=extract_command_options,
         weights_identity_option=lambda wildcards: weights_identity_option(wildcards.model),
         recipe=shlex.quote(json.dumps(FINETUNE_SETTINGS["recipe"], sort_keys=True)),
         seed=FINETUNE_SETTINGS["seed"],
@@ -60,9 +60,9 @@ rule finetune_results:
     output:
         tables=[
             (
-                report(
+                report_output(
                     PATHS.table(FINETUNE_RESULT, extension),
-                    caption="../report/finetune_table.rst",
+                    caption="finetune_table.rst",
                     category="Fine-tuning control",
                 )
                 if extension == "csv"
@@ -72,9 +72,9 @@ rule finetune_results:
         ],
         figures=[
             (
-                report(
+                report_output(
                     PATHS.figure(FINETUNE_RESULT, extension),
-                    caption="../report/finetune_figure.rst",
+                    caption="finetune_figure.rst",
                     category="Fine-tuning control",
                 )
                 if extension == "png"

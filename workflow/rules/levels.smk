@@ -68,19 +68,19 @@ rule image_counts:
 
 rule cut_levels:
     input:
-        unpack(published_levels_input),
+        unpack(published_levels_inputs),
         wordnet=PATHS.wordnet_corpus(),
         catalogue=PATHS.concept_catalogue(),
         counts=PATHS.image_counts(),
         discarded=config["concepts"]["discarded_wnids"],
     output:
-        eligibility=report(
+        eligibility=report_output(
             PATHS.eligibility_report(),
-            caption="../report/levels_eligibility.rst",
+            caption="levels_eligibility.rst",
             category="Levels",
         ),
         ranking=PATHS.ranking(),
-        summary=report(PATHS.level_summary(), caption="../report/levels_summary.rst", category="Levels"),
+        summary=report_output(PATHS.level_summary(), caption="levels_summary.rst", category="Levels"),
         in1k=PATHS.level_concepts(naming.IN1K),
         levels=[PATHS.level_concepts(level) for level in LEVEL_NAMES],
     log:
@@ -113,7 +113,7 @@ rule levels_figure:
     input:
         PATHS.ranking(),
     output:
-        png=report(PATHS.levels_figure("png"), caption="../report/levels_figure.rst", category="Levels"),
+        png=report_output(PATHS.levels_figure("png"), caption="levels_figure.rst", category="Levels"),
         pdf=PATHS.levels_figure("pdf"),
     log:
         PATHS.log("levels/levels_figure.log"),
@@ -128,15 +128,15 @@ rule level_set:
         unpack(level_set_inputs),
     output:
         ranking=PATHS.level_set_ranking("{level_set}"),
-        summary=report(
+        summary=report_output(
             PATHS.level_set_summary("{level_set}"),
-            caption="../report/level_set_summary.rst",
+            caption="level_set_summary.rst",
             category="Level sets",
             subcategory="{level_set}",
         ),
-        overlap=report(
+        overlap=report_output(
             PATHS.level_set_overlap("{level_set}"),
-            caption="../report/level_set_overlap.rst",
+            caption="level_set_overlap.rst",
             category="Level sets",
             subcategory="{level_set}",
         ),
@@ -170,9 +170,9 @@ rule level_set_figure:
     input:
         PATHS.level_set_ranking("{level_set}"),
     output:
-        png=report(
+        png=report_output(
             PATHS.level_set_figure("{level_set}", "png"),
-            caption="../report/level_set_figure.rst",
+            caption="level_set_figure.rst",
             category="Level sets",
             subcategory="{level_set}",
         ),
@@ -225,29 +225,6 @@ if config["mode"] != "demo":
             CONDA_ENVIRONMENT
         shell:
             python_command("pool-concepts") + " --lin-ranking {input} --output {output} > {log} 2>&1"
-
-
-# The names a zero-shot classifier calls a dataset's concepts by, or every dataset's together
-# (open-set): an editable table (probes.kinds: zeroshot; imagenet_cog/levels/concept_names.py).
-rule concept_names:
-    input:
-        unpack(concept_names_inputs),
-        wordnet=PATHS.wordnet_corpus(),
-    output:
-        PATHS.concept_names("{named}"),
-    log:
-        PATHS.log("levels/names/{named}.log"),
-    benchmark:
-        PATHS.log("benchmarks/levels/names/{named}.tsv")
-    wildcard_constraints:
-        named=naming.NAMED_CONCEPTS_PATTERN,
-    conda:
-        CONDA_ENVIRONMENT
-    params:
-        datasets=lambda wildcards: " ".join(named_datasets(wildcards.named)),
-    shell:
-        python_command("concept-names") + " --dataset {params.datasets} --concepts {input.concepts}"
-        " --wordnet {input.wordnet} --in1k-synsets {input.in1k_synsets:q} --output {output} > {log} 2>&1"
 
 
 # Named target: `snakemake levels` builds this stage for the configured selection.

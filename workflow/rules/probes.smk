@@ -162,58 +162,10 @@ for own_job_kind in OWN_JOB_KINDS:
             own_job_command(own_job_kind)
 
 
-# Zero-shot (probes.kinds: zeroshot; imagenet_cog/probes/zeroshot_probe.py): a text-tower
-# model's test features of one dataset scored by its classifier of the dataset's names. Nothing
-# is fitted: one result per model and dataset, off the summary's grid of N and seeds.
-rule probe_zeroshot:
-    input:
-        unpack(zeroshot_probe_inputs),
-    output:
-        PATHS.zeroshot_result("{model}", "{named}"),
-    log:
-        PATHS.log("probes/{model}/{named}/zeroshot.log"),
-    benchmark:
-        PATHS.log("benchmarks/probes/{model}/{named}/zeroshot.tsv")
-    wildcard_constraints:
-        named=naming.DEFAULT_DATASET,
-    conda:
-        CONDA_ENVIRONMENT
-    resources:
-        gpu=PROBE_GPUS,
-        mem_mb=zeroshot_mem_mb,
-    params:
-        device=config["probes"]["device"],
-    shell:
-        python_command("probe-zeroshot") + " --model {wildcards.model} --dataset {wildcards.named}"
-        " --test {input.test} --splits {input.splits} --classifier {input.classifier}"
-        " --device {params.device} --output {output} > {log} 2>&1"
+# The kinds off the summary's grid (zero-shot): each one's rules in a file of their own.
+for off_grid_kind in OFF_GRID_KINDS:
 
-
-# The open set: every dataset's test images among all the run's concepts (IN-1K and the
-# levels in one classifier), with where each dataset's errors go.
-rule probe_zeroshot_open_set:
-    input:
-        unpack(zeroshot_probe_inputs),
-    output:
-        PATHS.zeroshot_result("{model}", "{named}"),
-    log:
-        PATHS.log("probes/{model}/{named}/zeroshot.log"),
-    benchmark:
-        PATHS.log("benchmarks/probes/{model}/{named}/zeroshot.tsv")
-    wildcard_constraints:
-        named=naming.OPEN_SET,
-    conda:
-        CONDA_ENVIRONMENT
-    resources:
-        gpu=PROBE_GPUS,
-        mem_mb=zeroshot_mem_mb,
-    params:
-        datasets=" ".join(DATASETS),
-        device=config["probes"]["device"],
-    shell:
-        python_command("probe-zeroshot-open-set") + " --model {wildcards.model} --dataset {params.datasets}"
-        " --test {input.test} --splits {input.splits} --classifier {input.classifier} --names {input.names:q}"
-        " --device {params.device} --output {output} > {log} 2>&1"
+    include: off_grid_kind.off_grid.rules
 
 
 # Principal components of a dataset's training features, once for every d and seed of the
@@ -244,4 +196,4 @@ rule pca_components:
 rule probes:
     input:
         all_probe_results(models=result_models()),
-        zeroshot_results(models=result_models()),
+        off_grid_results(),

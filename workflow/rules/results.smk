@@ -18,11 +18,11 @@ include: "functions/results.smk"
 
 rule aggregate_probes:
     input:
-        result_probe_inputs(),
+        result_probe_files(),
     output:
-        summary=report(
+        summary=report_output(
             PATHS.results_summary(),
-            caption="../report/summary.rst",
+            caption="summary.rst",
             category="Tables",
             subcategory="Summary",
             labels={"table": "summary (tidy CSV)", "dataset": "all"},
@@ -45,16 +45,16 @@ rule level_sets_results:
     input:
         PATHS.results_summary(),
     output:
-        figure=report(
+        figure=report_output(
             PATHS.level_sets_figure("png"),
-            caption="../report/figure_level_sets.rst",
+            caption="figure_level_sets.rst",
             category="Figures",
             labels={"figure": "level_sets"},
         ),
         pdf=PATHS.level_sets_figure("pdf"),
-        table=report(
+        table=report_output(
             PATHS.level_sets_table("csv"),
-            caption="../report/table_level_sets.rst",
+            caption="table_level_sets.rst",
             category="Tables",
             subcategory="Level sets",
             labels={"table": "level sets", "dataset": "levels of every level set"},
@@ -191,11 +191,11 @@ rule result_published:
 # results (its inputs) do; they are not declared inputs because no rule lists them as outputs.
 rule result_timings:
     input:
-        result_probe_inputs(),
+        result_probe_files(),
     output:
-        csv=report(
+        csv=report_output(
             PATHS.timings("csv"),
-            caption="../report/timings.rst",
+            caption="timings.rst",
             category="Timings",
             labels={"table": "seconds per model and dataset"},
         ),
@@ -212,43 +212,6 @@ rule result_timings:
     shell:
         python_command("results-timings")
         + " {params.grid} --benchmark-root {params.benchmarks} --output {output.csv} > {log} 2>&1"
-
-
-# Zero-shot (probes.kinds: zeroshot; imagenet_cog/results/zeroshot.py): the image-text models'
-# zero-shot top-1 beside their linear probe, the N at which the few-shot probe overtakes it,
-# and the open set's errors by destination.
-if ZEROSHOT_MODELS:
-
-    rule zeroshot_results:
-        input:
-            results=zeroshot_results(models=result_models()),
-            summary=PATHS.results_summary(),
-        output:
-            tables=[
-                (
-                    tidy_report(PATHS.table(name, extension), f"{name}.rst", title, "Zero-shot")
-                    if extension == "csv"
-                    else PATHS.table(name, extension)
-                )
-                for name, title in ZEROSHOT_TABLES.items()
-                for extension in TABLE_FORMATS
-            ],
-            figures=[
-                figure_report(name, f"{name}_figure.rst") if extension == "png" else PATHS.figure(name, extension)
-                for name in ZEROSHOT_FIGURES
-                for extension in FIGURE_FORMATS
-            ],
-        log:
-            PATHS.log("results/zeroshot.log"),
-        conda:
-            CONDA_ENVIRONMENT
-        params:
-            root=results_root,
-            models=shlex.quote(json.dumps({model: config["models"][model] for model in ZEROSHOT_MODELS})),
-            datasets=" ".join(DATASETS),
-        shell:
-            python_command("zeroshot-results") + " --results-root {params.root} --summary {input.summary}"
-            " --models {params.models} --datasets {params.datasets} --results {input.results} > {log} 2>&1"
 
 
 # Named targets: `snakemake tables` and `snakemake figures` build this stage's tables and

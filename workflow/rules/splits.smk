@@ -46,7 +46,7 @@ rule preflight:
         CONDA_ENVIRONMENT
     threads: 4
     params:
-        options=lambda wildcards, input: preflight_options(input),
+        options=preflight_options,
         release=IN21K_RELEASE,
         settings=config["splits"],
     shell:
@@ -117,7 +117,7 @@ rule split_summary:
     input:
         tables=[PATHS.image_splits(dataset) for dataset in DATASETS + BLURRED_DATASETS],
     output:
-        report(PATHS.split_summary(), caption="../report/splits_summary.rst", category="Splits"),
+        report_output(PATHS.split_summary(), caption="splits_summary.rst", category="Splits"),
     log:
         PATHS.log("splits/summary.log"),
     benchmark:

@@ -63,19 +63,19 @@ rule balanced_view:
 
 rule balanced_results:
     input:
-        default=lambda wildcards: probe_results(
+        default=probe_results(
             models=result_models(),
             datasets=DATASETS,
             shots=["all"],
             seeds=BALANCED_SEEDS,
         ),
-        balanced=lambda wildcards: balanced_probe_results(),
+        balanced=balanced_probe_results(),
     output:
         tables=[
             (
-                report(
+                report_output(
                     PATHS.table("balanced", extension),
-                    caption="../report/balanced.rst",
+                    caption="balanced.rst",
                     category="Class-balanced variant",
                 )
                 if extension == "csv"
@@ -85,9 +85,9 @@ rule balanced_results:
         ],
         figures=[
             (
-                report(
+                report_output(
                     PATHS.figure("balanced", extension),
-                    caption="../report/balanced.rst",
+                    caption="balanced.rst",
                     category="Class-balanced variant",
                 )
                 if extension == "png"
@@ -113,20 +113,20 @@ rule balanced_results:
 
 rule blurred_results:
     input:
-        in1k=lambda wildcards: probe_results(
+        in1k=probe_results(
             models=result_models(),
             datasets=[naming.IN1K],
             shots=BLURRED_SHOTS,
             seeds=BLURRED_SEEDS,
         ),
-        blurred=lambda wildcards: blurred_probe_results(),
+        blurred=blurred_probe_results(),
         summary=PATHS.results_summary(),
     output:
         tables=[
             (
-                report(
+                report_output(
                     PATHS.table(naming.IN1K_BLURRED, extension),
-                    caption="../report/in1k_blurred.rst",
+                    caption="in1k_blurred.rst",
                     category="IN-1K-blurred",
                 )
                 if extension == "csv"
@@ -136,9 +136,9 @@ rule blurred_results:
         ],
         figures=[
             (
-                report(
+                report_output(
                     PATHS.figure(naming.IN1K_BLURRED, extension),
-                    caption="../report/in1k_blurred_figure.rst",
+                    caption="in1k_blurred_figure.rst",
                     category="IN-1K-blurred",
                 )
                 if extension == "png"
@@ -164,21 +164,21 @@ rule label_audit:
     input:
         unpack(audit_inputs),
     output:
-        predictions=report(
+        predictions=report_output(
             PATHS.audit_predictions("{model}"),
-            caption="../report/audit_predictions.rst",
+            caption="audit_predictions.rst",
             category="Label-noise audit",
             subcategory="{model}",
         ),
-        shares=report(
+        shares=report_output(
             PATHS.audit_shares("{model}"),
-            caption="../report/audit_shares.rst",
+            caption="audit_shares.rst",
             category="Label-noise audit",
             subcategory="{model}",
         ),
-        contact_sheet=report(
+        contact_sheet=report_output(
             PATHS.audit_contact_sheet("{model}"),
-            caption="../report/audit_contact_sheet.rst",
+            caption="audit_contact_sheet.rst",
             category="Label-noise audit",
             subcategory="{model}",
         ),
@@ -193,7 +193,7 @@ rule label_audit:
     params:
         # <root>/audit/<model>/confident_predictions.tsv
         root=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output.predictions))),
-        options=lambda wildcards, input: audit_options(input),
+        options=audit_options,
         threshold=AUDIT_SETTINGS["threshold"],
         images=AUDIT_SETTINGS["contact_sheet_images"],
         device=config["probes"]["device"],

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,8 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.command_line import add_compute_options, setup_logging
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import read_tsv, write_tsv
 from imagenet_cog.features.extract import (
     ImageRows,
@@ -127,6 +127,15 @@ def generation_of(args: argparse.Namespace) -> Generation:
                       args.top_k, args.top_p, args.temperature, args.repetition_penalty, args.seed)
 
 
+def parsed_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """A captioning command's arguments, its log set up and PyTorch's threads set (--threads)."""
+    args = parser.parse_args(argv)
+    setup_logging()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
+
+
 def caption_images_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="caption-images",
                                      description="Caption a dataset's test images with an open_clip CoCa model.")
@@ -136,13 +145,9 @@ def caption_images_command(argv: list[str]) -> int:
     parser.add_argument("--per-group", type=int, default=0, help="first N test images of each concept (0: all)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--threads", type=int, default=None)
+    add_compute_options(parser, threads=None)
     parser.add_argument("--output", required=True, type=Path, help="captions TSV: path, group, caption")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parsed_arguments(parser, argv)
     try:
         generation = generation_of(args)
         spec = model_spec_of(args)
@@ -235,13 +240,9 @@ def auto_descriptions_command(argv: list[str]) -> int:
     parser.add_argument("--assignments", type=Path, default=None,
                         help="k-means assignments TSV: group the captions by cluster instead of concept")
     parser.add_argument("--batch-size", type=int, default=256, help="captions the text tower encodes at once")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--threads", type=int, default=None)
+    add_compute_options(parser, threads=None)
     parser.add_argument("--output", required=True, type=Path, help="descriptions TSV: group, description, score, captions")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parsed_arguments(parser, argv)
     try:
         rows = read_captions(args.captions)
         groups = cluster_groups(rows, args.assignments) if args.assignments else [row["group"] for row in rows]

@@ -32,24 +32,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
 from imagenet_cog.core.io import write_json, write_tsv
 
-from .common import (
-    AnalysisInputError,
-    l2_normalised,
-    load_split,
-    metric,
-    provenance,
-    versions,
-)
+from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
 
 log = logging.getLogger("imagenet_cog.analyses.clustering")
 
@@ -233,21 +225,17 @@ def cluster_dataset(
 # command line ------------------------------------------------------------------------------
 def kmeans_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="analyses-kmeans", description="k-means of one model's features of one dataset.")
-    parser.add_argument("--train", required=True, help="training features (HDF5)")
-    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    add_job_options(parser, "train", "test")
     parser.add_argument("--output", required=True, help="result JSON")
     parser.add_argument("--assignments", required=True, help="TSV of the test images' clusters")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--dataset", required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=list(KMeansSettings.seeds))
     parser.add_argument("--iterations", type=int, default=KMeansSettings.iterations)
     parser.add_argument("--no-l2-normalise", action="store_true")
     parser.add_argument("--train-per-concept", type=int, default=None)
     parser.add_argument("--subsample-seed", type=int, default=0)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--threads", type=int, default=1)
+    add_compute_options(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     import faiss
 
     faiss.omp_set_num_threads(max(1, args.threads))

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
+from imagenet_cog.core.command_line import add_open_clip_model_options, setup_logging
+from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json, write_tsv
 from imagenet_cog.core.sampling import derived_rng
 from imagenet_cog.models.open_clip_models import EMBEDDING, POOLED
@@ -198,20 +199,16 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--catalogue", required=True, help="wnid, name, gloss TSV")
     parser.add_argument("--descriptions", help="automatic descriptions TSV (group, description, score, captions)")
     parser.add_argument("--test", required=True, help="the model's test features of the dataset (HDF5)")
-    parser.add_argument("--model-name", required=True, help="the model's name in config.yaml's models")
-    parser.add_argument("--arch", required=True, help="open_clip/<model name>")
-    parser.add_argument("--weights", required=True, help="an open_clip pretrained tag, a checkpoint file or random[:seed]")
+    add_open_clip_model_options(parser)
     parser.add_argument("--image-features", help=f"the model's image features (open_clip: {EMBEDDING}, the default)")
-    parser.add_argument("--trusted-globals", nargs="*", default=[], help="objects the checkpoint may hold besides tensors")
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     parser.add_argument("--answers", required=True, help="per task and description source TSV")
     parser.add_argument("--output", required=True, help="result JSON")
     return parser.parse_args(argv)
 
 
 def model_describability_command(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    setup_logging(to_stdout=True)
     args = _arguments(argv)
     try:
         spec = text_tower_spec(args)

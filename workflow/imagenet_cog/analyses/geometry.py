@@ -23,23 +23,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 
 import numpy as np
 import torch
 
-from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
+from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
+from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json
 
-from .common import (
-    AnalysisInputError,
-    l2_normalised,
-    load_split,
-    metric,
-    provenance,
-    versions,
-)
+from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
 
 log = logging.getLogger("imagenet_cog.analyses.geometry")
 
@@ -104,17 +97,14 @@ def geometry_metrics(features: np.ndarray, labels: np.ndarray, alpha: float, t: 
 
 def geometry_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="analyses-geometry", description="Alignment and uniformity of test features.")
-    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    add_job_options(parser, "test")
     parser.add_argument("--output", required=True, help="result JSON")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--dataset", required=True)
     parser.add_argument("--alpha", type=float, default=2.0)
     parser.add_argument("--t", type=float, default=2.0)
     parser.add_argument("--block-size", type=int, default=1024)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--threads", type=int, default=1)
+    add_compute_options(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
 
     torch.set_num_threads(max(1, args.threads))
     # Full float32 products on a GPU too: TF32's 10-bit mantissa would move the distances

@@ -21,21 +21,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
 import numpy as np
 from scipy.stats import binomtest
 
+from imagenet_cog.core.command_line import add_job_options, setup_logging
 from imagenet_cog.core.io import read_tsv, write_json, write_tsv
 
-from .common import (
-    AnalysisInputError,
-    l2_normalised,
-    load_split,
-    metric,
-    provenance,
-    versions,
-)
+from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
 
 log = logging.getLogger("imagenet_cog.analyses.learnability")
 
@@ -113,17 +106,15 @@ def concept_names(split_table: str) -> dict[int, str]:
 
 def learnability_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="analyses-learnability", description="Forced-choice learnability in feature space.")
-    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    add_job_options(parser, "test")
     parser.add_argument("--splits", required=True, help="the dataset's split table (labels -> wnids)")
     parser.add_argument("--output", required=True, help="result JSON")
     parser.add_argument("--concepts", required=True, help="per-concept TSV")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--dataset", required=True)
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("--references", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     try:
         test = load_split(args.test)
         rows = run_tasks(test.features, test.labels, args.tasks, args.references, args.seed, f"{args.test}")

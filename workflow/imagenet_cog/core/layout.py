@@ -255,7 +255,7 @@ class Layout:
 
     def zeroshot_classifier(self, model: str, named: str) -> str:
         """An image-text model's text classifier of a names table (features/zeroshot_classifier.py)."""
-        return f"{self.root}/features/{model}/zeroshot/{named}.h5"
+        return f"{self.root}/features/{model}/{ZEROSHOT}/{named}.h5"
 
     # probes stage -----------------------------------------------------------------
     def probe_dir(self, model: str, dataset: str, kind: str = LINEAR) -> str:

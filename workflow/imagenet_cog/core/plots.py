@@ -78,9 +78,14 @@ def panel_grid(count: int, columns: int):
     return fig, axes
 
 
+def save_figure_file(fig, path, dpi: int = 200, **options) -> None:
+    """One figure file, its format its extension's, written atomically."""
+    with atomic_output(path) as temporary:
+        fig.savefig(temporary, format=str(path).rsplit(".", 1)[-1], dpi=dpi, **options)
+
+
 def save_figure(fig, layout: Layout, name: str, dpi: int = 200, tight: bool = True) -> None:
     """``Layout.figure(name, extension)`` for each of ``FIGURE_FORMATS``; ``tight`` crops
     to what is drawn (legends below the panels included)."""
     for extension in FIGURE_FORMATS:
-        with atomic_output(layout.figure(name, extension)) as temporary:
-            fig.savefig(temporary, format=extension, dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
+        save_figure_file(fig, layout.figure(name, extension), dpi, **({"bbox_inches": "tight"} if tight else {}))

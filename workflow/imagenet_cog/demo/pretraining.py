@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -27,6 +26,7 @@ import torch
 import torch.nn.functional as functional
 
 from imagenet_cog.backbones.demo_cnn import DemoCNN
+from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.core.io import atomic_output, read_lines
 from imagenet_cog.core.sampling import derived_rng
 from imagenet_cog.demo.world import TEXTURE_AMPLITUDE, random_gratings
@@ -141,7 +141,7 @@ def pretrain_demo_command(argv: Sequence[str]) -> int:
                         help="share of training images given a random texture (0: none)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging()
     concepts = read_lines(args.concepts)
     if len(concepts) < 2:
         raise SystemExit(f"error: {args.concepts} lists {len(concepts)} IN-1K concept(s); pretraining needs 2 or more.")

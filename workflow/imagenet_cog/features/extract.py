@@ -30,7 +30,6 @@ import argparse
 import io
 import json
 import logging
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,8 @@ import torch.utils.data
 from PIL import Image
 
 from imagenet_cog.core.archives import ArchiveError, ImageIndex, MemberReader
-from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.command_line import add_device_option, setup_logging
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.image_layouts import FOLDERS, LAYOUT_NAMES
 from imagenet_cog.core.io import read_tsv
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
@@ -392,11 +392,6 @@ def _extract_rows(image_rows: ImageRows, rows: ShardRows, split: str, extractor:
     return features, valid
 
 
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(message)s")
-
-
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The options naming a model entry and its weights (extraction and fine-tuning)."""
     parser.add_argument("--model-name", required=True)
@@ -438,7 +433,7 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--dtype", choices=["float16", "float32"], default="float16")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
                         help="where JPEGs are decoded and resized (auto: host, the faster path measured)")
@@ -463,9 +458,15 @@ def extract_command(argv: list[str]) -> int:
     parser.add_argument("--shard", required=True, type=int)
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    configure_logging()
+    setup_logging()
+    return extraction_status(extract_shard, shard=args.shard, output=args.output, **extraction_arguments(args))
+
+
+def extraction_status(extract, **arguments) -> int:
+    """Run an extraction (one shard, or a split's), its exit status: 1 with the error logged
+    when an image archive cannot be read."""
     try:
-        extract_shard(shard=args.shard, output=args.output, **extraction_arguments(args))
+        extract(**arguments)
     except ArchiveError as error:
         log.error("%s", error)
         return 1

@@ -25,16 +25,16 @@ import math
 import time
 from pathlib import Path
 
-from imagenet_cog.core.archives import ArchiveError
+from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.features.extract import (
     ExtractionOptions,
     ShardRows,
     SplitImages,
     add_extraction_arguments,
     checked_identity,
-    configure_logging,
     extract_shard,
     extraction_arguments,
+    extraction_status,
     shard_rows,
     split_rows,
 )
@@ -123,10 +123,6 @@ def extract_split_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if "{shard}" not in args.shard_template:
         parser.error(f"--shard-template must contain {{shard}}, not {args.shard_template!r}")
-    configure_logging()
-    try:
-        extract_split(shard_template=args.shard_template, merged=args.output, **extraction_arguments(args))
-    except ArchiveError as error:
-        log.error("%s", error)
-        return 1
-    return 0
+    setup_logging()
+    return extraction_status(extract_split, shard_template=args.shard_template, merged=args.output,
+                             **extraction_arguments(args))

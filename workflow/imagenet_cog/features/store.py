@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,6 +38,7 @@ import h5py
 import numpy as np
 
 import imagenet_cog
+from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.core.io import atomic_output
 
 log = logging.getLogger("imagenet_cog.features.store")
@@ -270,7 +270,7 @@ def merge_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, type=Path)
     parser.add_argument("shards", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging()
     attributes = merge_shards(args.shards, args.output)
     log.info("wrote %s: %d shards, %d invalid images, model %s, weights %s",
              args.output, attributes["num_shards"], attributes["num_invalid"],

@@ -28,7 +28,8 @@ import h5py
 import numpy as np
 import open_clip
 
-from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
+from imagenet_cog.core.command_line import add_open_clip_model_options, setup_logging
+from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.names_table import NamesTableError, read_names_table, shared_names
 from imagenet_cog.models.open_clip_text import TEMPLATE_SETS, build_text_model, text_classifier
@@ -82,27 +83,19 @@ def read_classifier(path: str | os.PathLike) -> ZeroShotClassifier:
                                   {key: str(handle.attrs[key]) for key in PROVENANCE})
 
 
-def _arguments(argv: list[str]) -> argparse.Namespace:
+def zeroshot_classifier_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m imagenet_cog zeroshot-classifier",
         description="Write the zero-shot text classifier of an open_clip model for a dataset's names table "
                     "(kept when the file exists with the same provenance).",
     )
-    parser.add_argument("--model-name", required=True, help="the model's name in config.yaml's models")
-    parser.add_argument("--arch", required=True, help="open_clip/<model name>")
-    parser.add_argument("--weights", required=True, help="an open_clip pretrained tag, a checkpoint file or random[:seed]")
-    parser.add_argument("--trusted-globals", nargs="*", default=[], help="objects the checkpoint may hold besides tensors")
+    add_open_clip_model_options(parser)
     parser.add_argument("--names", required=True, help="the dataset's names table (concept-names)")
     parser.add_argument("--templates", choices=sorted(TEMPLATE_SETS), default="openai",
                         help="open_clip's prompt templates: openai (80) or simple (7)")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     parser.add_argument("--output", required=True, help="the classifier file to write (HDF5)")
-    return parser.parse_args(argv)
-
-
-def zeroshot_classifier_command(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    args = _arguments(argv)
+    args = parser.parse_args(argv)
+    setup_logging(to_stdout=True)
     try:
         spec = ModelSpec.from_config(args.model_name, {"arch": args.arch, "weights": args.weights,
                                                        "trusted_globals": args.trusted_globals})

@@ -10,32 +10,20 @@ levels being harder.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import dataset_title  # noqa: E402
-from imagenet_cog.core.plots import (  # noqa: E402
-    DATASET_LABEL,
-    ModelStyles,
-    figure_legend,
-    no_data,
-    panel_grid,
-    save_figure,
-    set_theme,
-)
-from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+from imagenet_cog.core import plots
+from imagenet_cog.core.command_line import compared_results_arguments
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import dataset_title
+from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
+from imagenet_cog.results.summary import lin_rows, read_summary
 
 RESULT_NAME = "finetune"
 RESULT_KEYS = ("model", "dataset", "top1", "top5", "test_images", "train_images", "recipe")
@@ -85,14 +73,14 @@ def table_of(rows: pd.DataFrame, models: dict) -> pd.DataFrame:
 def finetune_figure(rows: pd.DataFrame, datasets: Sequence[str]):
     """(a) top-1 of the fine-tuned networks and of the frozen features' linear probe;
     (b) the frozen top-1 relative to the fine-tuned one (Fig. 6)."""
-    fig, axes = panel_grid(2, 2)
+    fig, axes = plots.panel_grid(2, 2)
     absolute, relative = axes.flat[0], axes.flat[1]
     x = np.arange(len(datasets))
     labelled = rows.dropna(subset=["label"])
     if labelled.empty:
         for ax in (absolute, relative):
-            no_data(ax, "no frozen linear probe at N = all for the fine-tuned models")
-    styles = ModelStyles(labelled) if not labelled.empty else None
+            plots.no_data(ax, "no frozen linear probe at N = all for the fine-tuned models")
+    styles = plots.ModelStyles(labelled) if not labelled.empty else None
     for model, frame in labelled.groupby("model", sort=False):
         frame = frame.set_index("dataset").reindex(datasets)
         style = styles[model]
@@ -109,23 +97,16 @@ def finetune_figure(rows: pd.DataFrame, datasets: Sequence[str]):
     for ax, ylabel, title in ((absolute, "Top-1 accuracy (%)", "(a) Fine-tuned and pre-extracted"),
                               (relative, "Top-1 relative to fine-tuned (%)", "(b) Relative to fine-tuning (Fig. 6)")):
         ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
-        ax.set_xlabel(DATASET_LABEL if ax is absolute else "Dataset")
+        ax.set_xlabel(plots.DATASET_LABEL if ax is absolute else "Dataset")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-    figure_legend(fig, axes)
+    plots.figure_legend(fig, axes)
     return fig
 
 
 def finetune_results_command(argv: Sequence[str]) -> int:
     """The fine-tuned models' top-1 beside the frozen linear probe's, as a table and Fig. 6."""
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog finetune-results",
-                                     description=finetune_results_command.__doc__)
-    parser.add_argument("--results-root", required=True)
-    parser.add_argument("--summary", required=True, type=Path, help="the results summary (the frozen linear probe)")
-    parser.add_argument("--models", required=True, help="JSON: the config entries of the fine-tuned models")
-    parser.add_argument("--datasets", nargs="+", required=True, help="the fine-tuned datasets, in the figure's order")
-    parser.add_argument("--results", nargs="+", type=Path, required=True, help="the fine-tuning result JSONs")
-    args = parser.parse_args(argv)
+    args = compared_results_arguments(argv, "finetune-results", finetune_results_command.__doc__, "fine-tuned models", "fine-tuning")
     layout = Layout(args.results_root)
     rows = compared(read_results(args.results), read_summary(args.summary))
     caption = ("Fine-tuning control (CoG supp. C.2, Fig. 6): top-1 (%) of each model fine-tuned on each dataset's "
@@ -134,9 +115,9 @@ def finetune_results_command(argv: Sequence[str]) -> int:
     notes = ["Frozen / fine-tuned near 100% on IN-1K and falling towards L5: the frozen representation, not the "
              "level's difficulty, loses the far concepts (the paper's reading of Fig. 6)."]
     write_table(layout, RESULT_NAME, table_of(rows, json.loads(args.models)), caption, notes)
-    set_theme()
+    plots.set_theme()
     fig = finetune_figure(rows, args.datasets)
-    save_figure(fig, layout, RESULT_NAME)
+    plots.save_figure(fig, layout, RESULT_NAME)
     plt.close(fig)
     for _, row in rows.iterrows():
         print(f"{row['model']} {row['dataset']}: fine-tuned {row['finetuned']:.2f}, frozen {row['mean']:.2f}, "

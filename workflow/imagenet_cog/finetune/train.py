@@ -33,14 +33,13 @@ import torch.nn as nn
 import torch.nn.functional as functional
 import torch.utils.data
 
-from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.io import atomic_output, write_json
 from imagenet_cog.features.extract import (
     SplitImages,
     add_image_arguments,
     add_model_arguments,
     checked_identity,
-    configure_logging,
     model_spec_of,
     split_reader,
     split_rows,
@@ -280,14 +279,14 @@ def finetune_command(argv: list[str]) -> int:
     add_model_arguments(parser)
     parser.add_argument("--recipe", required=True, help="finetune.recipe as JSON")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--num-workers", type=int, default=0, help="loader processes of each training process")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--checkpoint", required=True, type=Path, help="the epoch checkpoint, resumed from if current")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    configure_logging()
+    setup_logging()
     images = {split: SplitImages(args.split_table, args.image_root, args.dataset, split, args.image_layout,
                                  args.image_index) for split in ("train", "test")}
     job = FinetuneJob(model_spec_of(args), images["train"], images["test"], Recipe.from_config(json.loads(args.recipe)),

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from itertools import groupby
 
-import matplotlib
 import matplotlib.pyplot as plt
 
-from imagenet_cog.core.io import atomic_output, read_tsv
+from imagenet_cog.core.io import read_tsv
 from imagenet_cog.core.naming import is_level, level_number
+from imagenet_cog.core.plots import save_figure_file
 
 
 def level_runs(labels: list[str]) -> list[tuple[str, int, int]]:
@@ -24,7 +24,6 @@ def level_runs(labels: list[str]) -> list[tuple[str, int, int]]:
 
 
 def draw_levels_figure(ranking: list[dict[str, str]], outputs: list[str], measure: str = "Lin") -> None:
-    matplotlib.use("Agg")  # before the first figure, when pyplot picks its backend
     ranks = [int(row["rank"]) for row in ranking]
     similarity = [float(row["sim_in1k"]) for row in ranking]
     labels = [row["level"] for row in ranking]
@@ -50,8 +49,7 @@ def draw_levels_figure(ranking: list[dict[str, str]], outputs: list[str], measur
     axis.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     for path in outputs:
-        with atomic_output(path) as temporary:
-            figure.savefig(temporary, format=path.rsplit(".", 1)[-1], dpi=200)
+        save_figure_file(figure, path)
     plt.close(figure)
 
 

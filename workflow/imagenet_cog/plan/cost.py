@@ -14,6 +14,7 @@ from pathlib import Path
 
 from imagenet_cog.core.naming import IN1K, level_name
 from imagenet_cog.probes.kinds import KINDS
+from imagenet_cog.probes.kinds.kind import PricedJob
 
 IN1K_TRAIN, IN1K_TEST = 1_281_167, 50_000  # the official training and validation sets
 CONCEPTS_PER_LEVEL, TEST_PER_CONCEPT, MAX_TRAIN_PER_CONCEPT, MIN_IMAGES = 1000, 50, 1300, 782
@@ -34,9 +35,9 @@ OWN_RATE_KEYS = tuple(key for name in OWN_JOB_KINDS for key in KINDS[name].own_r
 # The fine-tuning control's training rate (images through a forward and backward pass, per
 # architecture as extraction's); optional as the own-job kinds' rates are.
 FINETUNE_RATE_KEYS = ("finetune_images_per_s",)
-# the zero-shot probe's text encoding (its scoring is priced at scoring_flops_per_s)
-ZEROSHOT_RATE_KEYS = ("text_prompts_per_s",)
-OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS + ZEROSHOT_RATE_KEYS
+# the kinds off the grid (zero-shot: its text encoding), optional as the own-job kinds' rates are
+OFF_GRID_RATE_KEYS = tuple(key for kind in KINDS.values() if kind.off_grid for key in kind.off_grid.rates)
+OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS + OFF_GRID_RATE_KEYS
 # Class-level captioning (analyses.captions): images captioned by the captioner (its image
 # tower once, its decoder a step per token and beam) and captions through its text tower, per
 # captioner architecture; optional as the fine-tuning rate is.
@@ -322,19 +323,14 @@ def finetune_seconds(data: Dataset, epochs: int, rates: dict, arch: str) -> floa
     return training + testing + start
 
 
-def zeroshot_classifier_seconds(classes: int, templates: int, rates: dict, arch: str) -> float:
-    """One zero-shot classifier job: every name in every template through the text tower, and
-    one start (Python, CUDA, the model built and its checkpoint read)."""
-    start = (rates["job_start_s"] + rates["cuda_start_s"] + arch_rate(rates, "model_build_s", arch)
-             + arch_rate(rates, "checkpoint_load_s", arch))
-    return classes * templates / arch_rate(rates, "text_prompts_per_s", arch) + start
-
-
-def zeroshot_scoring_seconds(test: int, classes: int, dim: int, dtype: str, rates: dict) -> float:
-    """One zero-shot scoring job: its test features read and prepared, their product with the
-    classifier (2 D images x concepts FLOPs), and one start."""
-    loading = test * dim * bytes_per_value(dtype) * (1 / rates["read_bytes_per_s"] + 1 / rates["prepare_bytes_per_s"])
-    return loading + 2.0 * dim * test * classes / rates["scoring_flops_per_s"] + rates["job_start_s"] + rates["cuda_start_s"]
+def priced_job_seconds(job: PricedJob, rates: dict, arch: str) -> float:
+    """One job of a kind off the grid: each unit of its work at its rate (a rate measured per
+    architecture at the model's)."""
+    seconds = 0.0
+    for key, units in job.work.items():
+        rate = arch_rate(rates, key, arch) if isinstance(rates[key], dict) else rates[key]
+        seconds += units / rate if key.endswith("_per_s") else units * rate
+    return seconds
 
 
 # Unseen-concept detection's k-NN: the k-NN probe's rates (its products and top-k)

@@ -16,24 +16,22 @@ from imagenet_cog.plan.cost import (
     CAPTION_RATE_KEYS,
     DETECTION_RATE_KEYS,
     FINETUNE_RATE_KEYS,
+    OFF_GRID_RATE_KEYS,
     OWN_RATE_KEYS,
     RATE_KEYS,
-    ZEROSHOT_RATE_KEYS,
+    bytes_per_value,
     caption_seconds,
     detection_seconds,
     dataset_cost,
     description_seconds,
     feature_bytes,
     finetune_seconds,
-    zeroshot_classifier_seconds,
-    zeroshot_scoring_seconds,
+    priced_job_seconds,
 )
-from imagenet_cog.models.registry import has_text_tower
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
 from imagenet_cog.plan.work import model_widths, probed_datasets
 from imagenet_cog.probes.kinds import KINDS
-from imagenet_cog.probes.kinds.zeroshot import TEMPLATE_COUNTS
 
 COLUMNS = ("stage", "model", "jobs", "images_read", "bytes_written", "trial_epochs", "gpu_hours", "rates")
 # Bytes a probe writes besides its classifier (measured on the demo's files): a journal line
@@ -78,9 +76,6 @@ OWN_JOB_RATES = {"read_bytes_per_s", "prepare_bytes_per_s", "job_start_s", "cuda
 FINETUNE_RATES = {*FINETUNE_RATE_KEYS, "extraction_images_per_s", "model_build_s", "checkpoint_load_s", "job_start_s",
                   "cuda_start_s"}
 FINETUNE_STAGE = "fine-tuning"
-ZEROSHOT_RATES = {*ZEROSHOT_RATE_KEYS, "model_build_s", "checkpoint_load_s", "job_start_s", "cuda_start_s",
-                  "read_bytes_per_s", "prepare_bytes_per_s", "scoring_flops_per_s"}
-ZEROSHOT_STAGE = "zero-shot"
 CAPTION_RATES = {*CAPTION_RATE_KEYS, "model_build_s", "checkpoint_load_s", "job_start_s", "cuda_start_s"}
 CAPTION_STAGE, DESCRIPTION_STAGE = "captioning", "auto-descriptions"
 
@@ -151,33 +146,28 @@ def finetune_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> t
     return rows, []
 
 
-def zeroshot_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> tuple[list[Row], list[str]]:
-    """A row per image-text model (probes.kinds: zeroshot): per dataset, and once for the open
-    set of all of them, a classifier job (names x templates through the text tower) and a
-    scoring job (its test features against the classifier); or the note of why it is not priced."""
-    probes = config["probes"]
-    if "zeroshot" not in probes["kinds"]:
-        return [], []
-    if not all(key in rates.values for key in ZEROSHOT_RATE_KEYS):
-        return [], [f"not priced: the zero-shot probe (the rates lack {', '.join(ZEROSHOT_RATE_KEYS)}: "
-                    "resources/rates/h100.yaml has it)"]
-    settings = probes.get("zeroshot", {})
-    templates = TEMPLATE_COUNTS[settings.get("templates", "openai")]
-    named = [(data.classes, data.test) for data in datasets]
-    if settings.get("open_set", True) and len(datasets) > 1:
-        named.append((sum(data.classes for data in datasets), sum(data.test for data in datasets)))
-    rows = []
-    for model, (arch, dim) in widths.items():
-        if not has_text_tower(config["models"][model]):
+def off_grid_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> tuple[list[Row], list[str]]:
+    """A row per configured kind off the grid (zero-shot) and model it applies to, titled by
+    the kind: the jobs its module prices; or the note of why a kind is not priced."""
+    rows, notes = [], []
+    for kind in (KINDS[name] for name in config["probes"]["kinds"] if KINDS[name].off_grid):
+        missing = [key for key in kind.off_grid.rates if key not in rates.values]
+        if missing:
+            notes.append(f"not priced: the {kind.title} probe (the rates lack {', '.join(missing)}: "
+                         "resources/rates/h100.yaml has it)")
             continue
-        row = Row(ZEROSHOT_STAGE, model, projected_rates=set(rates.projected_keys(tuple(ZEROSHOT_RATES))))
-        for classes, test in named:
-            text = zeroshot_classifier_seconds(classes, templates, rates.values, arch)
-            scoring = zeroshot_scoring_seconds(test, classes, dim, config["features"]["dtype"], rates.values)
-            merge(row, Row(ZEROSHOT_STAGE, model, 2, 0, classes * dim * 4 + RESULT_BYTES, 0, text + scoring,
-                           longest_job_s=max(text, scoring)))
-        rows.append(row)
-    return rows, []
+        for model, (arch, dim) in widths.items():
+            if not kind.off_grid.applies_to(config["models"][model]):
+                continue
+            jobs = kind.off_grid.jobs(datasets, dim, bytes_per_value(config["features"]["dtype"]), config["probes"])
+            used = {key for job in jobs for key in job.work}
+            row = Row(kind.title, model, projected_rates=set(rates.projected_keys(tuple(sorted(used)))))
+            for job in jobs:
+                seconds = priced_job_seconds(job, rates.values, arch)
+                merge(row, Row(kind.title, model, 1, 0, job.written_bytes + job.results * RESULT_BYTES, 0, seconds,
+                               longest_job_s=seconds))
+            rows.append(row)
+    return rows, notes
 
 
 def captioned_images(data, images_per_concept: int) -> int:
@@ -265,10 +255,10 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     for model, (arch, dim) in widths.items():
         rows += model_rows(model, arch, dim, groups, config["features"], rates)
     finetuned, finetune_notes = finetune_rows(config, groups[0].datasets, widths, rates)
-    zeroshot, zeroshot_notes = zeroshot_rows(config, groups[0].datasets, widths, rates)
+    off_grid, off_grid_notes = off_grid_rows(config, groups[0].datasets, widths, rates)
     captioned, caption_notes = caption_rows(config, groups[0].datasets, rates)
     detected, detection_notes = detection_rows(config, groups[0].datasets, widths, rates)
-    rows += finetuned + zeroshot + captioned + detected
+    rows += finetuned + off_grid + captioned + detected
     total = Row("total", "all models", bytes_written=TABLE_BYTES)
     for row in rows:
         merge(total, row)
@@ -281,12 +271,12 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
     own = tuple(key for kind in priced_kinds(config) if rates.prices(kind) for key in KINDS[kind].own_rates)
     used = rates.projected_keys(RATE_KEYS + own + (FINETUNE_RATE_KEYS if finetuned else ())
-                                + (ZEROSHOT_RATE_KEYS if zeroshot else ()) + (CAPTION_RATE_KEYS if captioned else ())
+                                + (OFF_GRID_RATE_KEYS if off_grid else ()) + (CAPTION_RATE_KEYS if captioned else ())
                                 + (DETECTION_RATE_KEYS if detected else ()))
     if used:
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
-    notes += finetune_notes + zeroshot_notes + caption_notes + detection_notes + not_priced(config, rates)
+    notes += finetune_notes + off_grid_notes + caption_notes + detection_notes + not_priced(config, rates)
     return rows + [total, wall], notes
 
 
@@ -303,7 +293,7 @@ def not_priced(config: dict, rates: Rates) -> list[str]:
                 if config["analyses"].get(name, {}).get("enabled", True)]
     if analyses:
         missing.append(f"not priced: the analyses ({', '.join(analyses)}) of every model and dataset")
-    other_kinds = [kind for kind in config["probes"]["kinds"] if not KINDS[kind].priced and not KINDS[kind].gridless]
+    other_kinds = [kind for kind in config["probes"]["kinds"] if not KINDS[kind].priced and not KINDS[kind].off_grid]
     if other_kinds:
         missing.append(f"not priced: the probe kinds {', '.join(other_kinds)}")
     missing += [f"not priced: the {KINDS[kind].title} probe (the rates lack {', '.join(KINDS[kind].own_rates)}: "

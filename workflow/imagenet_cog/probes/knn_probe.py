@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 
 import numpy as np
 import torch
 
 import imagenet_cog
-from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import KNN
 from imagenet_cog.features.store import read_features, read_labels
@@ -46,12 +46,9 @@ log = logging.getLogger("imagenet_cog.probes.knn_probe")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe-knn", description=__doc__.split("\n")[0])
-    parser.add_argument("--train", required=True, help="training features (HDF5)")
-    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    add_job_options(parser, "train", "test")
     parser.add_argument("--output", required=True, nargs="+",
                         help="result JSON per N and seed: every seed of the first N, then of the next")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--dataset", required=True)
     parser.add_argument("--shots", required=True, nargs="+", help="training images per concept, or 'all'")
     parser.add_argument("--seed", type=int, required=True, nargs="+", help="the seeds of the few-shot draws")
     defaults = KnnSettings()
@@ -63,15 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--weighting", choices=WEIGHTINGS, default=defaults.weighting)
     parser.add_argument("--test-block", type=int, default=defaults.test_block, help="test images per block")
     parser.add_argument("--train-block", type=int, default=defaults.train_block, help="training images per product")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
+    add_compute_options(parser)
     return parser
 
 
 def main(argv: list[str]) -> int:
     """``probe-knn``: every N and seed of one model and dataset; each result JSON written atomically."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     if len(args.output) != len(args.shots) * len(args.seed) or len(set(args.seed)) != len(args.seed):
         raise SystemExit("--output takes one file per N and seed (every seed of each N in turn); the seeds must differ")
     torch.set_num_threads(max(1, args.threads))

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from dataclasses import dataclass
 
 import h5py
 import numpy as np
 import torch
 
-from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.command_line import add_compute_options, setup_logging
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.features.store import read_features
 
@@ -132,10 +132,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog pca-components", description=__doc__.split("\n")[0])
     parser.add_argument("--train", required=True, help="training features (HDF5)")
     parser.add_argument("--output", required=True, help="components (HDF5)")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--threads", type=int, default=1)
+    add_compute_options(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     torch.set_num_threads(max(1, args.threads))
     train = read_features(args.train)
     pca = fit_pca(train.features, str(resolve_device(args.device, "probes.device")))

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
 import numpy as np
 import torch
 
-from imagenet_cog.core.device import DEVICE_CHOICES
+from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import LINEAR, PCA
 from imagenet_cog.features.store import read_features, read_labels
@@ -32,15 +31,12 @@ log = logging.getLogger("imagenet_cog.probes.probe")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog probe", description=__doc__.split("\n")[0])
-    parser.add_argument("--train", required=True, help="training features (HDF5)")
-    parser.add_argument("--test", required=True, help="test features (HDF5)")
+    add_job_options(parser, "train", "test")
     parser.add_argument("--output", required=True, nargs="+",
                         help="result JSON, one per seed (with several --shots one per N and seed: every seed of the "
                              "first N, then of the next)")
     parser.add_argument("--study", required=True, nargs="+",
                         help="Optuna journal file (kept across runs), one per seed (or N and seed, as --output)")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--dataset", required=True)
     parser.add_argument("--shots", required=True, nargs="+",
                         help="samples per class, or 'all'; several: one job runs every N on the features read once")
     parser.add_argument("--seed", type=int, required=True, nargs="+",
@@ -54,10 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--wd-range", type=float, nargs=2, default=defaults.wd_range)
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
     parser.add_argument("--trials-per-batch", type=int, default=defaults.trials_per_batch)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_compute_options(parser)
     parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
                         help="matmul operands; auto: bfloat16 where the device multiplies it natively")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for PyTorch")
     parser.add_argument("--kind", choices=SEARCHED_KINDS, default=defaults.kind, help="the probe's kind")
     parser.add_argument("--hidden-width", type=int, default=defaults.hidden_width, help="MLP kinds: units per hidden layer")
     parser.add_argument("--hidden-layers", type=int, default=defaults.hidden_layers, help="MLP kinds: hidden layers")
@@ -74,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """``probe``: search, fit and score one probe per seed; writes each result JSON atomically."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     check_runs(args)
     torch.set_num_threads(max(1, args.threads))
     try:

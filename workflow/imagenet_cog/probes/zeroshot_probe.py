@@ -35,7 +35,8 @@ import pandas as pd
 import torch
 
 import imagenet_cog
-from imagenet_cog.core.device import DEVICE_CHOICES, DeviceError, resolve_device
+from imagenet_cog.core.command_line import add_device_option, setup_logging
+from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT
 from imagenet_cog.features.store import read_features
@@ -181,13 +182,13 @@ def _parser(open_set: bool) -> argparse.ArgumentParser:
     parser.add_argument("--classifier", required=True, help="the text classifier (zeroshot-classifier)")
     if open_set:
         parser.add_argument("--names", required=True, help="the open-set names table (its dataset column)")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    add_device_option(parser)
     parser.add_argument("--output", required=True, help="the result JSON")
     return parser
 
 
 def run(argv: list[str], open_set: bool) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    setup_logging(to_stdout=True)
     args = _parser(open_set).parse_args(argv)
     try:
         device = resolve_device(args.device, "probes.device")

@@ -12,28 +12,17 @@ from __future__ import annotations
 
 import argparse
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import DROP_NAME, Layout  # noqa: E402
-from imagenet_cog.core.naming import IN1K, dataset_title, shots_title  # noqa: E402
-from imagenet_cog.core.plots import (  # noqa: E402
-    DATASET_LABEL,
-    ModelStyles,
-    figure_legend,
-    no_data,
-    panel_grid,
-    save_figure,
-    set_theme,
-)
-from imagenet_cog.core.tables import write_tidy_table  # noqa: E402
-from imagenet_cog.results.statistics import generalization_drop  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+from imagenet_cog.core import plots
+from imagenet_cog.core.command_line import add_summary_options
+from imagenet_cog.core.layout import DROP_NAME, Layout
+from imagenet_cog.core.naming import IN1K, dataset_title, shots_title
+from imagenet_cog.core.tables import write_tidy_table
+from imagenet_cog.results.statistics import generalization_drop
+from imagenet_cog.results.summary import lin_rows, read_summary
 
 REFERENCE = IN1K
 
@@ -64,13 +53,13 @@ def drop_figure(summary: pd.DataFrame):
     shots = drop_shots(summary)
     datasets = list(dict.fromkeys(summary["dataset"]))
     drops = generalization_drop(summary[summary["shots"].astype(str) == shots], REFERENCE)
-    fig, axes = panel_grid(1, 1)
+    fig, axes = plots.panel_grid(1, 1)
     fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
     ax = axes[0, 0]
     if REFERENCE not in datasets or drops["drop_percent"].isna().all():
-        no_data(ax, "no complete IN-1K and level results to compare")
+        plots.no_data(ax, "no complete IN-1K and level results to compare")
     else:
-        styles = ModelStyles(summary)
+        styles = plots.ModelStyles(summary)
         x = np.arange(len(datasets))
         for model, rows in drops.groupby("model", sort=False):
             relative = rows.set_index("dataset")["drop_percent"].reindex(datasets)
@@ -80,10 +69,10 @@ def drop_figure(summary: pd.DataFrame):
                     linewidth=1.2, label=style["label"])
         ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
     ax.axhline(0.0, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xlabel(DATASET_LABEL)
+    ax.set_xlabel(plots.DATASET_LABEL)
     ax.set_ylabel("Top-1 relative to the model's IN-1K top-1 (%)")
     ax.set_title(f"Concept-generalization drop, {shots_title(shots)}")
-    figure_legend(fig, axes)
+    plots.figure_legend(fig, axes)
     return fig
 
 
@@ -91,8 +80,7 @@ def drop_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="results-drop", description="The drop from IN-1K to each level, per model (table and figure)."
     )
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--results-root", required=True)
+    add_summary_options(parser)
     args = parser.parse_args(argv)
     summary = lin_rows(read_summary(args.summary))
     layout = Layout(args.results_root)
@@ -104,8 +92,8 @@ def drop_command(argv: list[str]) -> int:
         ["Means over seeds; a model without complete IN-1K and level results has empty cells."],
         {column: ".1f" for column in table.columns if column != "Model"},
     )
-    set_theme()
+    plots.set_theme()
     fig = drop_figure(summary)
-    save_figure(fig, layout, DROP_NAME)
+    plots.save_figure(fig, layout, DROP_NAME)
     plt.close(fig)
     return 0

@@ -27,28 +27,17 @@ import argparse
 import math
 from typing import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import Layout, kind_result_name  # noqa: E402
-from imagenet_cog.core.naming import LINEAR, PCA, PCA_PREFIX, dataset_title, pca_dim  # noqa: E402
-from imagenet_cog.core.plots import (  # noqa: E402
-    DATASET_LABEL,
-    ModelStyles,
-    figure_legend,
-    no_data,
-    panel_grid,
-    save_figure,
-    set_theme,
-)
-from imagenet_cog.probes.kinds.kind import KindTexts  # noqa: E402
-from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests  # noqa: E402
-from imagenet_cog.results.summary import (  # noqa: E402
+from imagenet_cog.core import plots
+from imagenet_cog.core.command_line import add_summary_options
+from imagenet_cog.core.layout import Layout, kind_result_name
+from imagenet_cog.core.naming import LINEAR, PCA, PCA_PREFIX, dataset_title, pca_dim
+from imagenet_cog.probes.kinds.kind import KindTexts
+from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, paired_tests
+from imagenet_cog.results.summary import (
     INTERVAL_COLUMNS,
     KIND_TEXTS,
     kind_seed_results,
@@ -100,7 +89,7 @@ def interval(rows: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(rows[low].to_numpy(float), *bounds), np.clip(rows[high].to_numpy(float), *bounds)
 
 
-def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelStyles, value: str) -> None:
+def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: plots.ModelStyles, value: str) -> None:
     x = np.arange(len(datasets))
     for model, rows in frame.groupby("model", sort=False):
         rows = rows.set_index("dataset").reindex(datasets)
@@ -118,7 +107,7 @@ def draw_levels(ax, frame: pd.DataFrame, datasets: Sequence[str], styles: ModelS
     ax.set_xlim(-0.3, len(datasets) - 0.7)
 
 
-def draw_few_shot(ax, frame: pd.DataFrame, positions: dict[str, float], styles: ModelStyles, value: str) -> None:
+def draw_few_shot(ax, frame: pd.DataFrame, positions: dict[str, float], styles: plots.ModelStyles, value: str) -> None:
     order = list(positions)
     for model, rows in frame.groupby("model", sort=False):
         rows = rows.set_index("shots").reindex(order)
@@ -140,18 +129,18 @@ def baseline_title(summary: pd.DataFrame, baseline: str) -> str:
 def top1_levels_figure(summary: pd.DataFrame, texts: KindTexts = LINEAR_TEXTS):
     """Fig. 3a: absolute top-1 per dataset, all training images (``texts``: the kind's wording)."""
     datasets = list(dict.fromkeys(summary["dataset"]))
-    fig, axes = panel_grid(1, 1)
+    fig, axes = plots.panel_grid(1, 1)
     fig.set_size_inches(max(4.5, 0.9 * len(datasets) + 2.5), 4.2)
     ax = axes[0, 0]
     full = summary[summary["shots"] == "all"]
     if full.empty:
-        no_data(ax, "no N=all results configured (probes.shots)")
+        plots.no_data(ax, "no N=all results configured (probes.shots)")
     else:
-        draw_levels(ax, full, datasets, ModelStyles(summary), "mean")
-    ax.set_xlabel(DATASET_LABEL)
+        draw_levels(ax, full, datasets, plots.ModelStyles(summary), "mean")
+    ax.set_xlabel(plots.DATASET_LABEL)
     ax.set_ylabel(top1_label(texts))
     ax.set_title(f"{texts.title} with all training images")
-    figure_legend(fig, axes)
+    plots.figure_legend(fig, axes)
     return fig
 
 
@@ -163,19 +152,19 @@ def relative_levels_figure(
     relative = with_relative(summary[summary["shots"] == "all"], baseline, paired)
     others = relative[relative["model"] != baseline]
     categories = list(dict.fromkeys(others["category"])) or ["(no model besides the baseline)"]
-    fig, axes = panel_grid(len(categories), 2)
-    styles = ModelStyles(summary)
+    fig, axes = plots.panel_grid(len(categories), 2)
+    styles = plots.ModelStyles(summary)
     label = baseline_title(summary, baseline)
     for ax, category in zip(axes.flat, categories):
         rows = others[others["category"] == category]
         if rows.empty or rows["relative"].isna().all():
-            no_data(ax, f"no complete N=all results of {baseline} and these models")
+            plots.no_data(ax, f"no complete N=all results of {baseline} and these models")
         draw_levels(ax, rows, datasets, styles, "relative")
         baseline_line(ax, label)
         ax.set_title(category.capitalize())
-        ax.set_xlabel(DATASET_LABEL if len(categories) == 1 else "Dataset")
+        ax.set_xlabel(plots.DATASET_LABEL if len(categories) == 1 else "Dataset")
         ax.set_ylabel(relative_label(label, texts))
-    figure_legend(fig, axes)
+    plots.figure_legend(fig, axes)
     return fig
 
 
@@ -190,19 +179,19 @@ def few_shot_figure(
     value = "mean" if baseline is None else "relative"
     if baseline is not None:
         frame = frame[frame["model"] != baseline]
-    fig, axes = panel_grid(len(datasets), 3)
-    styles = ModelStyles(summary)
+    fig, axes = plots.panel_grid(len(datasets), 3)
+    styles = plots.ModelStyles(summary)
     for ax, dataset in zip(axes.flat, datasets):
         rows = frame[frame["dataset"] == dataset]
         if rows.empty:
-            no_data(ax, "no model besides the baseline")
+            plots.no_data(ax, "no model besides the baseline")
         draw_few_shot(ax, rows, positions, styles, value)
         if baseline is not None:
             baseline_line(ax, baseline_title(summary, baseline))
         ax.set_title(dataset_title(dataset))
         ax.set_xlabel(SHOTS_LABEL)
         ax.set_ylabel(top1_label(texts) if baseline is None else relative_label(baseline_title(summary, baseline), texts))
-    figure_legend(fig, axes)
+    plots.figure_legend(fig, axes)
     return fig
 
 
@@ -215,8 +204,8 @@ def pca_figure(summary: pd.DataFrame, baseline: str | None = None):
     pca = full[full["probe"].str.startswith(PCA_PREFIX)].assign(shots=lambda frame: frame["probe"].map(lambda kind: str(pca_dim(kind))))
     frame = pd.concat([pca, full[full["probe"] == LINEAR]], ignore_index=True)
     if pca.empty:
-        fig, axes = panel_grid(1, 1)
-        no_data(axes.flat[0], "no pca probes (probes.kinds)")
+        fig, axes = plots.panel_grid(1, 1)
+        plots.no_data(axes.flat[0], "no pca probes (probes.kinds)")
         return fig
     fig = few_shot_figure(frame, baseline)
     for ax in fig.axes:
@@ -243,7 +232,7 @@ def kind_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFram
 def build_figures(summary: pd.DataFrame, baseline: str, seed_results: pd.DataFrame | None = None) -> dict:
     """The result figures (``layout.result_figure_names``): the linear probe's, the pca
     figures from the pca-<d> rows, and the k-NN's where the summary has knn rows."""
-    set_theme()
+    plots.set_theme()
     figures = {
         **kind_figures(summary, baseline, seed_results, LINEAR),
         PCA: pca_figure(summary),
@@ -259,15 +248,12 @@ def figures_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="results-figures", description="Draw the paper's result figures (PNG and PDF)."
     )
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--results-root", required=True, help="figures go to <root>/figures/")
-    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
-    parser.add_argument("--baseline", required=True, help="model the relative figures subtract")
+    add_summary_options(parser, seed_results=True)
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)
     summary = lin_rows(read_summary(args.summary), every_probe=True)
     figures = build_figures(summary, args.baseline, read_seed_results(args.seed_results))
     for name, fig in figures.items():
-        save_figure(fig, layout, name)
+        plots.save_figure(fig, layout, name)
         plt.close(fig)
     return 0

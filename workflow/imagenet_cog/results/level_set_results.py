@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import math
 
-import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from imagenet_cog.core.command_line import add_summary_options
 from imagenet_cog.core.layout import LEVEL_SETS_NAME, Layout
 from imagenet_cog.core.naming import IN1K, LINEAR, MEASURE_TITLES, RANDOM, level_number, view_parts
 from imagenet_cog.core.plots import save_figure
@@ -59,7 +59,6 @@ def level_set_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def level_set_figure(frame: pd.DataFrame, shots: str):
-    matplotlib.use("Agg")  # before the first figure, when pyplot picks its backend
     models = list(dict.fromkeys(frame["model"]))
     labels = frame.drop_duplicates("model").set_index("model")["label"]
     band = random_band(frame)
@@ -98,8 +97,7 @@ def level_sets_results_command(argv: list[str]) -> int:
         prog="python -m imagenet_cog level-sets-results",
         description="Fig. 7-like figure and table: top-1 per level for every level set.",
     )
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--results-root", required=True)
+    add_summary_options(parser)
     parser.add_argument("--shots", default="all", help="the N shown")
     args = parser.parse_args(argv)
     layout = Layout(args.results_root)

@@ -21,23 +21,20 @@ import json
 import math
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from scipy import stats
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from imagenet_cog.core.layout import PUBLISHED_FIGURE, Layout  # noqa: E402
-from imagenet_cog.core.naming import dataset_title, shots_title  # noqa: E402
-from imagenet_cog.core.plots import ModelStyles, save_figure, set_theme  # noqa: E402
-from imagenet_cog.core.tables import MISSING, RANDOM_WEIGHTS_NOTE, SIGNIFICANT_MARK, write_table, write_tidy_table  # noqa: E402
-from imagenet_cog.results.paper import resolve_paper_names  # noqa: E402
-from imagenet_cog.results.statistics import ALPHA, holm  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
-from imagenet_cog.results.tables import display_label  # noqa: E402
+from imagenet_cog.core.command_line import add_summary_options
+from imagenet_cog.core.layout import PUBLISHED_FIGURE, Layout
+from imagenet_cog.core.naming import dataset_title, shots_title
+from imagenet_cog.core.plots import ModelStyles, save_figure, set_theme
+from imagenet_cog.core.tables import MISSING, RANDOM_WEIGHTS_NOTE, SIGNIFICANT_MARK, write_table, write_tidy_table
+from imagenet_cog.results.paper import resolve_paper_names
+from imagenet_cog.results.statistics import ALPHA, holm
+from imagenet_cog.results.summary import lin_rows, read_summary
+from imagenet_cog.results.tables import display_label
 
 PUBLISHED_SEEDS = 5
 # the paper prints one decimal: a std printed as 0.0 is below 0.05
@@ -197,10 +194,9 @@ def published_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="results-published", description="Compare our top-1 with the paper's published top-1."
     )
-    parser.add_argument("--summary", required=True)
+    add_summary_options(parser)
     parser.add_argument("--published", required=True, help="resources/published_top1.tsv")
     parser.add_argument("--models", required=True, help="JSON object: model name -> its config entry")
-    parser.add_argument("--results-root", required=True)
     args = parser.parse_args(argv)
     comparison = write_comparison(
         lin_rows(read_summary(args.summary)), read_published(args.published), json.loads(args.models), Layout(args.results_root)

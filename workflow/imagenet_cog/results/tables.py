@@ -30,6 +30,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from imagenet_cog.core.command_line import add_summary_options
 from imagenet_cog.core.layout import Layout, kind_result_name
 from imagenet_cog.core.naming import LINEAR, dataset_title, pca_dim, pca_kind, shots_title
 from imagenet_cog.core.tables import (
@@ -347,10 +348,7 @@ def tables_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="results-tables", description="Render the summary as CSV, Markdown and LaTeX tables."
     )
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
-    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
-    parser.add_argument("--baseline", required=True, help="model that relative tables subtract")
+    add_summary_options(parser, seed_results=True)
     args = parser.parse_args(argv)
     write_tables(lin_rows(read_summary(args.summary), every_probe=True), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
     return 0
@@ -386,10 +384,7 @@ def statistics_command(argv: list[str]) -> int:
         prog="results-statistics",
         description="Paired tests of every model against the baseline, and Kendall's tau of rankings.",
     )
-    parser.add_argument("--summary", required=True)
-    parser.add_argument("--seed-results", required=True, help="per-seed results (aggregate-probes)")
-    parser.add_argument("--results-root", required=True, help="tables go to <root>/tables/")
-    parser.add_argument("--baseline", required=True)
+    add_summary_options(parser, seed_results=True)
     args = parser.parse_args(argv)
     write_statistics(lin_rows(read_summary(args.summary)), kind_seed_results(read_seed_results(args.seed_results)), Layout(args.results_root), args.baseline)
     return 0

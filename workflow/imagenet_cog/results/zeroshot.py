@@ -13,25 +13,21 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT, dataset_title  # noqa: E402
-from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme  # noqa: E402
-from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+from imagenet_cog.core.command_line import compared_results_arguments
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT, dataset_title
+from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme
+from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
+from imagenet_cog.results.summary import lin_rows, read_summary
 
 OPEN_SET_NAME = f"{ZEROSHOT}_open_set"
 VERSUS_NAME = f"{ZEROSHOT}_vs_nshot"
@@ -196,14 +192,7 @@ def versus_figure(rows: pd.DataFrame, summary: pd.DataFrame, datasets: Sequence[
 
 def zeroshot_results_command(argv: Sequence[str]) -> int:
     """The zero-shot probe's tables and figures, beside the linear probe on the same features."""
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog zeroshot-results",
-                                     description=zeroshot_results_command.__doc__)
-    parser.add_argument("--results-root", required=True)
-    parser.add_argument("--summary", required=True, type=Path, help="the results summary (the linear probe)")
-    parser.add_argument("--models", required=True, help="JSON: the config entries of the image-text models")
-    parser.add_argument("--datasets", nargs="+", required=True, help="the datasets, in the figures' order")
-    parser.add_argument("--results", nargs="+", type=Path, required=True, help="the zero-shot result JSONs")
-    args = parser.parse_args(argv)
+    args = compared_results_arguments(argv, "zeroshot-results", zeroshot_results_command.__doc__, "image-text models", "zero-shot")
     layout, models = Layout(args.results_root), json.loads(args.models)
     closed, opened = read_results(args.results)
     summary = read_summary(args.summary)

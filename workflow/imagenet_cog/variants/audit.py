@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from PIL import Image
 
 from imagenet_cog.core.archives import ImageFiles
-from imagenet_cog.core.io import atomic_output, read_tsv, write_tsv
+from imagenet_cog.core.command_line import setup_logging
+from imagenet_cog.core.io import read_tsv, write_tsv
 from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.plots import save_figure_file
 from imagenet_cog.features.store import open_feature_file, read_features
 from imagenet_cog.probes.classifier import Classifier, ClassifierError, load_or_refit
 
@@ -105,7 +105,6 @@ def write_predictions(path: str | Path, predictions: list[list]) -> None:
 def contact_sheet(predictions: list[list], images: dict[str, ImageFiles], output: str | Path, count: int) -> None:
     """The ``count`` most confident predictions (one per image): image, own and predicted
     label; ``images``: each image dataset's root, in any layout."""
-    matplotlib.use("Agg")  # before the first figure, when pyplot picks its backend
     seen, chosen = set(), []
     for row in predictions:
         key = (row[2], row[3])
@@ -129,8 +128,7 @@ def contact_sheet(predictions: list[list], images: dict[str, ImageFiles], output
     if not chosen:
         axes[0, 0].text(0.5, 0.5, "no prediction above the threshold", ha="center", va="center")
     figure.tight_layout()
-    with atomic_output(output) as temporary:
-        figure.savefig(temporary, format="png", dpi=100)
+    save_figure_file(figure, output, dpi=100)
     plt.close(figure)
 
 
@@ -156,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def label_audit_command(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    setup_logging()
     try:
         check_threshold(args.threshold)
     except ClassifierError as error:

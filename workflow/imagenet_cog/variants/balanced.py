@@ -111,9 +111,6 @@ def comparison_table(layout, models: Mapping[str, Mapping], datasets: Sequence[s
 
 
 def comparison_figure(table):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))

@@ -18,19 +18,15 @@ import argparse
 import json
 from collections.abc import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import IN1K, IN1K_BLURRED  # noqa: E402
-from imagenet_cog.core.plots import no_data, panel_grid, save_figure, set_theme  # noqa: E402
-from imagenet_cog.core.tables import write_table  # noqa: E402
-from imagenet_cog.results.figures import top1_levels_figure  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, load_probe_results, read_summary, summarise  # noqa: E402
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import IN1K, IN1K_BLURRED
+from imagenet_cog.core.plots import no_data, panel_grid, save_figure, set_theme
+from imagenet_cog.core.tables import write_table
+from imagenet_cog.results.figures import top1_levels_figure
+from imagenet_cog.results.summary import lin_rows, load_probe_results, read_summary, summarise
 
 
 def blurred_levels(summary, blurred_runs, models: dict, seeds: Sequence[str]):

@@ -104,9 +104,9 @@ def analysis_table_report(name):
     dataset = (
         name.rsplit("_", 1)[1].upper().replace("IN1K", "IN-1K") if name.startswith("analyses_agreement_") else "IN-1K and levels"
     )
-    return report(
+    return report_output(
         PATHS.table(name, "csv"),
-        caption=f"../report/{caption}",
+        caption=caption,
         category="Analyses",
         subcategory="Tables",
         labels={"table": name.removeprefix("analyses_"), "dataset": dataset},
@@ -114,9 +114,9 @@ def analysis_table_report(name):
 
 
 def analysis_figure_report(name):
-    return report(
+    return report_output(
         PATHS.figure(name, "png"),
-        caption=f"../report/{name}.rst",
+        caption=f"{name}.rst",
         category="Analyses",
         subcategory="Figures",
         labels={"figure": name.removeprefix("analyses_")},
@@ -153,7 +153,7 @@ def rater_sheet_inputs(wildcards):
         inputs["descriptions"] = auto_descriptions(dataset)
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
-    return {**inputs, **image_index_input(dataset)}
+    return {**inputs, **image_index(dataset)}
 
 
 def rater_sheet_settings():
@@ -257,13 +257,13 @@ def caption_inputs(wildcards):
     inputs = {"split_table": PATHS.image_splits(dataset)}
     if config["mode"] == "demo":
         inputs["images"] = image_root(dataset)
-    return {**inputs, **image_index_input(dataset)}
+    return {**inputs, **image_index(dataset)}
 
 
 def auto_description_report(path, grouping):
-    return report(
+    return report_output(
         path,
-        caption="../report/auto_descriptions.rst",
+        caption="auto_descriptions.rst",
         category="Analyses",
         subcategory="Auto descriptions",
         labels={"descriptions": grouping, "dataset": "{dataset}", "captioner": "{captioner}"},
@@ -312,9 +312,9 @@ if config["analyses"]["raters"]["description"] != "gloss":
 
 
 def describability_models():
-    """The models that answer: those with a text tower in their image features' space (the
-    zero-shot kind's, imagenet_cog/probes/kinds/zeroshot.py), among the results' models."""
-    return [model for model in result_models() if ZEROSHOT_KIND.applies_to(config["models"][model])]
+    """The models that answer: those with a text tower in their image features' space, among
+    the results' models."""
+    return stage_models("analyses.model_describability", needs_text_tower=True)
 
 
 def model_describability_enabled():
@@ -453,9 +453,9 @@ def detection_scores():
 
 
 def detection_table_report(score):
-    return report(
+    return report_output(
         PATHS.table(f"detection_{score}", "csv"),
-        caption="../report/detection_table.rst",
+        caption="detection_table.rst",
         category="Analyses",
         subcategory="Detection",
         labels={"table": f"detection ({score})", "dataset": "levels against IN-1K"},
@@ -463,9 +463,9 @@ def detection_table_report(score):
 
 
 def detection_figure_report(name):
-    return report(
+    return report_output(
         PATHS.figure(name, "png"),
-        caption=f"../report/{name}.rst",
+        caption=f"{name}.rst",
         category="Analyses",
         subcategory="Detection",
         labels={"figure": name},

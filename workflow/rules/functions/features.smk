@@ -13,6 +13,13 @@ from snakemake.exceptions import IncompleteCheckpointException
 
 from imagenet_cog.models.registry import extract_options, planned_preprocessing, weights_identity
 
+
+def model_checkpoint_inputs(wildcards):
+    """A workflow-made checkpoint is an input of extraction: it is made first, and a new one
+    re-extracts the model's features."""
+    return [model_spec(wildcards.model).weights] if made_by_workflow(wildcards.model) else []
+
+
 # The extraction rules' shared definitions (extract_features: one shard; extract_split: every
 # shard of a split). Their shell texts and param values are exactly those of the two rules
 # before they were shared, so finished extractions stay current (docs/architecture.md,
@@ -20,7 +27,7 @@ from imagenet_cog.models.registry import extract_options, planned_preprocessing,
 EXTRACTION_INPUT = {
     "split_table": PATHS.image_splits("{dataset}"),
     "images": lambda wildcards: image_root(wildcards.dataset),
-    "checkpoint": lambda wildcards: model_checkpoint_input(wildcards),
+    "checkpoint": model_checkpoint_inputs,
 }
 # One thread runs the model, the others decode images; with fewer cores than asked for,
 # Snakemake lowers threads and the loader workers follow.
@@ -65,12 +72,6 @@ def feature_shards(wildcards):
     count = split_row_count(wildcards.dataset, wildcards.split)
     shards = max(1, math.ceil(count / config["features"]["shard_size"]))
     return [PATHS.feature_shard(wildcards.model, wildcards.dataset, wildcards.split, f"{index:05d}") for index in range(shards)]
-
-
-def model_checkpoint_input(wildcards):
-    """A workflow-made checkpoint is an input of extraction: it is made first, and a new one
-    re-extracts the model's features."""
-    return [model_spec(wildcards.model).weights] if made_by_workflow(wildcards.model) else []
 
 
 @functools.cache
@@ -119,12 +120,6 @@ def trusted_globals_option(model):
     """The objects a model's checkpoint may hold besides tensors, as the commands take them."""
     trusted = model_spec(model).trusted_globals
     return "--trusted-globals " + " ".join(shlex.quote(name) for name in trusted) if trusted else ""
-
-
-def zeroshot_names_table(named):
-    """The names table a zero-shot classifier is built from: the user's (probes.zeroshot.names)
-    or the one rule concept_names writes."""
-    return config["probes"]["zeroshot"]["names"].get(named) or PATHS.concept_names(named)
 
 
 @functools.cache

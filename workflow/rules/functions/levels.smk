@@ -24,22 +24,6 @@ def concept_list_inputs(wildcards):
         raise WorkflowError(f"config.yaml: {error}")
 
 
-def named_datasets(named):
-    """The datasets a names table covers: one, or (open-set) every configured one."""
-    return DATASETS if named == naming.OPEN_SET else [named]
-
-
-def concept_names_inputs(wildcards):
-    """The probed concepts of each dataset a names table covers (the split tables' lists) and
-    the IN-1K list its curated names are matched to."""
-    return {
-        "concepts": [
-            image_split_inputs(SimpleNamespace(dataset=dataset))["concepts"] for dataset in named_datasets(wildcards.named)
-        ],
-        "in1k_synsets": concept_list_inputs(wildcards)["in1k_synsets"],
-    }
-
-
 def in21k_release():
     """data.in21k_release, auto resolved: the release a Hub copy says it is, else winter21."""
     root = config["data"]["in21k_root"] if config["mode"] == "imagenet" else None
@@ -92,7 +76,7 @@ def image_count_inputs(wildcards):
     return {} if COUNT_IMAGES_FROM_ROOT else {"counts": config["concepts"]["image_counts"]}
 
 
-def published_levels_input(wildcards):
+def published_levels_inputs(wildcards):
     if config["levels"]["source"] != "published":
         return {}
     if not config["levels"]["published_levels"]:

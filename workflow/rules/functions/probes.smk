@@ -3,6 +3,7 @@
 # snakemake --lint asks).
 
 import functools
+from collections import namedtuple
 from types import SimpleNamespace
 
 from snakemake.exceptions import IncompleteCheckpointException
@@ -37,26 +38,13 @@ for kind in config["probes"]["kinds"]:
     problem = KINDS[kind].settings_problem(config["probes"]) if KINDS[kind].settings_problem else None
     if problem:
         raise WorkflowError(f"config.yaml: {problem}")
-# zero-shot (imagenet_cog/probes/kinds/zeroshot.py): off the summary's grid, rules of its own
-ZEROSHOT_KIND = KINDS[naming.ZEROSHOT]
-ZEROSHOT_MODELS = (
-    [model for model in MODELS if ZEROSHOT_KIND.applies_to(config["models"][model])]
-    if naming.ZEROSHOT in config["probes"]["kinds"]
-    else []
-)
-if naming.ZEROSHOT in config["probes"]["kinds"] and not ZEROSHOT_MODELS:
-    raise WorkflowError(
-        "config.yaml: probes.kinds has zeroshot, but no model has a text tower to name concepts with: add an "
-        "image-text model (arch: open_clip/<name>, image_features: embedding), or take zeroshot out of probes.kinds."
-    )
-ZEROSHOT_NAMED = DATASETS + ([naming.OPEN_SET] if config["probes"]["zeroshot"]["open_set"] and len(DATASETS) > 1 else [])
-for named, table in config["probes"]["zeroshot"]["names"].items():
-    if named not in DATASETS + [naming.OPEN_SET]:
-        raise WorkflowError(
-            f"config.yaml: probes.zeroshot.names names {named!r} ({table}), which is neither a dataset of "
-            f"'datasets' ({', '.join(DATASETS)}) nor {naming.OPEN_SET}: name one of them."
-        )
-PROBE_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).gridless]
+# The kinds off the summary's grid (their module's off_grid: zero-shot), configured: each one's
+# rules, input functions and targets are in its rule file (probes.smk includes it), which adds
+# what it makes to OFF_GRID_TARGETS.
+OFF_GRID_KINDS = [KINDS[kind] for kind in config["probes"]["kinds"] if KINDS[kind].off_grid]
+OffGridTargets = namedtuple("OffGridTargets", ["results", "tables"])
+OFF_GRID_TARGETS = []
+PROBE_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).off_grid]
 # the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
 OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
 LINEAR_GRID_KINDS = [name for name in PROBE_KINDS if kind_of_result(name).linear_grid]
@@ -275,31 +263,14 @@ def probe_kind_inputs(wildcards):
     return inputs
 
 
-def zeroshot_results(models=None):
-    """Every zero-shot result of the run: each text-tower model on each dataset and the open set."""
-    return [
-        PATHS.zeroshot_result(model, named)
-        for model in ZEROSHOT_MODELS
-        if model in (models or MODELS)
-        for named in ZEROSHOT_NAMED
-    ]
+def off_grid_results():
+    """The results of the kinds off the grid (their probes)."""
+    return [path for targets in OFF_GRID_TARGETS for path in targets.results()]
 
 
-def zeroshot_probe_inputs(wildcards):
-    """A dataset's test features and split table (label -> wnid), or every dataset's for the open set."""
-    datasets = named_datasets(wildcards.named)
-    return {
-        "test": [PATHS.features(wildcards.model, dataset, "test") for dataset in datasets],
-        "splits": [PATHS.image_splits(dataset) for dataset in datasets],
-        "classifier": PATHS.zeroshot_classifier(wildcards.model, wildcards.named),
-        "names": zeroshot_names_table(wildcards.named),
-    }
-
-
-def zeroshot_mem_mb(wildcards):
-    """The host holds the features of the datasets scored (both splits counted: a bound)."""
-    datasets = named_datasets(wildcards.named)
-    return int(2000 + sum(probe_feature_mb(SimpleNamespace(model=wildcards.model, dataset=dataset)) for dataset in datasets))
+def off_grid_tables():
+    """The tables and figures of the kinds off the grid."""
+    return [path for targets in OFF_GRID_TARGETS for path in targets.tables()]
 
 
 def all_probe_results(models=None):

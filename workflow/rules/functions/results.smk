@@ -47,13 +47,7 @@ RESULT_TABLE_NAMES = result_table_names(DATASETS, TABLED_KINDS)
 RESULT_FIGURE_NAMES = result_figure_names(TABLED_KINDS)
 
 
-def results_root(wildcards, output):
-    """The results folder of a results-stage job, from its first output (<root>/tables/.. or
-    <root>/figures/..): where its command writes the rest."""
-    return os.path.dirname(os.path.dirname(output[0]))
-
-
-def result_probe_inputs():
+def result_probe_files():
     """Probe results the summary reads; with results.allow_missing only those that exist,
     so that tables can be made while some probe jobs failed or are still to run."""
     expected = all_probe_results(models=result_models()) + level_set_probe_results(models=result_models())
@@ -97,9 +91,9 @@ def table_report(name):
         **{kind_result_name("rank_agreement", kind): f"Kendall's tau {KINDS[kind].title} vs linear" for kind in TABLED_KINDS},
     }
     if name in probe_kind_tables:
-        return report(
+        return report_output(
             PATHS.table(name, "csv"),
-            caption=f"../report/table_{name}.rst",
+            caption=f"table_{name}.rst",
             category="Tables",
             subcategory="Probe kinds",
             labels={"table": probe_kind_tables[name], "dataset": "IN-1K and levels"},
@@ -113,23 +107,12 @@ def table_report(name):
     if tabled:
         kind = f"{KINDS[tabled].title} {kind[0].lower()}{kind[1:]}"
     caption = f"table_{f'{tabled}_' if tabled else ''}{'top1' if absolute else 'relative'}_{'levels' if across_levels else 'dataset'}.rst"
-    return report(
+    return report_output(
         PATHS.table(name, "csv"),
-        caption=f"../report/{caption}",
+        caption=caption,
         category="Tables",
         subcategory=kind,
         labels={"table": kind, "dataset": dataset},
-    )
-
-
-def tidy_report(path, caption, table, subcategory):
-    """A report entry for a table of the results stage other than the paper's tables."""
-    return report(
-        path,
-        caption=f"../report/{caption}",
-        category="Tables",
-        subcategory=subcategory,
-        labels={"table": table, "dataset": "all"},
     )
 
 
@@ -137,9 +120,9 @@ def published_report(name):
     """published_comparison (every compared cell) or published_<dataset> as a report entry."""
     dataset = name.split("_", 1)[1]
     across = dataset == "comparison"
-    return report(
+    return report_output(
         PATHS.table(name, "csv"),
-        caption=f"../report/{'published_comparison' if across else 'published_dataset'}.rst",
+        caption=f"{'published_comparison' if across else 'published_dataset'}.rst",
         category="Tables",
         subcategory="Ours - published",
         labels={
@@ -147,31 +130,6 @@ def published_report(name):
             "dataset": "all" if across else dataset.upper().replace("IN1K", "IN-1K"),
         },
     )
-
-
-def figure_report(name, caption):
-    return report(
-        PATHS.figure(name, "png"),
-        caption=f"../report/{caption}",
-        category="Figures",
-        labels={"figure": name},
-    )
-
-
-# the zero-shot tables and figures (rule zeroshot_results), when probes.kinds has zeroshot
-ZEROSHOT_TABLES = {
-    naming.ZEROSHOT: "zero-shot beside linear",
-    **({f"{naming.ZEROSHOT}_open_set": "open-set zero-shot"} if naming.OPEN_SET in ZEROSHOT_NAMED else {}),
-}
-ZEROSHOT_FIGURES = [naming.ZEROSHOT, f"{naming.ZEROSHOT}_vs_nshot"]
-
-
-def zeroshot_result_targets():
-    if not ZEROSHOT_MODELS:
-        return []
-    return [PATHS.table(name, extension) for name in ZEROSHOT_TABLES for extension in TABLE_FORMATS] + [
-        PATHS.figure(name, extension) for name in ZEROSHOT_FIGURES for extension in FIGURE_FORMATS
-    ]
 
 
 def results_targets():
@@ -187,4 +145,4 @@ def results_targets():
         if LEVEL_SET_DATASETS
         else []
     )
-    return [*PATHS.result_targets(DATASETS, TABLED_KINDS), *level_set_results, *zeroshot_result_targets()]
+    return [*PATHS.result_targets(DATASETS, TABLED_KINDS), *level_set_results, *off_grid_tables()]

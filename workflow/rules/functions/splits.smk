@@ -79,7 +79,7 @@ def image_layout(dataset):
     return root_layout(image_source(dataset))
 
 
-def image_index_input(dataset):
+def image_index(dataset):
     """The image index of a dataset's root in a tar layout (none for folders). Ancient: an
     index rebuilt after an archive changed re-runs no finished split or shard."""
     source = image_source(dataset)
@@ -88,11 +88,16 @@ def image_index_input(dataset):
     return {"index": ancient(PATHS.image_index(source))}
 
 
+def image_index_inputs(wildcards):
+    """The image index of the job's dataset (image_index), as a rule's input."""
+    return image_index(wildcards.dataset)
+
+
 def image_reading_options(dataset, prefix="--"):
     """A tar layout of a dataset's root and its index, for the split command (extraction's
     options: prefix '--image-'); nothing for folders, the commands' default, so that the
     commands of runs finished before tars were read stay as they were."""
-    index = image_index_input(dataset)
+    index = image_index(dataset)
     if not index:
         return ""
     return f"{prefix}layout {image_layout(dataset)} {prefix}index {index['index']}"
@@ -141,14 +146,14 @@ def preflight_inputs(wildcards):
         "counts": config["concepts"]["image_counts"],
     }
     for dataset in preflight_datasets():
-        for key, path in image_index_input(dataset).items():
+        for key, path in image_index(dataset).items():
             inputs[f"{key}_{image_source(dataset)}"] = path
     if any(uses_published_splits(dataset) for dataset in DATASETS):
         inputs["published"] = config["levels"]["published_splits"]
     return inputs
 
 
-def preflight_options(input):
+def preflight_options(wildcards, input):
     """The preflight command's options: datasets, roots, layouts, indexes and the split sizes."""
     datasets = preflight_datasets()
     sources = sorted({image_source(dataset) for dataset in datasets})
@@ -205,7 +210,7 @@ def image_split_inputs(wildcards):
     inputs = {
         "concepts": PATHS.level_concepts(concepts_of),
         "preflight": ancient(PATHS.preflight()),
-        **image_index_input(dataset),
+        **image_index(dataset),
     }
     if uses_published_splits(dataset):
         inputs["published"] = config["levels"]["published_splits"]

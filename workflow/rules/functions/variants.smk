@@ -112,11 +112,11 @@ def audit_inputs(wildcards):
         "test": [PATHS.features(wildcards.model, target, "test") for target in targets],
         "concepts": PATHS.concept_catalogue(),
         "images": [image_root(target) for target in targets],
-        **{f"index_{target}": path for target in targets for path in image_index_input(target).values()},
+        **{f"index_{target}": path for target in targets for path in image_index(target).values()},
     }
 
 
-def audit_options(input):
+def audit_options(wildcards, input):
     """The pairs, seeds, image roots and image indexes (tar layouts) of the audit command."""
     targets = sorted({target for _, target in AUDIT_PAIRS})
     return " ".join(

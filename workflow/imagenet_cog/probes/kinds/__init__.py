@@ -14,8 +14,8 @@ from imagenet_cog.probes.kinds.kind import ProbeKind
 KINDS: dict[str, ProbeKind] = {kind.name: kind for kind in (linear.KIND, mlp.KIND, mlp_noact.KIND, pca.KIND, knn.KIND,
                                                           zeroshot.KIND)}
 SEARCHED_KINDS = tuple(name for name, kind in KINDS.items() if kind.searched)
-# kinds with one result per model and dataset (zero-shot), off the summary's grid
-GRIDLESS_KINDS = tuple(name for name, kind in KINDS.items() if kind.gridless)
+# kinds off the summary's grid of N and seeds (zero-shot), each with rules of its own
+OFF_GRID_KINDS = tuple(name for name, kind in KINDS.items() if kind.off_grid)
 # probes.* keys that choose which jobs run and how they are shaped (pca_dims: which pca-<d>
 # kinds), or reach a command as an option only when set (fused, two_stage): in no kind's params
 JOB_SETTINGS = ("seeds", "shots", "kinds", "pca_dims", "other_kinds_shots", "other_kinds_seeds", "group",

@@ -76,6 +76,36 @@ class OwnJob:
 
 
 @dataclass(frozen=True)
+class PricedJob:
+    """One job of a kind off the grid as the plan prices it: rate key -> the work that rate
+    prices (a ``*_per_s`` rate divides it, a ``*_s`` rate multiplies a count of it; a rate
+    measured per architecture is read for the model's), and what it writes."""
+
+    work: dict[str, float]
+    written_bytes: float = 0.0
+    results: int = 0  # result JSONs, which the plan sizes as every probe's
+
+
+@dataclass(frozen=True)
+class OffGrid:
+    """A kind off the summary's grid of N and seeds (zero-shot): nothing fitted, one result per
+    model it applies to and each set of concepts it names. Its rules, their input functions
+    and its targets are in one rule file, which probes.smk includes; the plan prices its jobs
+    in a row of their own, titled by the kind."""
+
+    # its rule file, relative to workflow/rules/
+    rules: str
+    # (model's config entry) -> whether its jobs run for that model
+    applies_to: Callable[[dict], bool]
+    # the rates that price it beyond those every file has (a file may lack them: the plan then
+    # names the kind unpriced)
+    rates: tuple[str, ...]
+    # (the datasets' sizes: plan.cost.Dataset, feature width, bytes per feature value, probes.*
+    # settings) -> every job of one model
+    jobs: Callable[..., list[PricedJob]]
+
+
+@dataclass(frozen=True)
 class ProbeKind:
     # its name in probes.kinds and the probe command's --kind
     name: str
@@ -120,17 +150,13 @@ class ProbeKind:
     # model's features (a message naming the keys and the fix), or None; checked likewise
     width_problem: Callable[[dict, str, int], str | None] | None = None
 
-    # one result per model and dataset, nothing fitted (zero-shot): no row of the summary's grid
-    # of N and seeds; rules and result tables of its own (its module says where)
-    gridless: bool = False
-    # (model's config entry) -> whether its jobs run for that model (zero-shot: the models with a
-    # text tower in their image features' space); None: every model
-    applies_to: Callable[[dict], bool] | None = None
+    # off the summary's grid of N and seeds (zero-shot): its rules, models and price; None: on it
+    off_grid: OffGrid | None = None
 
     @property
     def searched(self) -> bool:
         """Tuned by the probe command's search (a kind with a job of its own has nothing to tune)."""
-        return self.own_job is None and not self.gridless
+        return self.own_job is None and self.off_grid is None
 
     @property
     def own_rates(self) -> tuple[str, ...]:
