@@ -29,11 +29,8 @@ with the settings and the inputs' provenance).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 import time
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -42,7 +39,8 @@ import torch
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from imagenet_cog.analyses.common import AnalysisInputError, load_split, provenance, versions
-from imagenet_cog.core.device import DEVICE_CHOICES, resolve_device
+from imagenet_cog.core.command_line import add_compute_options, setup_logging
+from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import atomic_output, write_json
 from imagenet_cog.core.naming import IN1K
 from imagenet_cog.features.zeroshot_classifier import read_classifier
@@ -177,15 +175,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--scores", nargs="+", choices=SCORES, default=list(SCORES))
     parser.add_argument("--k", type=int, default=1000)
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--threads", type=int, default=1)
+    add_compute_options(parser)
     parser.add_argument("--output", required=True, help="the result JSON")
     parser.add_argument("--seed-table", required=True, help="the per-seed TSV")
     return parser
 
 
 def detection_command(argv: Sequence[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    setup_logging()
     args = _parser().parse_args(argv)
     if len(args.datasets) != len(args.unknown) or len(args.seeds) != len(args.results):
         raise SystemExit("analyses-detection: give one --unknown per --datasets entry and one --results per --seeds entry")

@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from imagenet_cog.analyses.detection import SCORE_TITLES, SCORES, SEED_COLUMNS  # noqa: E402
+from imagenet_cog.core.command_line import add_summary_options  # noqa: E402
 from imagenet_cog.core.layout import Layout  # noqa: E402
 from imagenet_cog.core.naming import dataset_title  # noqa: E402
 from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme  # noqa: E402
@@ -140,12 +141,11 @@ def detection_results_command(argv: Sequence[str]) -> int:
     """The detection tables (one per score) and the two figures."""
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog detection-results",
                                      description=detection_results_command.__doc__)
-    parser.add_argument("--results-root", required=True)
+    add_summary_options(parser)
     parser.add_argument("--models", required=True, help="JSON: the config entries of the models")
     parser.add_argument("--datasets", nargs="+", required=True, help="the levels, in the figures' order")
     parser.add_argument("--scores", nargs="+", choices=SCORES, required=True)
     parser.add_argument("--seed-tables", nargs="+", type=Path, required=True, help="the per-seed TSVs")
-    parser.add_argument("--summary", type=Path, required=True, help="the results summary (the linear probe)")
     args = parser.parse_args(argv)
     layout, models = Layout(args.results_root), json.loads(args.models)
     summary = aggregated(read_seed_tables(args.seed_tables))
