@@ -22,7 +22,7 @@
 import os
 import sys
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 # The workflow's own package, importable without installation.
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
@@ -44,7 +44,15 @@ from imagenet_cog.models.registry import kept_models
 config["models"] = kept_models(config.get("models", {}))
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# Checked against the schema, its defaults filled in; an error is one screen naming the file
+# that set the key (imagenet_cog.core.config_check).
+from imagenet_cog.core.config_check import ConfigError, check_config, config_sources, load_schema
+
+CONFIG_SOURCES = config_sources(workflow.configfiles, workflow.overwrite_configfiles, workflow.config_settings.config)
+try:
+    check_config(config, load_schema(os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")), CONFIG_SOURCES)
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
 
 
 report: "workflow/report/workflow.rst"
@@ -61,6 +69,9 @@ include: "workflow/rules/analyses.smk"
 include: "workflow/rules/variants.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/plan.smk"
+
+
+refuse_what_the_run_lacks()
 
 
 # Each stage's own list of what a full run makes (the rest are inputs of later stages).

@@ -17,6 +17,7 @@ from imagenet_cog.analyses.captions import (
     select_descriptions,
 )
 from imagenet_cog.core.io import read_tsv
+from imagenet_cog.core.undecodable import LIMIT_VARIABLE
 from imagenet_cog.models.open_clip_captioner import END_ID, START_ID, Generation, build_captioner, decode, generate
 from imagenet_cog.models.registry import ModelSpec
 
@@ -237,9 +238,14 @@ def test_caption_images_then_descriptions(tmp_path):
     assert [(row["group"], row["captions"]) for row in read_tsv(clustered)] == [("cluster-0", "3"), ("cluster-1", "3")]
 
 
-def test_a_corrupt_image_is_left_out(tmp_path):
+def test_a_corrupt_image_fails_the_job_by_default_and_is_left_out_when_allowed(tmp_path, monkeypatch, caplog):
     table = make_world(tmp_path, concepts=2, train=1, test=2, corrupt=("n00000000/n00000000_1.JPEG",))
     output = tmp_path / "captions.tsv"
+    command = [*TINY, *FAST, "--split-table", str(table), "--image-root", str(tmp_path / "images"),
+               "--dataset", "l1", "--device", "cpu", "--output", str(output)]
+    assert caption_images_command(command) == 1
+    assert "1 of the 4 images of l1's test split failed to decode" in caplog.text and not output.exists()
+    monkeypatch.setenv(LIMIT_VARIABLE, "0.25")
     assert caption_images_command([*TINY, *FAST, "--split-table", str(table), "--image-root", str(tmp_path / "images"),
                                    "--dataset", "l1", "--device", "cpu", "--output", str(output)]) == 0
     assert [row["path"] for row in read_tsv(output)] == [

@@ -74,4 +74,4 @@ def test_a_configfile_lacking_keys_takes_them_from_config_yaml_and_the_schema(tm
     failed = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(wrong), check=False)
     assert failed.returncode != 0
     message = failed.stdout + failed.stderr
-    assert "Additional properties are not allowed ('seed' was unexpected)" in message
+    assert f"{wrong}: probes.seed unknown key 'seed'" in message and "did you mean 'seeds'?" in message

@@ -16,6 +16,7 @@ import torch
 from PIL import Image
 
 from conftest import make_world
+from imagenet_cog.core.undecodable import UndecodableImagesError
 from imagenet_cog.features.extract import (
     MIXED_PRECISION_TOLERANCE,
     ExtractionOptions,
@@ -126,7 +127,7 @@ def test_corrupt_image_is_logged_and_recorded_invalid(tmp_path, tiny, caplog):
     table = make_world(tmp_path, corrupt=(corrupt,))
     shard = tmp_path / "shard.h5"
     with caplog.at_level("WARNING"):
-        extract(tiny, table, shard)
+        extract(tiny, table, shard, max_undecodable_fraction=0.1)
     assert f"cannot decode {tmp_path / 'images' / corrupt}" in caplog.text
     with h5py.File(shard) as handle:
         paths = list(handle["path"].asstr()[...])
@@ -134,6 +135,33 @@ def test_corrupt_image_is_logged_and_recorded_invalid(tmp_path, tiny, caplog):
         assert len(paths) == 15
         assert not handle["valid"][row] and handle["valid"][...].sum() == 14
         assert not handle["features"][row].any()
+
+
+def test_undecodable_images_past_the_limit_fail_the_shard_naming_them(tmp_path, tiny):
+    corrupt = ("n00000000/n00000000_2.JPEG", "n00000001/n00000001_2.JPEG")
+    table = make_world(tmp_path, corrupt=corrupt)
+    shard = tmp_path / "shard.h5"
+    # the default limit (data.max_undecodable_fraction: 0) and one that allows 1 of 15
+    for limit in (None, 0.1):
+        with pytest.raises(UndecodableImagesError) as failure:
+            extract(tiny, table, shard, max_undecodable_fraction=limit)
+        message = str(failure.value)
+        assert message.startswith("2 of the 15 images of l1 train shard 0 failed to decode")
+        assert all(str(tmp_path / "images" / path) in message for path in corrupt)
+        assert "data.max_undecodable_fraction" in message and len(message.splitlines()) <= 5
+        assert not shard.exists()
+
+
+def test_an_error_other_than_the_decoders_fails_the_shard(tmp_path, tiny, monkeypatch):
+    table = make_world(tmp_path)
+
+    def broken_resize(self, width, height):
+        raise ValueError("a bug in the preprocessing")
+
+    monkeypatch.setattr(Preprocessing, "resized_size", broken_resize)
+    with pytest.raises(ValueError, match="a bug in the preprocessing"):
+        extract(tiny, table, tmp_path / "shard.h5")
+    assert not (tmp_path / "shard.h5").exists()
 
 
 def test_image_missing_from_root_fails_naming_table_and_fix(tmp_path, tiny):
@@ -158,7 +186,7 @@ def test_merged_view_and_reader_keep_order_and_drop_invalid_rows(tmp_path, tiny)
     folder = tmp_path / "results" / "features" / "tiny" / "l1"
     shards = [folder / "train" / f"shard-{k:05d}.h5" for k in range(3)]
     for number, shard in enumerate(shards):
-        extract(tiny, table, shard, shard=number, shard_size=6)
+        extract(tiny, table, shard, shard=number, shard_size=6, max_undecodable_fraction=0.2)
     merged = folder / "train.h5"
     merge_shards(shards, merged)
 

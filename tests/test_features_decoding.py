@@ -114,7 +114,8 @@ def test_device_path_gives_the_host_features_and_flags(tmp_path, caplog):
         shards[decode] = tmp_path / f"{decode}.h5"
         with caplog.at_level("WARNING"):
             extract_shard(spec, SplitImages(table, tmp_path / "images", "l1", "train"), 0, 100, shards[decode],
-                          ExtractionOptions(batch_size=4, device="cpu", decode=decode))
+                          ExtractionOptions(batch_size=4, device="cpu", decode=decode,
+                                            max_undecodable_fraction=0.5))
     with h5py.File(shards["host"]) as host, h5py.File(shards["device"]) as device:
         paths = list(host["path"].asstr()[...])
         valid = host["valid"][...]

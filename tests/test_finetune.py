@@ -4,6 +4,7 @@ after a kill, two processes through torchrun, and the table and Fig. 6."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -18,6 +19,7 @@ import torch
 
 from conftest import make_world
 from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.undecodable import UndecodableImagesError
 from imagenet_cog.features.extract import SplitImages
 from imagenet_cog.finetune import train as finetune_train
 from imagenet_cog.finetune.data import TrainImages, epoch_rows, steps_per_epoch
@@ -113,6 +115,9 @@ def test_a_killed_job_resumes_to_what_the_uninterrupted_job_computes(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         run_finetune(job)
     assert job.checkpoint.is_file() and not job.output.exists()
+    # a kill -9 during a checkpoint write leaves its temporary file: the resumed job removes it
+    cut_write = job.checkpoint.with_name(f".{job.checkpoint.name}.k1ll3d.partial")
+    cut_write.write_bytes(b"half an epoch")
     states.clear()
     monkeypatch.setattr(finetune_train, "write_checkpoint", recording(states))
     resumed = run_finetune(job)
@@ -123,6 +128,7 @@ def test_a_killed_job_resumes_to_what_the_uninterrupted_job_computes(tmp_path, m
         assert torch.equal(states[-1]["network"][name], tensor), name
     assert (resumed["top1"], resumed["top5"]) == (whole["top1"], whole["top5"])
     assert json.loads(job.output.read_text())["top1"] == whole["top1"]
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
 
 
 def test_a_checkpoint_of_other_settings_is_set_aside(tmp_path, one_torch_thread):
@@ -138,6 +144,26 @@ def test_too_few_images_for_one_batch_is_refused_with_the_setting(tmp_path):
     job = tiny_job(tmp_path, tmp_path / "big.json", recipe=Recipe(epochs=1, batch_size=64))
     with pytest.raises(ValueError, match=r"18 training images.*finetune.recipe.batch_size 64"):
         run_finetune(job)
+
+
+def test_a_crop_range_torch_refuses_fails_the_job_and_writes_no_result(tmp_path):
+    job = tiny_job(tmp_path, tmp_path / "reversed.json", recipe=Recipe(epochs=1, batch_size=4, crop_scale=(1.0, 0.35)))
+    with pytest.raises(RuntimeError, match="expects to return a \\[from, to\\) range"):
+        run_finetune(job)
+    assert not job.output.exists()
+
+
+def test_an_undecodable_training_image_fails_the_job_by_default_and_is_counted_when_allowed(tmp_path):
+    corrupt = "n00000001/n00000001_2.JPEG"
+    make_world(tmp_path, concepts=3, train=4, test=3, corrupt=(corrupt,))  # whole batches: every row read
+    job = tiny_job(tmp_path, tmp_path / "strict.json", recipe=Recipe(epochs=1, batch_size=4))
+    with pytest.raises(UndecodableImagesError, match=rf"1 of the 12 images of l1's training split \(epoch 1\)(.|\n)*{corrupt}"):
+        run_finetune(job)
+    assert not job.output.exists()
+    allowed = dataclasses.replace(tiny_job(tmp_path, tmp_path / "allowed.json", recipe=Recipe(epochs=1, batch_size=4)),
+                                  max_undecodable_fraction=0.1)
+    result = run_finetune(allowed)
+    assert result["history"][0]["undecodable"] == 1 and result["test_undecodable"] == 0
 
 
 def test_two_processes_train_together_through_torchrun(tmp_path):

@@ -4,6 +4,7 @@ table and its errors."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ from wordnet_world import real_corpus  # noqa: F401  (a fixture)
 
 from conftest import REPOSITORY
 from imagenet_cog.core.io import write_lines
-from imagenet_cog.core.names_table import NamesTableError, read_names_table, shared_names
+from imagenet_cog.core.names_table import ConceptName, NamesTableError, duplicate_names, read_names_table, shared_names
 from imagenet_cog.levels.concept_names import concept_names_command, wordnet_names
 from imagenet_cog.levels.wordnet import NounGraph, Synset
 
@@ -57,12 +58,26 @@ def test_shared_names_are_told_apart_by_the_nearest_hypernym_whose_name_differs(
         ("crane (wading bird)", "hypernym"), ("crane (device)", "hypernym")]
 
 
-def test_a_shared_chain_falls_back_to_synonyms_then_to_the_wnid():
+def test_a_shared_chain_falls_back_to_synonyms_then_to_a_phrase_of_the_gloss_never_the_wnid():
     rheas = wordnet_names(WORLD, ["n00000010", "n00000011"])
     assert rheas == [("rhea (Rhea americana)", "synonym"), ("rhea (nandu)", "synonym")]
-    # names equal but for case are one name to CLIP's tokenizer
-    assert wordnet_names(WORLD, ["n00000012", "n00000013"]) == [
-        ("Spirillum (n00000012)", "wnid"), ("spirillum (n00000013)", "wnid")]
+    # names equal but for case are one name to CLIP's tokenizer: the glosses' first words tell them apart
+    world = NounGraph({**WORLD.synsets,
+                       "n00000012": Synset(("Spirillum",), "spiral bacterium of the genus Spirillum (rods)", ("n00000003",)),
+                       "n00000013": Synset(("spirillum",), "spirally twisted elongate rodlike bacteria; usually harmless",
+                                           ("n00000003",))})
+    assert wordnet_names(world, ["n00000012", "n00000013"]) == [
+        ("Spirillum (spiral bacterium of the genus Spirillum)", "gloss"),
+        ("spirillum (spirally twisted elongate rodlike bacteria)", "gloss")]
+    # glosses alike in their first words: the longer phrase; alike whole: numbered
+    alike = {wnid: Synset(("vibrio",), gloss, ("n00000003",)) for wnid, gloss in (
+        ("n00000020", "a curved rod bacterium that moves; found in water"),
+        ("n00000021", "a curved rod bacterium that moves; found in soil"),
+        ("n00000022", "a curved rod bacterium that moves; found in soil"))}
+    names = wordnet_names(NounGraph({**WORLD.synsets, **alike}), list(alike))
+    assert [rule for _, rule in names] == ["gloss"] * 3 and len({name for name, _ in names}) == 3
+    assert names[0] == ("vibrio (a curved rod bacterium that moves; found in water)", "gloss")
+    assert not any(re.search(r"n[0-9]{8}", name) for name, _ in names)
 
 
 def test_a_qualified_name_never_takes_another_concepts_name():
@@ -165,3 +180,15 @@ def test_an_edited_table_is_read_and_a_broken_one_names_its_line(tmp_path):
         read_names_table(table)
     with pytest.raises(NamesTableError, match="does not exist; write it with python -m imagenet_cog concept-names"):
         read_names_table(tmp_path / "absent.tsv")
+
+
+def test_duplicate_names_are_told_with_their_lines_but_open_clips_two_curated_pairs():
+    def table(*rows):
+        return [ConceptName(label, wnid, name, "", "") for label, (wnid, name) in enumerate(rows)]
+
+    curated = table(("n03773504", "missile"), ("n04008634", "missile"), ("n04355933", "sunglasses"),
+                    ("n04356056", "Sunglasses"), ("n02012849", "crane"))
+    assert duplicate_names("in1k.tsv", curated) is None
+    problem = duplicate_names("mine.tsv", table(("n03773504", "missile"), ("n02012849", "crane"),
+                                                ("n03126707", "Crane")))
+    assert problem.startswith("mine.tsv: 1 name given to several concepts ('crane' on lines 3, 4)")

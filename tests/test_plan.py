@@ -144,8 +144,9 @@ def test_plan_rows_of_a_small_config(tmp_path):
 def test_plan_prices_knn_when_the_config_runs_it(tmp_path):
     """probes.kinds with knn (set after validation: the schema's enum gains knn with issue #33's
     merge): a k-NN row per model, the total larger by it; the plan without knn is unchanged by
-    the k-NN rates; rates without them name the k-NN unpriced."""
-    config = small_config()
+    the k-NN rates; rates without them name the k-NN unpriced. Detection, which the k-NN rates
+    price too, is off (test_plan_prices_detection_by_hand)."""
+    config = small_config(analyses={"detection": {"enabled": False}})
     linear_rows, linear_notes = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
     with_rates = read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES}))
     rows, notes = plan_rows(config, IMAGE_COUNTS, None, with_rates, gpus=1)
@@ -330,3 +331,25 @@ def test_runs_with_their_own_results_folder_leave_the_demo_alone(demo_run, tmp_p
     assert (other / "logs" / "benchmarks" / "levels" / "wordnet_corpus.tsv").is_file()
     after = {name: mtime for name, mtime in file_state(finished).items() if not name.startswith("elsewhere/")}
     assert after == before
+
+
+def test_plan_prices_detection_by_hand(tmp_path):
+    """analyses.detection: a row per scored model, one job reading IN-1K's training and every
+    test feature, priced by the k-NN probe's rates; rates without them name it unpriced."""
+    config = small_config(analyses={"detection": {"k": 3}})
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES})),
+                            gpus=1)
+    detection = {(row.stage, row.model): row for row in rows}[("detection", "m")]
+    # IN-1K: 4 concepts x 10 training images, 20 test images; L1: 20 test images; 2048-d float16
+    # read and prepared at 1 MB/s each; 2 x 2048 FLOPs per query and training image at 1 GFLOP/s;
+    # every similarity and k = 3 more (one training block) through the top-k at 1e8/s; the logits
+    # of 2 seeds and the text classifier (2 x 2048 x 4 concepts per query) at 1 GFLOP/s; a start of 2 s
+    expected = ((40 + 40) * 2048 * 2 * 2 / 1e6 + 2 * 2048 * 40 * 40 / 1e9 + 40 * (40 + 3) / 1e8
+                + 2 * 2048 * 4 * 40 * 3 / 1e9 + 2)
+    assert detection.jobs == 1 and detection.seconds == pytest.approx(expected)
+    assert not [note for note in notes if "unseen-concept detection" in note]
+    _, unpriced = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
+    assert any(note.startswith("not priced: unseen-concept detection") for note in unpriced)
+    off, _ = plan_rows(small_config(analyses={"detection": {"enabled": False}}), IMAGE_COUNTS, None,
+                       read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES})), gpus=1)
+    assert not [row for row in off if row.stage == "detection"]

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import h5py
 import pandas as pd
 import pytest
 import yaml
@@ -192,6 +193,12 @@ def test_timings_join_benchmarks_and_probe_results(results_root, tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:0{int(seconds)}\t100\n")
     assert len(benchmark_seconds(benchmarks, list(MODELS), DATASETS)) == 2
+    # the merged feature files' invalid rows: the images the extraction left out undecoded
+    for split, invalid in (("train", 2), ("test", 1)):
+        path = Path(Layout(str(results_root)).features("resnet50", "in1k", split))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with h5py.File(path, "w") as handle:
+            handle.attrs["num_invalid"] = invalid
     output = tmp_path / "timings.csv"
     assert timings_command([*grid, "--benchmark-root", str(benchmarks), "--output", str(output)]) == 0
     table = pd.read_csv(output).set_index(["model", "dataset"])
@@ -199,6 +206,8 @@ def test_timings_join_benchmarks_and_probe_results(results_root, tmp_path):
     assert table.loc[("resnet50", "in1k"), "probe_runs"] == 6
     assert table.loc[("resnet50", "in1k"), "probe_s_from_results"] == pytest.approx(9.0)
     assert table.loc[("dino", "in1k"), "probe_runs"] == 5
+    assert table.loc[("resnet50", "in1k"), "undecodable_images"] == 3
+    assert pd.isna(table.loc[("dino", "in1k"), "undecodable_images"])  # no feature files to read
 
     # seeds that shared one job (probes.seeds_together) each record the job's time: a third each
     layout = Layout(str(results_root))

@@ -471,3 +471,33 @@ def test_captions_descriptions_and_the_describability_a_model_answers(demo_run, 
         assert all(m["value"] is None or 0.0 <= m["value"] <= 100.0 for m in result["metrics"])
         assert not Path(layout.analysis_result("demo_cnn", dataset, "model_describability")).exists()
     assert len(pd.read_csv(layout.table("analyses_describability", "csv"))) > 0
+
+
+def test_unseen_concept_detection_scores_every_model_and_level(demo_run, demo_config):
+    """analyses.detection: per model, a row per probe seed of each probe score and one of each
+    seed-free score per level, AUROC and FPR@95 in [0, 100] with IN-1K's and the level's test
+    images; MCM only for the image-text model; a table per score with a row per model and level
+    and both figures. No story is asserted: not measured on both product precisions."""
+    layout = Layout(str(demo_run / "results"))
+    demo, seeds = demo_config["demo"], [str(seed) for seed in demo_config["probes"]["seeds"]]
+    levels = [dataset for dataset in demo_config["datasets"] if dataset != "in1k"]
+    test_images = demo["concepts_per_dataset"] * demo["test_images_per_concept"]
+    models = list(demo_config["models"])
+    for model in models:
+        rows = pd.read_csv(layout.detection_seeds(model), sep="\t", dtype={"seed": str}, keep_default_na=False)
+        scores = set(rows["score"])
+        assert scores == {"msp", "max_logit", "energy", "knn_distance"} | ({"mcm"} if model == "demo_clip" else set())
+        for score, group in rows.groupby("score"):
+            expected = seeds if score in ("msp", "max_logit", "energy") else [""]
+            assert sorted(zip(group["seed"], group["dataset"])) == sorted((s, level) for s in expected for level in levels)
+        assert rows["auroc"].between(0, 100).all() and rows["fpr95"].between(0, 100).all()
+        assert (rows["n_known"] == test_images).all() and (rows["n_unknown"] == test_images).all()
+        assert json.loads(Path(layout.detection_result(model)).read_text())["settings"]["k"] == \
+            demo_config["analyses"]["detection"]["k"]
+    for score in ("msp", "max_logit", "energy", "knn_distance", "mcm"):
+        table = pd.read_csv(layout.table(f"detection_{score}", "csv"))
+        scored = ["demo_clip"] if score == "mcm" else models
+        assert sorted(zip(table["model"], table["dataset"])) == sorted((m, level.upper()) for m in scored for level in levels)
+        assert table["auroc_mean"].between(0, 100).all()
+    for name in ("detection", "detection_vs_recognition"):
+        assert Path(layout.figure(name, "png")).stat().st_size > 0

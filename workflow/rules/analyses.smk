@@ -166,10 +166,71 @@ rule analyses_figures:
         python_command("analyses-figures") + " --summary {input.summary} {params.arguments} > {log} 2>&1"
 
 
+# detecting unseen concepts (docs/analyses.md) -------------------------------------------
+# One job per model: IN-1K's test images against each level's, scored by the IN-1K probe at
+# N = all of every seed (its classifier file, kept beside the result JSON, is read as the
+# label-noise audit reads it), the k-th nearest IN-1K training feature and, for image-text
+# models, MCM. Then one job for the tables per score and the two figures.
+
+
+rule analyses_detection:
+    input:
+        unpack(detection_inputs),
+    output:
+        result=PATHS.detection_result("{model}"),
+        seeds=PATHS.detection_seeds("{model}"),
+    log:
+        PATHS.log("analyses/{model}/detection.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/{model}/detection.tsv")
+    wildcard_constraints:
+        model=detection_model_pattern(),
+    conda:
+        CONDA_ENVIRONMENT
+    threads: ANALYSES_CONFIG["threads"]
+    params:
+        datasets=" ".join(detection_levels()),
+        scores=" ".join(DETECTION_CONFIG["scores"]),
+        k=DETECTION_CONFIG["k"],
+        temperature=DETECTION_CONFIG["temperature"],
+        options=detection_options,
+        device=ANALYSES_CONFIG["device"],
+    shell:
+        python_command("analyses-detection") + " --model {wildcards.model} --train {input.train} --known {input.known}"
+        " --datasets {params.datasets} --unknown {input.unknown} {params.options} --scores {params.scores}"
+        " --k {params.k} --temperature {params.temperature} --device {params.device} --threads {threads}"
+        " --output {output.result} --seed-table {output.seeds} > {log} 2>&1"
+
+
+rule detection_results:
+    input:
+        seeds=lambda wildcards: [PATHS.detection_seeds(model) for model in detection_models()],
+        summary=PATHS.results_summary(),
+    output:
+        [detection_table_report(score) for score in detection_scores()],
+        [PATHS.table(f"detection_{score}", extension) for score in detection_scores() for extension in ("md", "tex")],
+        [detection_figure_report(name) for name in DETECTION_FIGURES],
+        [PATHS.figure(name, "pdf") for name in DETECTION_FIGURES],
+    log:
+        PATHS.log("analyses/detection_results.log"),
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
+        models=lambda wildcards: shlex.quote(models_json()),
+        datasets=" ".join(detection_levels()),
+        scores=" ".join(detection_scores()),
+    shell:
+        python_command("detection-results") + " --results-root {params.root} --models {params.models}"
+        " --datasets {params.datasets} --scores {params.scores} --seed-tables {input.seeds}"
+        " --summary {input.summary} > {log} 2>&1"
+
+
 # Named target: `snakemake analyses` builds the stage for the configured selection.
 rule analyses:
     input:
         analysis_outputs(),
+        detection_outputs(),
 
 
 # human forced-choice sheets (Laina et al. 2020, Sec. 3) ---------------------------------

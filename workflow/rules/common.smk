@@ -12,6 +12,7 @@ import os
 import re
 
 from imagenet_cog.core import naming
+from imagenet_cog.core.config_check import with_source
 from imagenet_cog.core.layout import Layout
 
 
@@ -47,8 +48,12 @@ CONDA_ENVIRONMENT = "../../envs/imagenet-cog.yaml"
 for dataset in DATASETS:
     if dataset != naming.IN1K and dataset not in LEVEL_NAMES:
         raise WorkflowError(
-            f"config.yaml: dataset '{dataset}' is not IN-1K or one of the "
-            f"{len(LEVEL_NAMES)} levels ({', '.join(LEVEL_NAMES)}); fix 'datasets' or 'levels.num_levels'."
+            with_source(
+                f"config.yaml: dataset '{dataset}' is not IN-1K or one of the "
+                f"{len(LEVEL_NAMES)} levels ({', '.join(LEVEL_NAMES)}); fix 'datasets' or 'levels.num_levels'.",
+                ["datasets"],
+                CONFIG_SOURCES,
+            )
         )
 
 
@@ -85,10 +90,62 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+# How many images a job may leave out undecoded: in the environment, not the command, so that
+# a limit raised after a failure re-runs no finished job (imagenet_cog.core.undecodable).
+from imagenet_cog.core.undecodable import LIMIT_VARIABLE
+
+os.environ[LIMIT_VARIABLE] = str(config["data"]["max_undecodable_fraction"])
+
+
 # Declared, so that executors which start jobs in a fresh environment (SLURM, remote
-# storage) pass it on to them.
+# storage) pass them on to them.
 envvars:
     "PYTHONPATH",
+    LIMIT_VARIABLE,
+
+
+# What this run lacks before its jobs can run (an image root, a checkpoint, a published pickle,
+# a names table, word vectors): each stage notes its own (note_lack) while the Snakefile is read,
+# and the Snakefile refuses them all in one message at its end (refuse_what_the_run_lacks), in
+# a dry run as in a real one, before any job or input function meets them one job at a time.
+# `snakemake plan` and `snakemake needed_synsets` price a run before its downloads: let through.
+RUN_LACKS = {}
+PRICING_RULES = ("plan", "needed_synsets")
+
+
+def note_lack(kind, name, check, *arguments):
+    """``check(*arguments)``, its WorkflowError noted as something the run lacks (``kind``:
+    "image roots", "checkpoints", ...; ``name``: which one) rather than raised now."""
+    try:
+        return check(*arguments)
+    except WorkflowError as error:
+        note_missing(kind, name, str(error))
+
+
+def note_missing(kind, name, message):
+    RUN_LACKS.setdefault(kind, []).append((name, message))
+
+
+def command_line_targets():
+    """The targets (rules or files) the snakemake command names: Snakemake tells the workflow
+    only once the Snakefile is read, too late for one message before any job, so they are read
+    from its command line with its own parser."""
+    import sys
+
+    from snakemake.cli import get_argument_parser
+
+    known, _ = get_argument_parser().parse_known_args(sys.argv[1:])
+    return set(known.targets)
+
+
+def refuse_what_the_run_lacks():
+    from imagenet_cog.core.config_check import lacking_message
+
+    if not RUN_LACKS or not workflow.is_main_process:
+        return
+    asked = command_line_targets()
+    if not (asked and asked <= {*PRICING_RULES, PATHS.needed_synsets(), PATHS.needed_synset_tars()}):
+        raise WorkflowError(lacking_message(RUN_LACKS, " and ".join(f"`snakemake {rule}`" for rule in PRICING_RULES)))
 
 
 def python_command(command):
@@ -236,11 +293,12 @@ def model_spec(model, check_checkpoint=True):
             check_checkpoint=check_checkpoint,
         )
     except (ValueError, FileNotFoundError) as error:
-        raise WorkflowError(str(error))
+        raise WorkflowError(with_source(str(error), ["models", model], CONFIG_SOURCES))
 
 
 # Every model entry is checked now, so that a typo fails the run before any job starts; a
-# checkpoint not yet downloaded fails once a job that reads it is scheduled (model_spec from
-# the features stage's input functions), so that `snakemake plan` prices a run before it.
+# checkpoint not yet downloaded is noted as a lack (refused with the others once the Snakefile
+# is read), so that `snakemake plan` prices a run before it.
 for configured_model in MODELS:
     model_spec(configured_model, check_checkpoint=False)
+    note_lack("checkpoints", configured_model, model_spec, configured_model)

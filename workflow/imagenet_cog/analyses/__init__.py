@@ -14,6 +14,8 @@ and provenance; :mod:`.report` gathers every such JSON into one tidy summary CSV
 - :mod:`.descriptions`: a concept's descriptions, the WordNet gloss or an automatic one (a captioner's TSV).
 - :mod:`.describability`: the sheets' describability tasks answered by an image-text model (Eq. 3);
   :mod:`.describability_table` the table per level, gloss vs automatic description (Tab. 2).
+- :mod:`.detection`: detecting unseen concepts, IN-1K's test images against each level's (MSP,
+  max-logit, energy, k-NN distance, MCM; AUROC, FPR@95); :mod:`.detection_report` its tables and figures.
 - :mod:`.report`: the summary, tables and figures of the analyses.
 - :mod:`.common`: reading a split's features, metric records and provenance.
 """

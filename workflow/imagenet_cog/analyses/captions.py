@@ -5,7 +5,8 @@ cluster, written by a captioner, for the describability of Eq. 3 without human w
 :mod:`imagenet_cog.models.open_clip_captioner`) captions the test images of a dataset, the
 first ``--per-group`` of each concept in the split table's order (all by default). Written
 once per captioner and dataset, as ``path<TAB>group<TAB>caption`` with the concept's wnid as
-the group; an image that cannot be decoded is left out and logged.
+the group; an image its decoder refuses is left out and logged, as many as
+``data.max_undecodable_fraction`` allows (:mod:`imagenet_cog.core.undecodable`).
 
 ``auto-descriptions``: the description of each group is the caption of Eq. 4, with the
 cosine distance ``d(s, s') = 1 - cos(psi(s), psi(s'))`` between the captioner's own text
@@ -39,6 +40,7 @@ import torch.utils.data
 from imagenet_cog.core.command_line import add_compute_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import read_tsv, write_tsv
+from imagenet_cog.core.undecodable import UndecodableImages, UndecodableImagesError
 from imagenet_cog.features.extract import (
     ImageRows,
     SplitImages,
@@ -93,17 +95,19 @@ def caption_split(captioner, images: SplitImages, rows: list[dict], generation: 
     dataset = ImageRows(images.image_root, paths, captioner.preprocessing, split_reader(images, paths))
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate)
     written = []
+    undecodable = UndecodableImages(len(paths), f"{images.dataset}'s test split", consequence="not captioned")
     for pixels, positions, errors in loader:
         valid = [not error for error in errors]
         for position, error in zip(positions.tolist(), errors):
             if error:
-                log.warning("cannot decode %s: %s; not captioned", dataset.describe(position), error)
+                undecodable.add(dataset.describe(position), error)
         if not any(valid):
             continue
         kept = positions[torch.tensor(valid)].tolist()
         texts = caption(captioner, pixels[torch.tensor(valid)], device, generation)
         written += [(paths[position], rows[position]["wnid"], text) for position, text in zip(kept, texts)]
         log.info("captioned %d of %d images", len(written), len(paths))
+    undecodable.check()
     return written
 
 
@@ -162,7 +166,11 @@ def caption_images_command(argv: list[str]) -> int:
     for note in captioner.text_model.notes:
         log.info(note)
     log.info("captioning %d test images of %s on %s: %s", len(rows), args.dataset, device, generation.arguments())
-    written = caption_split(captioner, images, rows, generation, device, args.batch_size, args.num_workers)
+    try:
+        written = caption_split(captioner, images, rows, generation, device, args.batch_size, args.num_workers)
+    except UndecodableImagesError as error:
+        log.error("%s", error)
+        return 1
     write_tsv(args.output, CAPTION_COLUMNS, written)
     log.info("wrote %d captions to %s", len(written), args.output)
     return 0

@@ -2,7 +2,10 @@
 
 Every output of the workflow goes through :func:`atomic_output`: the content is written
 to a hidden temporary name in the destination folder and renamed into place only once
-it is complete (a rename within one file system is atomic on POSIX).
+it is complete (a rename within one file system is atomic on POSIX). What a killed write
+left (``.<name>.*.partial``: a ``kill -9`` runs no cleanup) is removed by the next write of
+the same file, as the job runs again: Snakemake runs one job per output, so no other writer
+of that file can be at work.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import glob
 import json
 import os
 import shutil
@@ -31,6 +35,27 @@ DEFAULT_FILE_MODE = _default_file_mode()
 DEFAULT_DIRECTORY_MODE = DEFAULT_FILE_MODE | (DEFAULT_FILE_MODE & 0o444) >> 2
 
 
+PARTIAL_SUFFIX = ".partial"
+
+
+def partial_writes(path: str | os.PathLike) -> list[Path]:
+    """The temporary files and folders that killed writes of ``path`` left beside it."""
+    destination = Path(path)
+    pattern = f".{glob.escape(destination.name)}.*{PARTIAL_SUFFIX}"
+    return sorted(destination.parent.glob(pattern)) if destination.parent.is_dir() else []
+
+
+def remove_partial_writes(path: str | os.PathLike) -> int:
+    """Remove what killed writes of ``path`` left; how many there were."""
+    found = partial_writes(path)
+    for leftover in found:
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+    return len(found)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it to ``path`` on success.
@@ -39,8 +64,9 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """
     destination = Path(path)
     destination.parent.mkdir(parents=True, exist_ok=True)
+    remove_partial_writes(destination)
     handle, temporary = tempfile.mkstemp(
-        prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent
+        prefix=f".{destination.name}.", suffix=PARTIAL_SUFFIX, dir=destination.parent
     )
     os.close(handle)
     temporary_path = Path(temporary)
@@ -73,7 +99,8 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     """
     destination = Path(path)
     destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
+    remove_partial_writes(destination)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=PARTIAL_SUFFIX, dir=destination.parent))
     staging.chmod(DEFAULT_DIRECTORY_MODE)  # mkdtemp's private mode would outlive the rename
     try:
         yield staging

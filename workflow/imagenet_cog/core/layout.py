@@ -407,6 +407,14 @@ class Layout:
         folder = f"{self.root}/analyses/captions/{captioner}/{dataset}"
         return f"{folder}/descriptions.tsv" if model is None else f"{folder}/clusters/{model}.tsv"
 
+    def detection_result(self, model: str) -> str:
+        """Unseen-concept detection of a model: AUROC and FPR@95 per score, seed and level (analyses/detection.py)."""
+        return f"{self.root}/analyses/{model}/detection.json"
+
+    def detection_seeds(self, model: str) -> str:
+        """The same rows as a TSV: model, score, seed, dataset, auroc, fpr95, n_known, n_unknown."""
+        return f"{self.root}/analyses/{model}/detection_seeds.tsv"
+
     def agreement_matrix(self, dataset: str) -> str:
         """Adjusted NMI between every pair of models' k-means clusterings (and the labels)."""
         return f"{self.root}/analyses/agreement/{dataset}.csv"

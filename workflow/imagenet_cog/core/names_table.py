@@ -74,6 +74,26 @@ def read_names_table(path: str | os.PathLike) -> list[ConceptName]:
     return names
 
 
+# open_clip's curated IN-1K list itself calls two pairs of classes alike (missile; sunglasses)
+CURATED_SHARED_WNIDS = (frozenset({"n03773504", "n04008634"}), frozenset({"n04355933", "n04356056"}))
+
+
+def duplicate_names(path: str | os.PathLike, names: Sequence[ConceptName]) -> str | None:
+    """What is wrong with a table whose concepts share a name (case aside), naming the file,
+    its lines and the fix; None when none do but open_clip's two curated IN-1K pairs."""
+    by_label = {concept.label: concept for concept in names}
+    shared = {name: labels for name, labels in shared_names(names).items()
+              if frozenset(by_label[label].wnid for label in labels) not in CURATED_SHARED_WNIDS}
+    if not shared:
+        return None
+    listed = "; ".join(f"'{name}' on lines {', '.join(str(label + 2) for label in labels)}"
+                       for name, labels in list(shared.items())[:5])
+    more = f" and {len(shared) - 5} more" if len(shared) > 5 else ""
+    return (f"{path}: {len(shared)} name{'s' if len(shared) > 1 else ''} given to several concepts ({listed}{more}): "
+            f"a zero-shot classifier cannot tell them apart; edit the names so that each differs (case aside), "
+            f"e.g. with a word of the concept's lemmas or gloss.")
+
+
 def shared_names(names: Sequence[ConceptName]) -> dict[str, list[int]]:
     """Names that several concepts share, case aside (CLIP's tokenizer lowercases) -> their
     labels: a classifier cannot tell such concepts apart."""

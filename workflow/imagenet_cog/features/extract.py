@@ -44,6 +44,7 @@ from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.image_layouts import FOLDERS, LAYOUT_NAMES
 from imagenet_cog.core.io import read_tsv
+from imagenet_cog.core.undecodable import DECODER_ERRORS, UndecodableImages, UndecodableImagesError, error_text
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, write_shard
 from imagenet_cog.models.registry import LoadedModel, ModelSpec, Preprocessing, build_model, weights_identity
@@ -162,16 +163,15 @@ class ImageRows:
 
     def host_item(self, position: int):
         """``(uint8 [3, size, size] pixels, position, error)``; zeros and the error when the
-        image cannot be decoded."""
+        decoder refuses the image (:mod:`imagenet_cog.core.undecodable`); any other error fails
+        the job."""
         try:
             pixels = self.load(io.BytesIO(self.reader.read(position)) if self.reader else self.root / self.paths[position])
             error = ""
-        except ArchiveError:
-            raise  # the index does not describe the archive: no image of it can be trusted
-        except Exception as failure:  # any decoder failure marks the row, never the job
+        except DECODER_ERRORS as failure:
             size = self.preprocessing.size
             pixels = np.zeros((size, size, 3), dtype=np.uint8)
-            error = f"{type(failure).__name__}: {failure}"
+            error = error_text(failure)
         return torch.from_numpy(pixels).permute(2, 0, 1), position, error
 
 
@@ -261,6 +261,7 @@ class ExtractionOptions:
     device: str = "auto"
     mixed_precision: bool = True
     decode: str = "auto"
+    max_undecodable_fraction: float | None = None  # None: the workflow's (core.undecodable)
 
     def requested(self) -> str:
         """The settings asked for, as the JSON a shard's ``extraction_settings`` records, so
@@ -320,7 +321,10 @@ def extract_shard(spec: ModelSpec, images: SplitImages, shard: int, shard_size: 
     image_rows = (EncodedImageRows if decode == "device" else ImageRows)(
         images.image_root, rows.paths, model.preprocessing, reader)
     decoder = DeviceDecoder(image_rows, target) if decode == "device" else None
-    features, valid = _extract_rows(image_rows, rows, images.split, extractor, decoder, options, model.feature_dim)
+    undecodable = UndecodableImages(len(rows.paths), f"{images.dataset} {images.split} shard {shard}",
+                                    options.max_undecodable_fraction)
+    features, valid = _extract_rows(image_rows, rows, images.split, extractor, decoder, options, model.feature_dim,
+                                    undecodable)
     if not np.isfinite(features).all():
         raise FloatingPointError(
             f"model '{spec.name}' produced non-finite features in shard {shard}; with "
@@ -357,9 +361,10 @@ def _configure_torch(target, options: ExtractionOptions) -> None:
 
 
 def _extract_rows(image_rows: ImageRows, rows: ShardRows, split: str, extractor: FeatureExtractor,
-                  decoder: DeviceDecoder | None, options: ExtractionOptions, feature_dim: int):
+                  decoder: DeviceDecoder | None, options: ExtractionOptions, feature_dim: int,
+                  undecodable: UndecodableImages):
     """``(features, valid)`` of the shard's rows in their order; an undecodable image is a
-    row of zeros marked invalid."""
+    row of zeros marked invalid, as many as ``undecodable`` allows."""
     loader = torch.utils.data.DataLoader(
         image_rows, batch_size=options.batch_size, shuffle=False, num_workers=options.num_workers,
         collate_fn=collate_encoded if decoder else collate,
@@ -382,13 +387,13 @@ def _extract_rows(image_rows: ImageRows, rows: ShardRows, split: str, extractor:
             if error:
                 valid[position] = False
                 output_batch[offset] = 0.0
-                log.warning("cannot decode %s (row %d of split '%s'): %s; recorded as invalid",
-                            image_rows.describe(position), rows.index[position], split, error)
+                undecodable.add(f"{image_rows.describe(position)} (row {rows.index[position]} of split '{split}')", error)
         features[positions] = output_batch.astype(storage)
         done += len(positions)
         if number % report_every == 0 or number == batches:
             log.info("batch %d/%d, %d/%d images, %.1f images/s", number, batches, done,
                      len(rows.paths), done / (time.perf_counter() - loop_started))
+    undecodable.check()
     return features, valid
 
 
@@ -464,10 +469,10 @@ def extract_command(argv: list[str]) -> int:
 
 def extraction_status(extract, **arguments) -> int:
     """Run an extraction (one shard, or a split's), its exit status: 1 with the error logged
-    when an image archive cannot be read."""
+    when an image archive cannot be read or more images failed to decode than allowed."""
     try:
         extract(**arguments)
-    except ArchiveError as error:
+    except (ArchiveError, UndecodableImagesError) as error:
         log.error("%s", error)
         return 1
     return 0

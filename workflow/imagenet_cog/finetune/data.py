@@ -19,8 +19,8 @@ import torchvision.transforms.functional as image_functions
 from PIL import Image
 from torchvision.transforms import InterpolationMode, RandomResizedCrop
 
-from imagenet_cog.core.archives import ArchiveError
 from imagenet_cog.core.sampling import derived_rng
+from imagenet_cog.core.undecodable import DECODER_ERRORS, error_text
 from imagenet_cog.features.extract import ImageRows
 from imagenet_cog.finetune.recipe import Recipe
 
@@ -37,7 +37,9 @@ def process_seed(seed: int, epoch: int, rank: int) -> int:
 class TrainImages(ImageRows):
     """Training rows as uint8 [3, S, S] crops: a random resized crop of the decoded image
     (the recipe's scale and ratio ranges, the model's interpolation) and a random flip.
-    Items are ``(pixels, row, error)``; an undecodable image is zeros and its error."""
+    Items are ``(pixels, row, error)``; an image its decoder refuses is zeros and the error
+    (:mod:`imagenet_cog.core.undecodable`), any other error (a crop range torch refuses) fails
+    the job."""
 
     def __init__(self, root: Path, paths: list[str], preprocessing, reader, recipe: Recipe, seed: int):
         super().__init__(root, paths, preprocessing, reader)
@@ -62,12 +64,11 @@ class TrainImages(ImageRows):
     def __getitem__(self, row: int):
         try:
             with Image.open(io.BytesIO(self.encoded(row))) as image:
-                return self.augmented(image.convert("RGB"), row), row, ""
-        except ArchiveError:
-            raise  # the index does not describe the archive: no image of it can be trusted
-        except Exception as failure:  # an undecodable image is left out of the loss, never the job's end
+                image = image.convert("RGB")
+        except DECODER_ERRORS as failure:
             size = self.preprocessing.size
-            return torch.zeros(3, size, size, dtype=torch.uint8), row, f"{type(failure).__name__}: {failure}"
+            return torch.zeros(3, size, size, dtype=torch.uint8), row, error_text(failure)
+        return self.augmented(image, row), row, ""
 
 
 def epoch_rows(count: int, seed: int, epoch: int, rank: int, world: int, batch: int) -> list[int]:

@@ -39,7 +39,11 @@ def read_results(paths: Sequence[Path]) -> pd.DataFrame:
             raise ValueError(f"{path}: not a fine-tuning result (no {', '.join(missing)}); delete it and re-run.")
         rows.append({"model": result["model"], "dataset": result["dataset"], "finetuned": result["top1"],
                      "finetuned_top5": result["top5"], "epochs": result["recipe"]["epochs"],
-                     "train_images": result["train_images"], "test_images": result["test_images"]})
+                     "train_images": result["train_images"], "test_images": result["test_images"],
+                     # the most training images an epoch left out, and the test images left out
+                     # (data.max_undecodable_fraction); results older than the count read 0
+                     "undecodable_images": max((epoch.get("undecodable", 0) for epoch in result.get("history", [])),
+                                               default=0) + result.get("test_undecodable", 0)})
     return pd.DataFrame(rows)
 
 
@@ -67,6 +71,7 @@ def table_of(rows: pd.DataFrame, models: dict) -> pd.DataFrame:
         "frozen linear top-1": rows["mean"].round(2), "frozen std": rows["std"].round(2),
         "frozen / fine-tuned (%)": rows["relative"].round(1), "epochs": rows["epochs"],
         "train images": rows["train_images"], "test images": rows["test_images"],
+        "undecodable images": rows["undecodable_images"],
     })
 
 

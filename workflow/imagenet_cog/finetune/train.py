@@ -34,7 +34,8 @@ import torch.nn.functional as functional
 import torch.utils.data
 
 from imagenet_cog.core.command_line import add_device_option, setup_logging
-from imagenet_cog.core.io import atomic_output, write_json
+from imagenet_cog.core.io import atomic_output, remove_partial_writes, write_json
+from imagenet_cog.core.undecodable import UndecodableImages, UndecodableImagesError
 from imagenet_cog.features.extract import (
     SplitImages,
     add_image_arguments,
@@ -80,6 +81,7 @@ class FinetuneJob:
     threads: int | None = None
     mixed_precision: bool = True
     expected_identity: str | None = None
+    max_undecodable_fraction: float | None = None  # None: the workflow's (core.undecodable)
 
 
 def fingerprint(job: FinetuneJob, identity: str, table_rows: list[dict], processes: Processes) -> str:
@@ -172,11 +174,13 @@ class Trainer:
         # summed on the device, read once an epoch: no step waits for the host
         sums = torch.zeros(2, dtype=torch.float64, device=self.processes.device)  # loss, correct
         counts = torch.zeros(2, dtype=torch.float64)  # counted, undecodable
+        undecodable = UndecodableImages(len(rows), f"{self.job.train.dataset}'s training split (epoch {epoch + 1})",
+                                        self.job.max_undecodable_fraction, "left out of the loss")
         for pixels, positions, errors in loader:
             valid = torch.tensor([not error for error in errors])
             for position, error in zip(positions.tolist(), errors):
                 if error:
-                    log.warning("cannot decode %s: %s; left out of the loss", images.describe(position), error)
+                    undecodable.add(images.describe(position), error)
             targets = self.labels[positions].to(self.processes.device, non_blocking=True)
             with torch.autocast(self.processes.device.type, dtype=torch.bfloat16, enabled=self.autocast):
                 logits = self.model(self.normalised(pixels)).float()
@@ -191,6 +195,7 @@ class Trainer:
             self.schedule.step()
             sums += torch.stack([losses.detach().sum(), ((logits.argmax(1) == targets).float() * weights).sum()])
             counts += torch.tensor([counted, len(errors) - counted])
+        undecodable.check()
         totals = all_summed(torch.cat([sums.cpu(), counts]), self.processes)
         seconds = time.perf_counter() - started
         return {"epoch": epoch + 1, "loss": float(totals[0] / max(totals[2], 1)),
@@ -254,6 +259,7 @@ def run_finetune(job: FinetuneJob) -> dict | None:
     if processes.leader:
         write_json(job.output, result)
         job.checkpoint.unlink(missing_ok=True)
+        remove_partial_writes(job.checkpoint)  # a checkpoint write a kill cut short
     if processes.world > 1:
         distributed.destroy_process_group()
     return result
@@ -292,5 +298,9 @@ def finetune_command(argv: list[str]) -> int:
     job = FinetuneJob(model_spec_of(args), images["train"], images["test"], Recipe.from_config(json.loads(args.recipe)),
                       args.seed, args.checkpoint, args.output, args.device, args.num_workers, args.threads,
                       args.mixed_precision == "true", args.weights_identity)
-    run_finetune(job)
+    try:
+        run_finetune(job)
+    except UndecodableImagesError as error:
+        log.error("%s", error)
+        return 1
     return 0

@@ -9,7 +9,8 @@ lemma of its nearest hypernym whose name differs from its own, along the chain o
 hypernyms (WordNet's order); one whose qualified name is still taken moves to the next
 different name up its chain, then to its other lemmas (rule ``synonym``: sister species
 often share a common name and a hypernym chain, not their Latin names), and one whose
-candidates run out takes its wnid (rule ``wnid``).
+candidates run out takes a phrase of its WordNet gloss, a few words first, more while it
+still collides (rule ``gloss``): a name a text encoder reads, never a wnid.
 docs/probes.md shows the rule on real WordNet and the table's format (``core.names_table``).
 """
 
@@ -30,7 +31,9 @@ CURATED_RULE = "open_clip"
 LEMMA_RULE = "lemma"
 HYPERNYM_RULE = "hypernym"
 SYNONYM_RULE = "synonym"
-WNID_RULE = "wnid"
+GLOSS_RULE = "gloss"
+# words of a gloss's first clause tried first as a qualifier, then the clause, then the gloss
+GLOSS_WORDS = 6
 # datasets whose concepts are IN-1K classes
 CURATED_DATASETS = (IN1K, IN1K_BLURRED)
 
@@ -83,11 +86,22 @@ def qualifiers(graph: NounGraph, node: str) -> list[tuple[str, str]]:
         names.append((first_lemma(graph, parents[0]), HYPERNYM_RULE))
         parents = graph.parents(parents[0])
     names += [(lemma.replace("_", " "), SYNONYM_RULE) for lemma in graph.synsets[node].lemmas[1:]]
+    names += [(phrase, GLOSS_RULE) for phrase in gloss_phrases(graph.synsets[node].gloss)]
     found: list[tuple[str, str]] = []
     for name, rule in names:
         if name.casefold() != own.casefold() and (not found or found[-1][0].casefold() != name.casefold()):
             found.append((name, rule))
     return found
+
+
+def gloss_phrases(gloss: str) -> list[str]:
+    """Qualifiers from a WordNet gloss, shortest first: its first clause's first
+    :data:`GLOSS_WORDS` words, the clause, the whole gloss (brackets made commas, so that a
+    name keeps one pair)."""
+    text = " ".join(gloss.replace("(", ",").replace(")", ",").split()).strip(" ,;")
+    clause = text.split(";")[0].strip(" ,")
+    phrases = [" ".join(clause.split()[:GLOSS_WORDS]), clause, text]
+    return [phrase for number, phrase in enumerate(phrases) if phrase and phrase not in phrases[:number]]
 
 
 def wordnet_names(graph: NounGraph, wnids: Sequence[str], fixed: Sequence[str] = ()) -> list[tuple[str, str]]:
@@ -107,14 +121,16 @@ def wordnet_names(graph: NounGraph, wnids: Sequence[str], fixed: Sequence[str] =
 
 def _told_apart(graph: NounGraph, shared: list[str], taken: set[str]) -> dict[str, tuple[str, str]]:
     """Names for concepts that share one: one qualifier deeper each round for those still
-    colliding with each other or with a name already taken (``taken`` grows)."""
+    colliding with each other or with a name already taken (``taken`` grows). Concepts alike
+    down to their glosses are numbered in wnid order."""
     chains = {wnid: qualifiers(graph, wnid) for wnid in shared}
     named: dict[str, tuple[str, str]] = {}
     depth = 0
     while len(named) < len(shared):
         pending = [wnid for wnid in shared if wnid not in named]
         candidates = {wnid: (f"{first_lemma(graph, wnid)} ({chains[wnid][depth][0]})", chains[wnid][depth][1])
-                      if depth < len(chains[wnid]) else (f"{first_lemma(graph, wnid)} ({wnid})", WNID_RULE)
+                      if depth < len(chains[wnid]) else
+                      (_numbered(graph, wnid, depth - len(chains[wnid]) + 1 + pending.index(wnid)), GLOSS_RULE)
                       for wnid in pending}
         folded = [name.casefold() for name, _ in candidates.values()]
         for wnid, (name, rule) in candidates.items():
@@ -123,6 +139,11 @@ def _told_apart(graph: NounGraph, shared: list[str], taken: set[str]) -> dict[st
                 taken.add(name.casefold())
         depth += 1
     return named
+
+
+def _numbered(graph: NounGraph, wnid: str, number: int) -> str:
+    phrases = gloss_phrases(graph.synsets[wnid].gloss)
+    return f"{first_lemma(graph, wnid)} ({phrases[-1] if phrases else 'kind'}, {number})"
 
 
 def concept_names(dataset: str, wnids: Sequence[str], graph: NounGraph, in1k_wnids: Sequence[str],

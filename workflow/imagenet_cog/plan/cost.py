@@ -333,6 +333,26 @@ def priced_job_seconds(job: PricedJob, rates: dict, arch: str) -> float:
     return seconds
 
 
+# Unseen-concept detection's k-NN: the k-NN probe's rates (its products and top-k)
+DETECTION_RATE_KEYS = ("knn_flops_per_s", "topk_values_per_s")
+DETECTION_TRAIN_BLOCK = 65536  # imagenet_cog.analyses.detection.TRAIN_BLOCK: a top-k merge per block
+
+
+def detection_seconds(train: int, known: int, unknown: int, dim: int, classes: int, k: int, seeds: int, dtype: str,
+                      rates: dict) -> float:
+    """One analyses_detection job (a model): IN-1K's training and every test feature read and
+    prepared; the k-NN's similarity products (2 D per query and training image) and its top-k
+    (every similarity, and k more per training block merged); the probe's and MCM's logits
+    (2 D C per image, each seed and the text classifier); one start."""
+    queries = known + unknown
+    loading = (train + queries) * dim * bytes_per_value(dtype) * (1 / rates["read_bytes_per_s"]
+                                                                  + 1 / rates["prepare_bytes_per_s"])
+    products = 2.0 * dim * queries * train / rates["knn_flops_per_s"]
+    topk = queries * (train + math.ceil(train / DETECTION_TRAIN_BLOCK) * k) / rates["topk_values_per_s"]
+    logits = 2.0 * dim * classes * queries * (seeds + 1) / rates["scoring_flops_per_s"]
+    return loading + products + topk + logits + rates["job_start_s"] + rates["cuda_start_s"]
+
+
 def stage_seconds(times: dict[str, float], prefix: str) -> float:
     """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
     return sum(value for key, value in times.items() if key.startswith(prefix))

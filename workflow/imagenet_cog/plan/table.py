@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
+from imagenet_cog.core.naming import IN1K
 from imagenet_cog.plan.cost import (
     CAPTION_RATE_KEYS,
+    DETECTION_RATE_KEYS,
     FINETUNE_RATE_KEYS,
     OFF_GRID_RATE_KEYS,
     OWN_RATE_KEYS,
@@ -21,6 +23,7 @@ from imagenet_cog.plan.cost import (
     caption_seconds,
     dataset_cost,
     description_seconds,
+    detection_seconds,
     feature_bytes,
     finetune_seconds,
     priced_job_seconds,
@@ -203,6 +206,35 @@ def caption_rows(config: dict, datasets: list, rates: Rates) -> tuple[list[Row],
     return [captioning, describing], []
 
 
+DETECTION_STAGE = "detection"
+DETECTION_RATES = {*DETECTION_RATE_KEYS, "read_bytes_per_s", "prepare_bytes_per_s", "scoring_flops_per_s",
+                   "job_start_s", "cuda_start_s"}
+
+
+def detection_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> tuple[list[Row], list[str]]:
+    """Unseen-concept detection (analyses.detection.enabled): a row per scored model, one job
+    reading IN-1K's training and every test feature (:func:`detection_seconds`); or the note of
+    why it is not priced."""
+    settings = config["analyses"].get("detection", {})
+    sized = {data.name: data for data in datasets}
+    if not settings.get("enabled", True) or IN1K not in sized or len(sized) < 2:
+        return [], []
+    if not all(key in rates.values for key in DETECTION_RATE_KEYS):
+        return [], [f"not priced: unseen-concept detection (the rates lack {', '.join(DETECTION_RATE_KEYS)}: "
+                    "resources/rates/h100.yaml has them)"]
+    known, models = sized[IN1K], settings.get("models") or config["results"]["models"] or list(widths)
+    unknown = sum(data.test for name, data in sized.items() if name != IN1K)
+    projected = set(rates.projected_keys(tuple(DETECTION_RATES)))
+    rows = []
+    for model in (model for model in models if model in widths):
+        dim = widths[model][1]
+        seconds = detection_seconds(known.train, known.test, unknown, dim, known.classes, settings.get("k", 1000),
+                                    len(config["probes"]["seeds"]), config["features"]["dtype"], rates.values)
+        rows.append(Row(DETECTION_STAGE, model, 1, 0, RESULT_BYTES, 0, seconds, projected_rates=projected,
+                        longest_job_s=seconds))
+    return rows, []
+
+
 def merge(into: Row, row: Row) -> None:
     into.jobs += row.jobs
     into.images_read += row.images_read
@@ -225,7 +257,8 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
     finetuned, finetune_notes = finetune_rows(config, groups[0].datasets, widths, rates)
     off_grid, off_grid_notes = off_grid_rows(config, groups[0].datasets, widths, rates)
     captioned, caption_notes = caption_rows(config, groups[0].datasets, rates)
-    rows += finetuned + off_grid + captioned
+    detected, detection_notes = detection_rows(config, groups[0].datasets, widths, rates)
+    rows += finetuned + off_grid + captioned + detected
     total = Row("total", "all models", bytes_written=TABLE_BYTES)
     for row in rows:
         merge(total, row)
@@ -238,11 +271,12 @@ def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rate
              f"N = all classifiers; the total adds ~{TABLE_BYTES / 1e6:.0f} MB of tables and figures"]
     own = tuple(key for kind in priced_kinds(config) if rates.prices(kind) for key in KINDS[kind].own_rates)
     used = rates.projected_keys(RATE_KEYS + own + (FINETUNE_RATE_KEYS if finetuned else ())
-                                + (OFF_GRID_RATE_KEYS if off_grid else ()) + (CAPTION_RATE_KEYS if captioned else ()))
+                                + (OFF_GRID_RATE_KEYS if off_grid else ()) + (CAPTION_RATE_KEYS if captioned else ())
+                                + (DETECTION_RATE_KEYS if detected else ()))
     if used:
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
-    notes += finetune_notes + off_grid_notes + caption_notes + not_priced(config, rates)
+    notes += finetune_notes + off_grid_notes + caption_notes + detection_notes + not_priced(config, rates)
     return rows + [total, wall], notes
 
 

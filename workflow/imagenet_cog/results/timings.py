@@ -1,4 +1,6 @@
-"""Seconds per model and dataset: Snakemake's benchmark files and the probe results' own timings."""
+"""Seconds per model and dataset: Snakemake's benchmark files and the probe results' own timings;
+beside them the images the extraction left out undecoded (``data.max_undecodable_fraction``),
+so that a reader sees what the features lack."""
 
 from __future__ import annotations
 
@@ -10,8 +12,12 @@ from typing import Sequence
 import pandas as pd
 
 from imagenet_cog.core.io import atomic_output, write_text
+from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.tables import markdown_table
+from imagenet_cog.features.store import read_metadata
 from imagenet_cog.results.summary import grid_arguments, load_all_probe_results, model_label
+
+SPLITS = ("train", "test")
 
 
 def benchmark_seconds(benchmark_root: Path, models: Sequence[str], datasets: Sequence[str]) -> pd.DataFrame:
@@ -34,18 +40,39 @@ def benchmark_seconds(benchmark_root: Path, models: Sequence[str], datasets: Seq
     return pd.DataFrame(rows, columns=["stage", "model", "dataset", "seconds"])
 
 
-def timings_table(runs: pd.DataFrame, benchmarks: pd.DataFrame, models: dict[str, dict]) -> pd.DataFrame:
-    """Per model and dataset: seconds of each benchmarked stage, and probe seconds from the JSONs."""
+def undecodable_images(results_root: Path, models: Sequence[str], datasets: Sequence[str]) -> pd.DataFrame:
+    """Per model and dataset: the images of its feature files (both splits) recorded invalid."""
+    layout = Layout(str(results_root))
+    rows = []
+    for model in models:
+        for dataset in datasets:
+            paths = [Path(layout.features(model, dataset, split)) for split in SPLITS]
+            if all(path.is_file() for path in paths):
+                count = sum(int(read_metadata(path).get("num_invalid", 0)) for path in paths)
+                rows.append({"model": model, "dataset": dataset, "undecodable_images": count})
+    return pd.DataFrame(rows, columns=["model", "dataset", "undecodable_images"])
+
+
+def timings_table(runs: pd.DataFrame, benchmarks: pd.DataFrame, models: dict[str, dict],
+                  undecodable: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per model and dataset: seconds of each benchmarked stage, probe seconds from the JSONs
+    and the images its features lack (``undecodable``)."""
     probe = runs.groupby(["model", "dataset"], sort=False).agg(
         probe_runs=("seed", "size"), probe_s_from_results=("probe_s", "sum")
     )
     stages = benchmarks.pivot_table(index=["model", "dataset"], columns="stage", values="seconds", aggfunc="sum")
     stages.columns = [f"{stage}_s" for stage in stages.columns]
-    table = probe.join(stages, how="outer")[[*stages.columns, *probe.columns]].reset_index()
+    table = probe.join(stages, how="outer")[[*stages.columns, *probe.columns]]
+    if undecodable is not None:
+        table = table.join(undecodable.set_index(["model", "dataset"]), how="left")
+    table = table.reset_index()
     table.insert(1, "label", [model_label(model, models.get(model, {})) for model in table["model"]])
     order = {model: index for index, model in enumerate(models)}
     table = table.sort_values(["model", "dataset"], key=lambda column: column.map(order) if column.name == "model" else column)
-    return table.round(1)
+    table = table.round(1)
+    if "undecodable_images" in table:
+        table["undecodable_images"] = table["undecodable_images"].astype("Int64")
+    return table
 
 
 
@@ -61,11 +88,11 @@ def timings_command(argv: list[str]) -> int:
     models = json.loads(args.models)
     runs = load_all_probe_results(args, models)
     benchmarks = benchmark_seconds(Path(args.results_root) / args.benchmark_root, list(models), args.datasets)
-    table = timings_table(runs, benchmarks, models)
+    table = timings_table(runs, benchmarks, models, undecodable_images(Path(args.results_root), list(models), args.datasets))
     with atomic_output(args.output) as temporary:
         table.to_csv(temporary, index=False)
     markdown = markdown_table(
-        table.astype(object).where(table.notna(), "").astype(str), "Seconds per model and dataset (Snakemake benchmarks; probe JSON timings)", []
+        table.astype(object).where(table.notna(), "").astype(str), "Seconds per model and dataset (Snakemake benchmarks; probe JSON timings); images left out undecoded", []
     )
     write_text(Path(args.output).with_suffix(".md"), markdown)
     return 0

@@ -188,7 +188,13 @@ def rater_sheet_targets():
 def analyses_targets():
     """What a full run makes of this stage (rule all gathers each stage's list), the
     switched-on analyses and, when analyses.raters.enabled, the rater sheets."""
-    return [*rater_sheet_targets(), *analysis_outputs(), *caption_targets(), *model_describability_outputs()]
+    return [
+        *rater_sheet_targets(),
+        *analysis_outputs(),
+        *caption_targets(),
+        *model_describability_outputs(),
+        *detection_outputs(),
+    ]
 
 
 # class-level captioning (Laina et al. 2020, Sec. 4) ------------------------------------
@@ -383,4 +389,105 @@ def model_describability_outputs():
         *describability_results(),
         *(PATHS.model_describability_answers(model, dataset) for model in describability_models() for dataset in DATASETS),
         *(PATHS.table("analyses_describability", extension) for extension in TABLE_FORMATS),
+    ]
+
+
+# detecting unseen concepts (docs/analyses.md) ---------------------------------------------
+DETECTION_CONFIG = ANALYSES_CONFIG["detection"]
+DETECTION_FIGURES = ("detection", "detection_vs_recognition")
+DETECTION_PROBE_SCORES = [score for score in DETECTION_CONFIG["scores"] if score in ("msp", "max_logit", "energy")]
+
+
+def detection_levels():
+    """The datasets scored as unseen: every configured dataset but IN-1K."""
+    return [dataset for dataset in DATASETS if dataset != naming.IN1K]
+
+
+def detection_models():
+    """analyses.detection.models (null: the result models); none while it is switched off or
+    the run has IN-1K or no level, which detection compares."""
+    if not DETECTION_CONFIG["enabled"] or naming.IN1K not in DATASETS or not detection_levels():
+        return []
+    return stage_models("analyses.detection")
+
+
+if detection_models() and DETECTION_PROBE_SCORES and "all" not in SHOTS:
+    raise WorkflowError(
+        f"config.yaml: analyses.detection.scores has {', '.join(DETECTION_PROBE_SCORES)}, which read the IN-1K probe at "
+        "N = all, but probes.shots has no 'all'; add it, or keep only knn_distance and mcm in the scores."
+    )
+
+
+def detection_reads_text(model):
+    """Whether the model's MCM is scored: mcm asked for and a text tower in its features' space."""
+    from imagenet_cog.models.registry import has_text_tower
+
+    return "mcm" in DETECTION_CONFIG["scores"] and has_text_tower(config["models"][model])
+
+
+def detection_inputs(wildcards):
+    """IN-1K's train and test features, each level's test features, the IN-1K N = all probe's
+    result JSON of every seed (its classifier file beside it is read, not an output: as the
+    label-noise audit does) and, for MCM, the zero-shot classifier of IN-1K's names."""
+    model = wildcards.model
+    inputs = {
+        "train": PATHS.features(model, naming.IN1K, "train"),
+        "known": PATHS.features(model, naming.IN1K, "test"),
+        "unknown": [PATHS.features(model, dataset, "test") for dataset in detection_levels()],
+        "results": [PATHS.probe_result(model, naming.IN1K, "all", seed) for seed in SEEDS] if DETECTION_PROBE_SCORES else [],
+    }
+    if detection_reads_text(model):
+        inputs["text"] = PATHS.zeroshot_classifier(model, naming.IN1K)
+    return inputs
+
+
+def detection_options(wildcards, input):
+    """The probe seeds beside their result JSONs, and the text classifier when MCM is scored."""
+    options = f"--seeds {' '.join(SEEDS)} --results {' '.join(input.results)}" if DETECTION_PROBE_SCORES else ""
+    return options + (f" --text-classifier {input.text}" if "text" in input.keys() else "")
+
+
+def detection_model_pattern():
+    return "|".join(re.escape(model) for model in detection_models()) or "(?!)"
+
+
+def detection_scores():
+    """The scores tabled: the configured ones, mcm only when a scored model has a text tower."""
+    return [
+        score
+        for score in DETECTION_CONFIG["scores"]
+        if score != "mcm" or any(detection_reads_text(model) for model in detection_models())
+    ]
+
+
+def detection_table_report(score):
+    return report_output(
+        PATHS.table(f"detection_{score}", "csv"),
+        caption="detection_table.rst",
+        category="Analyses",
+        subcategory="Detection",
+        labels={"table": f"detection ({score})", "dataset": "levels against IN-1K"},
+    )
+
+
+def detection_figure_report(name):
+    return report_output(
+        PATHS.figure(name, "png"),
+        caption=f"{name}.rst",
+        category="Analyses",
+        subcategory="Detection",
+        labels={"figure": name},
+    )
+
+
+def detection_outputs():
+    """Every file of unseen-concept detection; none when it is switched off."""
+    models = detection_models()
+    if not models:
+        return []
+    return [
+        *(PATHS.detection_result(model) for model in models),
+        *(PATHS.detection_seeds(model) for model in models),
+        *(PATHS.table(f"detection_{score}", extension) for score in detection_scores() for extension in TABLE_FORMATS),
+        *(PATHS.figure(name, extension) for name in DETECTION_FIGURES for extension in ("png", "pdf")),
     ]

@@ -134,7 +134,22 @@ def word_vectors_file():
 
 
 if "word2vec" in LEVEL_SET_SETTINGS["sets"]:
-    word_vectors_file()
+    note_lack("word vectors", "level_sets.word2vec.embeddings", word_vectors_file)
+
+
+def check_published_pickle(key):
+    """The authors' pickle at levels.<key>, when the config reads one."""
+    path = config["levels"][key]
+    if path and not os.path.isfile(path):
+        raise WorkflowError(
+            f"config: levels.{key} = {path!r} does not exist; download the authors' pickle (docs/imagenet.md, "
+            f"'The authors' levels and splits') or fix the path."
+        )
+
+
+note_lack("published pickles", "levels.published_levels", published_levels_inputs, None)
+for published_key in ("published_levels", "published_splits"):
+    note_lack("published pickles", f"levels.{published_key}", check_published_pickle, published_key)
 
 
 def check_random_draw_size():

@@ -327,7 +327,7 @@ ASSUMED_CUSTOM_FEATURE_DIM = 2048
 def model_feature_dim(model):
     from imagenet_cog.models.registry import planned_feature_dim
 
-    return planned_feature_dim(model_spec(model)) or ASSUMED_CUSTOM_FEATURE_DIM
+    return planned_feature_dim(model_spec(model, check_checkpoint=False)) or ASSUMED_CUSTOM_FEATURE_DIM
 
 
 def probe_feature_mb(wildcards):

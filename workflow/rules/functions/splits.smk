@@ -62,6 +62,11 @@ def root_layout(source):
         raise WorkflowError(f"config: {error}") from None
 
 
+if config["mode"] == "imagenet":
+    for needed_source in sorted({image_source(dataset) for dataset in DATASETS + BLURRED_DATASETS}):
+        note_lack("image roots", f"data.{needed_source}_root", root_layout, needed_source)
+
+
 def hub_copy_options():
     """needed_synsets on a Hub copy's shards (every shard is needed, the samples being
     shuffled across them): its root and layout; nothing for the release's tars. Only the

@@ -21,11 +21,35 @@ if not ZEROSHOT_MODELS:
         "image-text model (arch: open_clip/<name>, image_features: embedding), or take zeroshot out of probes.kinds."
     )
 ZEROSHOT_NAMED = named_sets(DATASETS, ZEROSHOT_SETTINGS)
+
+
+def check_names_table(path):
+    """A user's names table, read now: a broken one, or one naming two concepts alike, is
+    refused before any job, with its file, lines and fix."""
+    from imagenet_cog.core.names_table import NamesTableError, duplicate_names, read_names_table
+
+    try:
+        problem = duplicate_names(path, read_names_table(path))
+    except NamesTableError as error:
+        problem = str(error)
+    if problem:
+        raise WorkflowError(problem)
+
+
 for named, table in ZEROSHOT_SETTINGS["names"].items():
     if named not in DATASETS + [naming.OPEN_SET]:
         raise WorkflowError(
             f"config.yaml: probes.zeroshot.names names {named!r} ({table}), which is neither a dataset of "
             f"'datasets' ({', '.join(DATASETS)}) nor {naming.OPEN_SET}: name one of them."
+        )
+    if os.path.isfile(table):
+        check_names_table(table)
+    else:
+        note_missing(
+            "names tables",
+            f"probes.zeroshot.names.{named}",
+            f"config: probes.zeroshot.names.{named} = {table!r} does not exist; fix the path or remove the entry "
+            "(the concept_names rule then writes the table).",
         )
 # the tables and figures of rule zeroshot_results
 ZEROSHOT_TABLES = {
