@@ -77,6 +77,17 @@ def refused_overlay(workdir: Path, settings: dict, name: str = "overlay.yaml") -
     return result.stdout + result.stderr
 
 
+def stage_model_names(config: dict, setting: str) -> list[str]:
+    """The models a stage of ``config`` runs for, as common.smk's stage_models picks them: the
+    list at the dotted ``setting`` (a section's ``models``, or the list itself, as
+    "probes.kind_models.knn"), null meaning results.models, itself null for every model."""
+    section = config
+    for key in setting.split("."):
+        section = (section or {}).get(key)
+    selected = section.get("models") if isinstance(section, dict) else section
+    return list(selected or config.get("results", {}).get("models") or config["models"])
+
+
 def other_probe_kinds(config: dict) -> list[str]:
     """The probe kinds a config runs on their own grid (rule probe_kind): the MLP kinds, and
     pca-<d> per d (not knn, which runs on the linear probe's grid in jobs of its own, nor
@@ -92,6 +103,14 @@ def other_kind_probes_per_dataset(config: dict) -> int:
     shots = probes.get("other_kinds_shots") or probes["shots"]
     seeds = probes.get("other_kinds_seeds") or probes["seeds"]
     return len(other_probe_kinds(config)) * len(shots) * len(seeds)
+
+
+def other_kind_probe_count(config: dict) -> int:
+    """Probe runs (rule probe_kind) of the kinds besides linear on IN-1K and the levels, each
+    kind for its own models (probes.kind_models)."""
+    per_dataset = other_kind_probes_per_dataset(config) // max(len(other_probe_kinds(config)), 1)
+    models = sum(len(stage_model_names(config, f"probes.kind_models.{kind.split('-')[0]}")) for kind in other_probe_kinds(config))
+    return models * len(config["datasets"]) * per_dataset
 
 
 def make_world(root: Path, concepts: int = 3, train: int = 5, test: int = 2, corrupt: tuple[str, ...] = ()) -> Path:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import copy_of_demo, other_kind_probes_per_dataset, snakemake
+from conftest import copy_of_demo, other_kind_probes_per_dataset, snakemake, stage_model_names
 from imagenet_cog.core.layout import Layout, result_table_names
 from imagenet_cog.probes.kinds import KINDS
 from imagenet_cog.results.summary import aggregate_command, lin_rows, load_probe_results, read_summary, summarise
@@ -240,16 +240,22 @@ def test_demo_summary_is_complete(demo_run):
     assert summary["complete"].all()
     if knn:  # the k-NN on the linear probe's grid, every seed
         knn_rows = lin_rows(read_summary(demo_run / layout.results_summary()), every_probe=True).query("probe == 'knn'")
-        assert len(knn_rows) == len(summary) and knn_rows["complete"].all()
+        knn_models = stage_model_names(config, "probes.kind_models.knn")
+        assert sorted(set(knn_rows["model"])) == sorted(knn_models) and knn_rows["complete"].all()
+        assert len(knn_rows) == len(knn_models) * len(config["datasets"]) * len(config["probes"]["shots"])
     assert (summary["n_seeds"] == len(config["probes"]["seeds"])).all()
     assert summary["mean"].between(0, 100).all()
     timings = pd.read_csv(demo_run / layout.timings("csv"))
     assert {"features_s", "probes_s", "probe_s_from_results"} <= set(timings.columns)
     linear_runs = len(config["probes"]["shots"]) * len(config["probes"]["seeds"])
-    # every kind's probes of a model and dataset: the k-NN's on the linear grid, the others' on theirs
-    others = {**config["probes"], "kinds": [kind for kind in config["probes"]["kinds"] if kind != "knn"]}
-    expected_runs = linear_runs * (2 if knn else 1) + other_kind_probes_per_dataset({**config, "probes": others})
-    assert (timings["probe_runs"] == expected_runs).all()
+    # every kind's probes of a model and dataset, for the kinds that probe the model
+    # (probes.kind_models): the k-NN's on the linear grid, the others' on theirs
+    for model, runs in timings.groupby("model")["probe_runs"]:
+        kinds = [kind for kind in config["probes"]["kinds"] if kind in ("linear", "zeroshot")
+                 or model in stage_model_names(config, f"probes.kind_models.{kind}")]
+        others = {**config["probes"], "kinds": [kind for kind in kinds if kind != "knn"]}
+        expected_runs = linear_runs * (2 if "knn" in kinds else 1) + other_kind_probes_per_dataset({**config, "probes": others})
+        assert (runs == expected_runs).all(), model
 
 
 @pytest.mark.e2e

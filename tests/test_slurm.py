@@ -1,8 +1,11 @@
 """The cluster profile on a real SLURM cluster: one node started for the test, a fake GPU.
 
 The demo, cut down to one model, one seed and two shot counts, runs through
-`snakemake --profile slurm` (every rule a SLURM job, the levels stage grouped) and must give the
-outputs of the local demo run (the `demo_run` fixture):
+`snakemake --profile slurm` (every rule a SLURM job, the levels stage grouped) up to the probes'
+summary, one rule shape of each stage it proves (levels, demo world, splits, shard extraction and
+merge, the resident probe, the summary; not the results stage's tables and figures, which are
+shapes the summary's already are), and must give the outputs of the local demo run (the
+`demo_run` fixture):
 
 * byte-equal: the level lists, the ranking, the split tables (pure functions of config);
 * equal arrays: feature labels, row indices, paths and validity;
@@ -92,7 +95,7 @@ def slurm_run(tmp_path_factory):
     with LocalSlurmCluster(base / "cluster") as cluster:
         command = [
             "timeout", "-s", "INT", "-k", "10", str(RUN_LIMIT_S),
-            str(SNAKEMAKE), "--profile", "slurm", "--jobs", "4", "--verbose",
+            str(SNAKEMAKE), "--profile", "slurm", "--jobs", "4", "--verbose", Layout().results_summary(),
         ]
         environment = {
             **cluster.environment,

@@ -301,10 +301,12 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
     settings = (
         # the demo's pretrained network is made only in demo mode
         "models: {demo_cnn: null, demo_clip: null}\nresults: {baseline_model: demo_cnn_random}\n"
-        # without the demo's image-text model, no zero-shot probe
-        "probes: {kinds: [linear, knn]}\n"
+        # without the demo's image-text model, no zero-shot probe; the demo's stage lists name
+        # demo_cnn: these stages run for the model left
+        "probes: {kinds: [linear, knn], kind_models: {knn: null}}\nlabel_audit: {models: null}\n"
+        "in1k_blurred: {models: null}\n"
         # 3 test images per concept leave no learnability task
-        "analyses: {learnability: {enabled: false}}\n"
+        "analyses: {models: null, learnability: {enabled: false}}\n"
         # one training image per IN-1K class: the pre-flight check would (rightly) refuse
         # config.yaml's class-balanced variant, which needs 12
         "balanced: {enabled: false}\n"

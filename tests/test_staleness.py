@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import copy_of_demo, other_kind_probes_per_dataset, snakemake
+from conftest import copy_of_demo, other_kind_probe_count, other_kind_probes_per_dataset, snakemake, stage_model_names
 from imagenet_cog.core.layout import Layout
 
 pytestmark = pytest.mark.e2e
@@ -74,7 +74,8 @@ def level_set_datasets(config: dict) -> list[str]:
 def level_set_probe_count(config: dict, models: int | None = None) -> int:
     settings = config["level_sets"]
     seeds = settings.get("seeds") or config["probes"]["seeds"]
-    return (models or len(config["models"])) * len(level_set_datasets(config)) * len(settings["shots"]) * len(seeds)
+    models = models or len(stage_model_names(config, "level_sets"))
+    return models * len(level_set_datasets(config)) * len(settings["shots"]) * len(seeds)
 
 
 LIN_PROBE_RULES = {"seed": "probe", "shots": "probe_seeds", "dataset": "probe_resident"}
@@ -137,7 +138,7 @@ def balanced_probe_count(config: dict, models: int | None = None) -> int:
     if not settings.get("enabled"):
         return 0
     seeds = settings.get("seeds") or config["probes"]["seeds"][:1]
-    return (models or len(config["models"])) * len(config["datasets"]) * len(seeds)
+    return (models or len(stage_model_names(config, "balanced"))) * len(config["datasets"]) * len(seeds)
 
 
 def blurred_datasets(config: dict) -> list[str]:
@@ -151,7 +152,7 @@ def blurred_probe_count(config: dict, models: int | None = None) -> int:
         return 0
     shots = settings.get("shots") or config["probes"]["shots"]
     seeds = settings.get("seeds") or config["probes"]["seeds"]
-    return (models or len(config["models"])) * len(shots) * len(seeds)
+    return (models or len(stage_model_names(config, "in1k_blurred"))) * len(shots) * len(seeds)
 
 
 @pytest.fixture
@@ -208,15 +209,14 @@ def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
         assert rules_of(jobs) - COLLECTORS == {"probe", "probe_kind", lin_probe_rule(demo_config)}, change
         others = level_set_probe_count(demo_config) + balanced_probe_count(demo_config) + blurred_probe_count(demo_config)
-        grid = len(demo_config["models"]) * len(demo_config["datasets"])
         assert probe_jobs(jobs) == expected_probe_jobs(demo_config, others, lin_probe_count(demo_config)), change
-        assert Counter(rule for rule, _ in jobs)["probe_kind"] == grid * other_kind_probes_per_dataset(demo_config)
+        assert Counter(rule for rule, _ in jobs)["probe_kind"] == other_kind_probe_count(demo_config)
 
 
 def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_config):
     """The linear probe's jobs, paths and params are those from before other kinds existed:
     configuring, changing or dropping other kinds plans no linear probe job."""
-    grid = len(demo_config["models"]) * len(demo_config["datasets"])
+    grid = len(stage_model_names(demo_config, "probes.kind_models.mlp_noact")) * len(demo_config["datasets"])
     only_linear = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {
         "kinds": ["linear"], "other_kinds_shots": None, "other_kinds_seeds": None}}))
     assert not {*LIN_PROBE_RULES.values(), "probe_kind"} & rules_of(only_linear)
@@ -239,7 +239,8 @@ def test_knn_settings_rerun_only_the_knn_jobs_and_the_knn_kind_is_separable(fini
     knn = {**demo_config["probes"]["knn"], "temperature": 0.1}
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"knn": knn}}))
     assert rules_of(jobs) - COLLECTORS == {"probe_knn"}
-    assert Counter(rule for rule, _ in jobs)["probe_knn"] == len(demo_config["models"]) * len(demo_config["datasets"])
+    knn_models = stage_model_names(demo_config, "probes.kind_models.knn")
+    assert Counter(rule for rule, _ in jobs)["probe_knn"] == len(knn_models) * len(demo_config["datasets"])
     kinds = [kind for kind in demo_config["probes"]["kinds"] if kind != "knn"]
     without = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"kinds": kinds}}))
     assert rules_of(without) <= COLLECTORS
@@ -340,8 +341,11 @@ def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy,
     # The split tables are a checkpoint: the shards below them are planned once they exist,
     # so a dry run shows the merges and probes of every model and dataset.
     merges = {(w["model"], w["dataset"], w["split"]) for rule, w in jobs if rule == "merge_features"}
-    extracted = len(demo_config["datasets"]) + 1 + len(blurred_datasets(demo_config))  # + the pool
-    assert len(merges) == len(demo_config["models"]) * extracted * 2
+    extracted = (  # the pool for the level sets' models, IN-1K-blurred for its own
+        len(demo_config["models"]) * len(demo_config["datasets"]) + len(stage_model_names(demo_config, "level_sets"))
+        + len(stage_model_names(demo_config, "in1k_blurred")) * len(blurred_datasets(demo_config))
+    )
+    assert len(merges) == extracted * 2
     assert probe_jobs(jobs) == expected_probe_jobs(
         demo_config,
         level_set_probe_count(demo_config) + balanced_probe_count(demo_config) + blurred_probe_count(demo_config),
@@ -406,7 +410,8 @@ def test_a_changed_analysis_setting_reruns_only_that_analysis(finished_copy, dem
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"analyses": {"learnability": {"tasks": tasks}}}))
     assert rules_of(jobs) - ANALYSIS_COLLECTORS == {"analyses_learnability"}
     assert "analyses_agreement" not in rules_of(jobs)
-    assert Counter(rule for rule, _ in jobs)["analyses_learnability"] == len(demo_config["models"]) * len(demo_config["datasets"])
+    analysed = stage_model_names(demo_config, "analyses")
+    assert Counter(rule for rule, _ in jobs)["analyses_learnability"] == len(analysed) * len(demo_config["datasets"])
 
 
 def test_an_analysis_switched_off_or_added_runs_only_its_jobs(finished_copy, demo_config):
@@ -415,7 +420,8 @@ def test_an_analysis_switched_off_or_added_runs_only_its_jobs(finished_copy, dem
     assert rules_of(planned_jobs(finished_copy, "--configfile", without)) <= ANALYSIS_COLLECTORS - {"analyses_agreement"}
     # A run that never had it: its results absent, the rest made without it.
     layout = Layout()
-    for model in demo_config["models"]:
+    analysed = stage_model_names(demo_config, "analyses")
+    for model in analysed:
         for dataset in demo_config["datasets"]:
             (finished_copy / layout.analysis_result(model, dataset, "alignment_uniformity")).unlink()
     snakemake(finished_copy, "--cores", "2", "--configfile", without)
@@ -423,9 +429,7 @@ def test_an_analysis_switched_off_or_added_runs_only_its_jobs(finished_copy, dem
     jobs = planned_jobs(finished_copy)
     assert rules_of(jobs) - ANALYSIS_COLLECTORS == {"analyses_alignment_uniformity"}
     assert "analyses_agreement" not in rules_of(jobs)
-    assert Counter(rule for rule, _ in jobs)["analyses_alignment_uniformity"] == (
-        len(demo_config["models"]) * len(demo_config["datasets"])
-    )
+    assert Counter(rule for rule, _ in jobs)["analyses_alignment_uniformity"] == len(analysed) * len(demo_config["datasets"])
 
 
 def test_a_lost_analysis_result_is_made_again_alone(finished_copy):
@@ -577,16 +581,18 @@ def test_changed_audit_settings_rerun_only_the_audit(finished_copy, demo_config)
     for change in ({"threshold": 0.5}, {"contact_sheet_images": 3}, {"pairs": [["l5", "in1k"]]}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"label_audit": change}))
         assert rules_of(jobs) == {"label_audit", "all"}, change
-        assert sorted(w["model"] for rule, w in jobs if rule == "label_audit") == sorted(demo_config["models"]), change
+        audited = sorted(stage_model_names(demo_config, "label_audit"))
+        assert sorted(w["model"] for rule, w in jobs if rule == "label_audit") == audited, change
 
 
 def test_the_audit_on_a_run_finished_before_it_refits_classifiers_and_reruns_no_probe(finished_copy, demo_config):
     """Probes finished before the audit existed kept no classifier: adding the audit plans
-    only its own jobs, which refit the classifiers beside the result JSONs."""
+    only its own jobs, which refit the classifiers beside the result JSONs (of the audited
+    models, label_audit.models)."""
     layout = Layout()
     kept = sorted(
         finished_copy / layout.probe_classifier(model, dataset, str(seed))
-        for model in demo_config["models"] for dataset in demo_config["datasets"] for seed in demo_config["probes"]["seeds"]
+        for model in stage_model_names(demo_config, "label_audit") for dataset in demo_config["datasets"] for seed in demo_config["probes"]["seeds"]
     )
     assert all(path.is_file() for path in kept), "N = all probes keep their classifier"
     for path in kept:
@@ -608,7 +614,7 @@ def test_the_balanced_variant_reads_existing_features_and_reruns_only_its_own_jo
     assert {w["dataset"] for rule, w in jobs if rule == "probe"} == {f"balanced-{d}" for d in demo_config["datasets"]}
     per_rule = Counter(rule for rule, _ in jobs)
     assert per_rule["balanced_split"] == len(demo_config["datasets"])
-    assert per_rule["balanced_view"] == len(demo_config["datasets"]) * len(demo_config["models"])
+    assert per_rule["balanced_view"] == len(demo_config["datasets"]) * len(stage_model_names(demo_config, "balanced"))
     # switched off, nothing runs; the variant's files stay beside the default ones
     assert planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"balanced": {"enabled": False}})) == []
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import copy_of_demo, other_probe_kinds, snakemake
+from conftest import copy_of_demo, other_probe_kinds, snakemake, stage_model_names
 from imagenet_cog.core.io import read_lines, read_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.models.registry import is_random_weights
@@ -154,7 +154,8 @@ def test_level_set_outputs(demo_run, demo_config):
     views = [f"{name}-l{k}" for name in sets if name != "random" for k in range(1, 6)]
     views += [f"random-{draw:02d}" for draw in range(1, draws + 1)]
     extracted = {"pool", *demo_config["datasets"]}
-    for model in demo_config["models"]:
+    set_models = stage_model_names(demo_config, "level_sets")
+    for model in set_models:
         for view in views:
             with h5py.File(demo_run / layout.features(model, view, "train")) as handle:
                 assert handle["features"].is_virtual
@@ -168,7 +169,8 @@ def test_level_set_outputs(demo_run, demo_config):
     for path in (layout.level_sets_figure("png"), layout.level_sets_figure("pdf"), layout.level_sets_table("csv")):
         assert (demo_run / path).stat().st_size > 0
     table = pd.read_csv(demo_run / layout.level_sets_table("csv"))
-    assert len(table) == len(demo_config["models"]) * len(sets) + len(demo_config["models"])  # Lin, sets; random 1 row
+    # Lin's row of every model; a row per set of each level-set model (random: 1 row)
+    assert len(table) == len(demo_config["models"]) + len(set_models) * len(sets)
 
 
 def test_every_configured_probe_kind_ran(demo_run, demo_config):
@@ -176,9 +178,9 @@ def test_every_configured_probe_kind_ran(demo_run, demo_config):
     layout, probes = Layout(), demo_config["probes"]
     kinds = other_probe_kinds(demo_config)
     assert {"mlp", "mlp_noact"} <= set(kinds) and any(kind.startswith("pca-") for kind in kinds)
-    for model in demo_config["models"]:
-        for dataset in demo_config["datasets"]:
-            for kind in kinds:
+    for kind in kinds:
+        for model in stage_model_names(demo_config, f"probes.kind_models.{kind.split('-')[0]}"):
+            for dataset in demo_config["datasets"]:
                 for shots in probes["other_kinds_shots"]:
                     for seed in probes["other_kinds_seeds"]:
                         path = demo_run / layout.probe_result(model, dataset, str(shots), str(seed), kind)
@@ -298,7 +300,7 @@ ANALYSIS_METRICS = {
 
 def test_every_analysis_ran_for_every_model_and_dataset(demo_run, demo_config):
     layout = Layout()
-    datasets, models = demo_config["datasets"], list(demo_config["models"])
+    datasets, models = demo_config["datasets"], stage_model_names(demo_config, "analyses")
     analyses = demo_config["analyses"]
     for model in models:
         for dataset in datasets:
@@ -338,7 +340,7 @@ def test_label_audit_lists_confident_predictions_with_both_labels(demo_run, demo
     pairs = {(level, "in1k") for level in levels} | {("in1k", levels[-1])}
     seeds = {str(seed) for seed in demo_config["probes"]["seeds"]}
     names = {row["wnid"]: row["name"] for row in read_tsv(layout.concept_catalogue())}
-    for model in demo_config["models"]:
+    for model in stage_model_names(demo_config, "label_audit"):
         shares = read_tsv(layout.audit_shares(model))
         assert {(r["classifier_dataset"], r["image_dataset"]) for r in shares} == pairs
         assert {r["seed"] for r in shares} == seeds | {"mean"}
@@ -355,7 +357,7 @@ def test_label_audit_lists_confident_predictions_with_both_labels(demo_run, demo
 def test_balanced_variant_table_compares_every_model_and_dataset(demo_run, demo_config):
     layout = Layout(str(demo_run / "results"))
     table = pd.read_csv(layout.table("balanced", "csv"))
-    assert len(table) == len(demo_config["models"]) * len(demo_config["datasets"])
+    assert len(table) == len(stage_model_names(demo_config, "balanced")) * len(demo_config["datasets"])
     assert np.allclose(table["balanced - default"], table["balanced"] - table["default"], atol=0.011)
     k = demo_config["balanced"]["train_per_concept"]
     for dataset in demo_config["datasets"]:
@@ -376,7 +378,7 @@ def test_in1k_blurred_table_figure_and_missing_images(demo_run, demo_config):
     settings = demo_config["in1k_blurred"]
     table = pd.read_csv(layout.table("in1k_blurred", "csv"))
     cells = table[table["model"] != "mean"]
-    assert len(cells) == len(demo_config["models"]) * len(settings["shots"])
+    assert len(cells) == len(stage_model_names(demo_config, "in1k_blurred")) * len(settings["shots"])
     assert np.allclose(cells["drop"].astype(float), cells["IN-1K"].astype(float) - cells["IN-1K-b"].astype(float), atol=0.011)
     assert float(table.loc[table["model"] == "mean", "drop"].iloc[0]) == pytest.approx(cells["drop"].astype(float).mean(), abs=0.011)
     for extension in ("png", "pdf"):
@@ -460,7 +462,7 @@ def test_captions_descriptions_and_the_describability_a_model_answers(demo_run, 
     for row in captions:
         by_group.setdefault(row["group"], []).append(row["caption"])
     assert all(row["description"] in by_group[row["group"]] for row in descriptions)
-    for model in demo_config["models"]:
+    for model in stage_model_names(demo_config, "analyses"):  # captions.models null: the analyses' models
         clusters = read_tsv(layout.auto_descriptions(captioner, "l1", model))
         assert clusters and all(row["group"].startswith("cluster-") for row in clusters)
     for dataset in demo_config["datasets"]:

@@ -93,7 +93,7 @@ rule analyses_learnability:
 
 rule analyses_agreement:
     input:
-        lambda wildcards: [PATHS.kmeans_assignments(model, wildcards.dataset) for model in result_models()],
+        lambda wildcards: [PATHS.kmeans_assignments(model, wildcards.dataset) for model in ANALYSES_MODELS],
     output:
         PATHS.agreement_matrix("{dataset}"),
     log:
@@ -102,7 +102,7 @@ rule analyses_agreement:
         CONDA_ENVIRONMENT
     threads: ANALYSES_CONFIG["threads"]
     params:
-        models=" ".join(result_models()),
+        models=" ".join(ANALYSES_MODELS),
     shell:
         python_command("analyses-agreement")
         + " --models {params.models} --assignments {input} --output {output} --threads {threads} > {log} 2>&1"

@@ -174,29 +174,37 @@ def config_at(setting):
 
 def stage_models(setting, needs_text_tower=False):
     """The models a stage runs for: the ``models`` list of the config section at ``setting``
-    (a dotted path such as "level_sets" or "probes.knn"), null meaning every result model.
+    (a dotted path such as "level_sets" or "probes.zeroshot"), or the list at ``setting``
+    itself ("probes.kind_models.knn"), null meaning every result model.
     A stage that reads a text tower (zero-shot, describability by a model) takes only the
     models that have one: by default those among the result models, while a list naming
     another model is refused, so that a stage never silently runs for fewer models than named."""
     from imagenet_cog.models.registry import has_text_tower
 
-    selected = config_at(setting).get("models")
+    section = config_at(setting)
+    key = f"{setting}.models" if isinstance(section, dict) else setting
+    selected = section.get("models") if isinstance(section, dict) else section
     if selected is None:
         return [model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])]
     unknown = [model for model in selected if model not in config["models"]]
     if unknown:
         raise WorkflowError(
-            f"{setting}.models names {', '.join(unknown)}, which 'models' does not define "
+            f"{key} names {', '.join(unknown)}, which 'models' does not define "
             f"({', '.join(MODELS)}); fix the list or add those models."
         )
     if needs_text_tower:
         textless = [model for model in selected if not has_text_tower(config["models"][model])]
         if textless:
             raise WorkflowError(
-                f"{setting}.models names {', '.join(textless)}, which has no text tower in its image features' "
+                f"{key} names {', '.join(textless)}, which has no text tower in its image features' "
                 "space (an open_clip/<name> arch with image_features: embedding); take it out of the list."
             )
     return list(selected)
+
+
+# the models of IN-1K-blurred (in1k_blurred.models): extracted by the features stage and
+# probed by the variants stage
+BLURRED_MODELS = stage_models(setting="in1k_blurred") if BLURRED_DATASETS else []
 
 
 # A rule's outputs in the report (snakemake --report): captions are files of workflow/report/.
@@ -241,10 +249,10 @@ def results_root(wildcards, output):
 NOT_FOR_RESULTS = ("trusted_globals",)
 
 
-def models_json(with_paper_name=False):
-    """Config entries of the models the results cover, for the aggregation commands; the
-    paper_name only for the comparison with published numbers, so that setting one re-runs
-    that comparison alone."""
+def models_json(with_paper_name=False, models=None):
+    """Config entries of ``models`` (default: the models the results cover), for the
+    aggregation commands; the paper_name only for the comparison with published numbers, so
+    that setting one re-runs that comparison alone."""
     return json.dumps(
         {
             model: {
@@ -252,7 +260,7 @@ def models_json(with_paper_name=False):
                 for key, value in config["models"][model].items()
                 if (with_paper_name or key != "paper_name") and key not in NOT_FOR_RESULTS
             }
-            for model in result_models()
+            for model in (result_models() if models is None else models)
         }
     )
 

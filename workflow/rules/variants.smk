@@ -64,7 +64,7 @@ rule balanced_view:
 rule balanced_results:
     input:
         default=probe_results(
-            models=result_models(),
+            models=BALANCED_MODELS,
             datasets=DATASETS,
             shots=["all"],
             seeds=BALANCED_SEEDS,
@@ -101,7 +101,7 @@ rule balanced_results:
         CONDA_ENVIRONMENT
     params:
         root=results_root,
-        models=lambda wildcards: shlex.quote(models_json()),
+        models=lambda wildcards: shlex.quote(models_json(models=BALANCED_MODELS)),
         datasets=" ".join(DATASETS),
         seeds=" ".join(BALANCED_SEEDS),
         train_per_concept=BALANCED_SETTINGS["train_per_concept"],
@@ -114,7 +114,7 @@ rule balanced_results:
 rule blurred_results:
     input:
         in1k=probe_results(
-            models=result_models(),
+            models=BLURRED_MODELS,
             datasets=[naming.IN1K],
             shots=BLURRED_SHOTS,
             seeds=BLURRED_SEEDS,
@@ -152,7 +152,7 @@ rule blurred_results:
         CONDA_ENVIRONMENT
     params:
         root=results_root,
-        models=lambda wildcards: shlex.quote(models_json()),
+        models=lambda wildcards: shlex.quote(models_json(models=BLURRED_MODELS)),
         shots=" ".join(BLURRED_SHOTS),
         seeds=" ".join(BLURRED_SEEDS),
     shell:

@@ -290,6 +290,8 @@ def grid_arguments(parser: argparse.ArgumentParser) -> None:
                         help="shots of the kinds other than linear and knn (default --shots)")
     parser.add_argument("--other-kinds-seeds", nargs="+",
                         help="seeds of the kinds other than linear and knn (default --seeds)")
+    parser.add_argument("--kind-models", nargs="+", default=[], metavar="KIND=MODEL,MODEL",
+                        help="the models a kind probes, where fewer than --models (probes.kind_models)")
 
 
 # kinds that run on the linear probe's grid (--shots, --seeds), not on --other-kinds-shots/seeds
@@ -306,9 +308,15 @@ def kind_grids(args: argparse.Namespace) -> list[tuple[str, list[str], list[str]
     ]
 
 
-def load_all_probe_results(args: argparse.Namespace, models: Sequence[str]) -> pd.DataFrame:
+def models_of_kind(args: argparse.Namespace, models: dict, kind: str) -> dict:
+    """The entries of ``models`` that ``kind`` probes (--kind-models; a kind not named: all)."""
+    chosen = dict(option.split("=", 1) for option in args.kind_models).get(kind)
+    return models if chosen is None else {model: models[model] for model in chosen.split(",") if model in models}
+
+
+def load_all_probe_results(args: argparse.Namespace, models: dict) -> pd.DataFrame:
     frames = [
-        load_probe_results(args.results_root, models, args.datasets, shots, seeds, kind)
+        load_probe_results(args.results_root, list(models_of_kind(args, models, kind)), args.datasets, shots, seeds, kind)
         for kind, shots, seeds in kind_grids(args)
     ]
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -322,19 +330,22 @@ def aggregate_command(argv: list[str]) -> int:
     parser.add_argument("--level-set-datasets", nargs="*", default=[], help="level-set datasets (views) probed")
     parser.add_argument("--level-set-shots", nargs="*", default=["all"])
     parser.add_argument("--level-set-seeds", nargs="*", default=[])
+    parser.add_argument("--level-set-models", nargs="*", help="the models probed on the level sets (default --models)")
     parser.add_argument("--output", required=True, help="the summary CSV")
     parser.add_argument("--seed-output", required=True, help="the per-seed results CSV (for the paired tests)")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
-    runs = load_all_probe_results(args, list(models))
+    runs = load_all_probe_results(args, models)
     summary = pd.concat(
-        [summarise(runs, models, args.datasets, shots, seeds, kind) for kind, shots, seeds in kind_grids(args)],
+        [summarise(runs, models_of_kind(args, models, kind), args.datasets, shots, seeds, kind)
+         for kind, shots, seeds in kind_grids(args)],
         ignore_index=True,
     )
     if args.level_set_datasets:
-        set_runs = load_probe_results(args.results_root, list(models), args.level_set_datasets,
+        set_models = {model: models[model] for model in args.level_set_models or models if model in models}
+        set_runs = load_probe_results(args.results_root, list(set_models), args.level_set_datasets,
                                       args.level_set_shots, args.level_set_seeds)
-        set_summary = summarise(set_runs, models, args.level_set_datasets, args.level_set_shots, args.level_set_seeds)
+        set_summary = summarise(set_runs, set_models, args.level_set_datasets, args.level_set_shots, args.level_set_seeds)
         summary = pd.concat([summary, set_summary], ignore_index=True)
         runs = pd.concat([runs, set_runs], ignore_index=True)
     summary = with_level_set(summary)

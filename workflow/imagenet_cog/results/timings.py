@@ -86,7 +86,7 @@ def timings_command(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, help="the timings CSV; a .md rendering is written beside it")
     args = parser.parse_args(argv)
     models = json.loads(args.models)
-    runs = load_all_probe_results(args, list(models))
+    runs = load_all_probe_results(args, models)
     benchmarks = benchmark_seconds(Path(args.results_root) / args.benchmark_root, list(models), args.datasets)
     table = timings_table(runs, benchmarks, models, undecodable_images(Path(args.results_root), list(models), args.datasets))
     with atomic_output(args.output) as temporary:

@@ -11,6 +11,9 @@ ANALYSES_CONFIG = config["analyses"]
 ENABLED_ANALYSES = [
     analysis for analysis in ("kmeans", "alignment_uniformity", "learnability") if ANALYSES_CONFIG[analysis]["enabled"]
 ]
+# the models of the per-(model, dataset) analyses, their summary, tables, figures and agreement
+# (none when no analysis runs)
+ANALYSES_MODELS = stage_models("analyses") if ENABLED_ANALYSES else []
 if ANALYSES_CONFIG["agreement"]["enabled"] and not ANALYSES_CONFIG["kmeans"]["enabled"]:
     raise WorkflowError(
         "config.yaml: analyses.agreement.enabled compares the models' k-means clusterings, but "
@@ -51,7 +54,7 @@ def analysis_results():
     """Every per-(model, dataset) analysis JSON the summary collects."""
     return [
         PATHS.analysis_result(model, dataset, analysis)
-        for model in result_models()
+        for model in ANALYSES_MODELS
         for dataset in DATASETS
         for analysis in ENABLED_ANALYSES
     ]
@@ -65,7 +68,7 @@ def analysis_side_outputs():
     """The TSVs written beside the analysis JSONs."""
     return [
         path
-        for model in result_models()
+        for model in ANALYSES_MODELS
         for dataset in DATASETS
         for path in (
             *([PATHS.kmeans_assignments(model, dataset)] if "kmeans" in ENABLED_ANALYSES else []),
@@ -93,8 +96,9 @@ def analysis_outputs():
 def analyses_rendering_arguments():
     agreement = " ".join(f"{dataset}={path}" for dataset, path in agreement_matrices().items())
     return (
-        f"--results-root {PATHS.root} --models {shlex.quote(models_json())} --datasets {' '.join(DATASETS)} "
-        f"--analyses {' '.join(analyses_switched_on())}" + (f" --agreement {agreement}" if agreement else "")
+        f"--results-root {PATHS.root} --models {shlex.quote(models_json(models=ANALYSES_MODELS))} "
+        f"--datasets {' '.join(DATASETS)} --analyses {' '.join(analyses_switched_on())}"
+        + (f" --agreement {agreement}" if agreement else "")
     )
 
 
@@ -228,6 +232,11 @@ def caption_clusters():
     return CAPTIONS["clusters"] and ANALYSES_CONFIG["kmeans"]["enabled"]
 
 
+# the models whose k-means clusters are described: analyses.captions.models, null meaning the
+# analyses' models (whose k-means makes the clusters)
+CAPTION_CLUSTER_MODELS = (
+    (ANALYSES_MODELS if CAPTIONS["models"] is None else stage_models("analyses.captions")) if caption_clusters() else []
+)
 if CAPTIONS["enabled"]:
     captioner_spec()
     caption_datasets()
@@ -272,14 +281,13 @@ def auto_description_report(path, grouping):
 
 def caption_outputs():
     """The captions and descriptions of every captioned dataset (and cluster)."""
-    models = result_models() if caption_clusters() else []
     return [
         path
         for dataset in caption_datasets()
         for path in (
             PATHS.captions(CAPTIONER, dataset),
             PATHS.auto_descriptions(CAPTIONER, dataset),
-            *[PATHS.auto_descriptions(CAPTIONER, dataset, model) for model in models],
+            *[PATHS.auto_descriptions(CAPTIONER, dataset, model) for model in CAPTION_CLUSTER_MODELS],
         )
     ]
 

@@ -144,8 +144,12 @@ def features_targets(wildcards):
     split the shards are no job's outputs: the merged files are listed."""
     extracted = [
         SimpleNamespace(model=model, dataset=dataset, split=split)
-        for model in result_models()
-        for dataset in [*DATASETS, *([naming.POOL] if POOL_NEEDED else []), *BLURRED_DATASETS]
+        for model, datasets in (
+            *((model, DATASETS) for model in result_models()),
+            *((model, [naming.POOL]) for model in (LEVEL_SET_MODELS if POOL_NEEDED else [])),
+            *((model, BLURRED_DATASETS) for model in BLURRED_MODELS),
+        )
+        for dataset in datasets
         for split in SPLITS
     ]
     if config["features"]["group"] == "split":

@@ -106,6 +106,9 @@ LEVEL_SET_DATASETS = [naming.level_set_dataset(name, level) for name in RANKED_L
 ]
 LEVEL_SET_SHOTS = [str(shots) for shots in LEVEL_SET_SETTINGS["shots"]]
 LEVEL_SET_SEEDS = [str(seed) for seed in (LEVEL_SET_SETTINGS["seeds"] or config["probes"]["seeds"])]
+# the models viewed and probed on the level sets (and whose pool is extracted); a stage that
+# does not run picks none, so a config that removes a model its list names still runs
+LEVEL_SET_MODELS = stage_models("level_sets") if LEVEL_SET_DATASETS else []
 
 
 def word_vectors_file():

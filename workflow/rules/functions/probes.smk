@@ -17,7 +17,7 @@ def probe_results(models=None, datasets=None, shots=None, seeds=None, kinds=(nam
     return [
         PATHS.probe_result(model, dataset, shot, seed, kind)
         for kind in kinds
-        for model in (models or MODELS)
+        for model in (MODELS if models is None else models)
         for dataset in (datasets or DATASETS)
         for shot in (shots or SHOTS)
         for seed in (seeds or SEEDS)
@@ -48,6 +48,12 @@ PROBE_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).off_grid
 # the kinds of probe_kind, on their own shots and seeds; the others run on the linear probe's grid
 OTHER_KINDS = [name for name in PROBE_KINDS if not kind_of_result(name).linear_grid]
 LINEAR_GRID_KINDS = [name for name in PROBE_KINDS if kind_of_result(name).linear_grid]
+# The models each kind probes: the linear probe every result model, the others those of
+# probes.kind_models.<kind> (pca-<d>: pca's), checked before any job.
+KIND_MODELS = {
+    name: result_models() if name == naming.LINEAR else stage_models(f"probes.kind_models.{kind_of_result(name).name}")
+    for name in PROBE_KINDS
+}
 OTHER_KINDS_SHOTS = [str(shots) for shots in (config["probes"]["other_kinds_shots"] or SHOTS)]
 OTHER_KINDS_SEEDS = [str(seed) for seed in (config["probes"]["other_kinds_seeds"] or SEEDS)]
 # The search settings every probe kind shares, and the linear probe's ranges as the command
@@ -273,16 +279,32 @@ def off_grid_tables():
     return [path for targets in OFF_GRID_TARGETS for path in targets.tables()]
 
 
-def all_probe_results(models=None):
-    """The linear (and k-NN) probes of the whole grid and the other kinds' on their own shots
-    and seeds."""
-    return probe_results(models=models, kinds=LINEAR_GRID_KINDS) + probe_results(
-        models=models, shots=OTHER_KINDS_SHOTS, seeds=OTHER_KINDS_SEEDS, kinds=OTHER_KINDS
+def kind_probe_results(kind, models=None):
+    """A kind's probes of its grid (the linear probe's shots and seeds, or the other kinds'),
+    for the models the kind probes (KIND_MODELS) among ``models`` (None: all)."""
+    linear_grid = kind in LINEAR_GRID_KINDS
+    return probe_results(
+        models=[model for model in KIND_MODELS[kind] if models is None or model in models],
+        shots=SHOTS if linear_grid else OTHER_KINDS_SHOTS,
+        seeds=SEEDS if linear_grid else OTHER_KINDS_SEEDS,
+        kinds=(kind,),
     )
 
 
+def all_probe_results(models=None):
+    """The linear (and k-NN) probes of the whole grid and the other kinds' on their own shots
+    and seeds, each kind for its models."""
+    return [path for kind in [*LINEAR_GRID_KINDS, *OTHER_KINDS] for path in kind_probe_results(kind, models)]
+
+
 def level_set_probe_results(models=None):
-    return probe_results(models=models, datasets=LEVEL_SET_DATASETS, shots=LEVEL_SET_SHOTS, seeds=LEVEL_SET_SEEDS)
+    """The level sets' probes, for the models of level_sets.models among ``models`` (None: all)."""
+    return probe_results(
+        models=[model for model in LEVEL_SET_MODELS if models is None or model in models],
+        datasets=LEVEL_SET_DATASETS,
+        shots=LEVEL_SET_SHOTS,
+        seeds=LEVEL_SET_SEEDS,
+    )
 
 
 def probes_targets():

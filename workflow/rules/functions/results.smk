@@ -56,12 +56,19 @@ def result_probe_files():
     return expected
 
 
+def kind_models_option():
+    """--kind-models for the kinds that probe other models than the result models
+    (probes.kind_models); none when every kind probes them all, the command as it was."""
+    differing = [f"{kind}={','.join(models)}" for kind, models in KIND_MODELS.items() if models != result_models()]
+    return f" --kind-models {' '.join(differing)}" if differing else ""
+
+
 def grid_arguments():
     return (
         f"--results-root {PATHS.root} --models {shlex.quote(models_json())} "
         f"--datasets {' '.join(DATASETS)} --shots {' '.join(SHOTS)} --seeds {' '.join(SEEDS)} "
         f"--kinds {' '.join(PROBE_KINDS)} --other-kinds-shots {' '.join(OTHER_KINDS_SHOTS)} "
-        f"--other-kinds-seeds {' '.join(OTHER_KINDS_SEEDS)}"
+        f"--other-kinds-seeds {' '.join(OTHER_KINDS_SEEDS)}{kind_models_option()}"
     )
 
 
@@ -69,9 +76,10 @@ def level_set_grid_arguments():
     """The level-set probes the summary also covers (none: no option, the Lin-only command)."""
     if not LEVEL_SET_DATASETS:
         return ""
+    models = f" --level-set-models {' '.join(LEVEL_SET_MODELS)}" if LEVEL_SET_MODELS != result_models() else ""
     return (
         f"--level-set-datasets {' '.join(LEVEL_SET_DATASETS)} --level-set-shots {' '.join(LEVEL_SET_SHOTS)} "
-        f"--level-set-seeds {' '.join(LEVEL_SET_SEEDS)}"
+        f"--level-set-seeds {' '.join(LEVEL_SET_SEEDS)}{models}"
     )
 
 

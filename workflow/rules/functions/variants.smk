@@ -11,6 +11,7 @@ from imagenet_cog.core.layout import FIGURE_FORMATS, TABLE_FORMATS
 
 BALANCED_SETTINGS = config["balanced"]
 BALANCED_SEEDS = [str(seed) for seed in (BALANCED_SETTINGS["seeds"] or config["probes"]["seeds"][:1])]
+BALANCED_MODELS = stage_models("balanced") if BALANCED_SETTINGS["enabled"] else []
 if BALANCED_SETTINGS["enabled"]:
     if "all" not in SHOTS:
         raise WorkflowError(
@@ -26,7 +27,7 @@ if BALANCED_SETTINGS["enabled"]:
 
 def balanced_probe_results():
     return probe_results(
-        models=result_models(),
+        models=BALANCED_MODELS,
         datasets=[naming.balanced_dataset(dataset) for dataset in DATASETS],
         shots=["all"],
         seeds=BALANCED_SEEDS,
@@ -56,8 +57,8 @@ if BLURRED_DATASETS and not (set(BLURRED_SHOTS) <= set(SHOTS) and set(BLURRED_SE
     )
 
 
-def blurred_probe_results(models=None):
-    return probe_results(models=models or result_models(), datasets=BLURRED_DATASETS, shots=BLURRED_SHOTS, seeds=BLURRED_SEEDS)
+def blurred_probe_results():
+    return probe_results(models=BLURRED_MODELS, datasets=BLURRED_DATASETS, shots=BLURRED_SHOTS, seeds=BLURRED_SEEDS)
 
 
 def blurred_targets():
@@ -96,6 +97,7 @@ def audit_pairs():
 
 
 AUDIT_PAIRS = audit_pairs() if AUDIT_SETTINGS["enabled"] else []
+AUDIT_MODELS = stage_models("label_audit") if AUDIT_PAIRS else []
 if AUDIT_PAIRS and "all" not in SHOTS:
     raise WorkflowError(
         "config.yaml: label_audit.enabled needs the N = all probes, but probes.shots has no 'all'; "
@@ -130,7 +132,7 @@ def audit_options(wildcards, input):
 def audit_targets():
     return [
         path
-        for model in (result_models() if AUDIT_PAIRS else [])
+        for model in AUDIT_MODELS
         for path in (PATHS.audit_predictions(model), PATHS.audit_shares(model), PATHS.audit_contact_sheet(model))
     ]
 

@@ -17,8 +17,9 @@ SEARCHED_KINDS = tuple(name for name, kind in KINDS.items() if kind.searched)
 # kinds off the summary's grid of N and seeds (zero-shot), each with rules of its own
 OFF_GRID_KINDS = tuple(name for name, kind in KINDS.items() if kind.off_grid)
 # probes.* keys that choose which jobs run and how they are shaped (pca_dims: which pca-<d>
-# kinds), or reach a command as an option only when set (fused, two_stage): in no kind's params
-JOB_SETTINGS = ("seeds", "shots", "kinds", "pca_dims", "other_kinds_shots", "other_kinds_seeds", "group",
+# kinds; kind_models: for which models), or reach a command as an option only when set (fused,
+# two_stage): in no kind's params
+JOB_SETTINGS = ("seeds", "shots", "kinds", "pca_dims", "other_kinds_shots", "other_kinds_seeds", "kind_models", "group",
                 "seeds_together", "fused", "two_stage")
 
 
