@@ -31,8 +31,11 @@ AGGREGATES = {
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
 # Rules that collect every probe: run whenever any probe result changes (the label-noise
 # audit reads a model's N = all results and features).
+# label_audit and analyses_detection read a model's N = all probes and features, as the
+# aggregates read every result: any change to those re-runs them.
 COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {
     "all", "probes", "tables", "figures", "label_audit", "balanced_results", "blurred_results", "zeroshot_results",
+    "analyses_detection", "detection_results",
 }
 # Rules of one (model, dataset) that read its features.
 FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
