@@ -126,8 +126,9 @@ def note_missing(kind, name, message):
     RUN_LACKS.setdefault(kind, []).append((name, message))
 
 
-def command_line_targets():
-    """The targets (rules or files) the snakemake command names: Snakemake tells the workflow
+def command_line_request():
+    """The targets (rules or files) the snakemake command names, and whether it only lists or
+    draws the workflow (--list-rules, --lint, --rulegraph, ...): Snakemake tells the workflow
     only once the Snakefile is read, too late for one message before any job, so they are read
     from its command line with its own parser."""
     import sys
@@ -135,17 +136,27 @@ def command_line_targets():
     from snakemake.cli import get_argument_parser
 
     known, _ = get_argument_parser().parse_known_args(sys.argv[1:])
-    return set(known.targets)
+    listing = any(
+        getattr(known, option, None)
+        for option in ("list_rules", "list_target_rules", "lint", "rulegraph", "dag", "filegraph", "summary", "detailed_summary")
+    )
+    return set(known.targets), listing
 
 
 def refuse_what_the_run_lacks():
+    """The whole run is refused for all it lacks; a listing, or named targets (the levels of a
+    run whose images are not there yet), only for missing checkpoints, which every job of a
+    model reads and a listing of the paper's models must name."""
     from imagenet_cog.core.config_check import lacking_message
 
     if not RUN_LACKS or not workflow.is_main_process:
         return
-    asked = command_line_targets()
-    if not (asked and asked <= {*PRICING_RULES, PATHS.needed_synsets(), PATHS.needed_synset_tars()}):
-        raise WorkflowError(lacking_message(RUN_LACKS, " and ".join(f"`snakemake {rule}`" for rule in PRICING_RULES)))
+    asked, listing = command_line_request()
+    if asked and asked <= {*PRICING_RULES, PATHS.needed_synsets(), PATHS.needed_synset_tars()}:
+        return
+    lacks = RUN_LACKS if not (asked or listing) else {kind: found for kind, found in RUN_LACKS.items() if kind == "checkpoints"}
+    if lacks:
+        raise WorkflowError(lacking_message(lacks, " and ".join(f"`snakemake {rule}`" for rule in PRICING_RULES)))
 
 
 def python_command(command):
