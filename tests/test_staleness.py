@@ -449,9 +449,21 @@ TIMM_MODEL = {"arch": "timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k", "weights
               "category": "architecture", "label": "ViT-Ti (timm, random)"}
 
 
+def joined_to_every_stage_list(demo_config, added):
+    """The demo's stage lists (which name its CNNs) with ``added`` joined to each, so that the
+    added model takes every path they take."""
+    settings = {section: {"models": [*demo_config[section]["models"], added]}
+                for section in ("level_sets", "in1k_blurred", "balanced", "label_audit", "analyses")
+                if demo_config[section].get("models") is not None}
+    settings["probes"] = {"kind_models": {kind: [*listed, added] for kind, listed in
+                                          demo_config["probes"]["kind_models"].items() if listed is not None}}
+    return settings
+
+
 def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
     added = "vit_tiny"
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {added: TIMM_MODEL}}))
+    settings = {"models": {added: TIMM_MODEL}, **joined_to_every_stage_list(demo_config, added)}
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, settings))
     per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
     assert {rule for rule, _ in per_model} == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
