@@ -167,12 +167,15 @@ def python_command(command):
 def result_models():
     """The models the probes target, tables and figures cover: results.models, else all."""
     selected = config["results"]["models"]
-    if selected is None:
-        return MODELS
+    return MODELS if selected is None else defined_models("results.models", selected)
+
+
+def defined_models(key, selected):
+    """``selected``, the list at config key ``key``, refused if it names a model 'models' lacks."""
     unknown = [model for model in selected if model not in config["models"]]
     if unknown:
         raise WorkflowError(
-            f"results.models names {', '.join(unknown)}, which 'models' does not define "
+            f"{key} names {', '.join(unknown)}, which 'models' does not define "
             f"({', '.join(MODELS)}); fix the list or add those models."
         )
     return list(selected)
@@ -197,12 +200,7 @@ def stage_models(setting, needs_text_tower=False):
     selected = section.get("models") if isinstance(section, dict) else section
     if selected is None:
         return [model for model in result_models() if not needs_text_tower or has_text_tower(config["models"][model])]
-    unknown = [model for model in selected if model not in config["models"]]
-    if unknown:
-        raise WorkflowError(
-            f"{key} names {', '.join(unknown)}, which 'models' does not define "
-            f"({', '.join(MODELS)}); fix the list or add those models."
-        )
+    selected = defined_models(key, selected)
     if needs_text_tower:
         textless = [model for model in selected if not has_text_tower(config["models"][model])]
         if textless:
@@ -210,7 +208,7 @@ def stage_models(setting, needs_text_tower=False):
                 f"{key} names {', '.join(textless)}, which has no text tower in its image features' "
                 "space (an open_clip/<name> arch with image_features: embedding); take it out of the list."
             )
-    return list(selected)
+    return selected
 
 
 # the models of IN-1K-blurred (in1k_blurred.models): extracted by the features stage and
