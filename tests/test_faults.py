@@ -193,12 +193,12 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     workdir = copy_of_demo(demo_run, tmp_path / "copy")
     layout = Layout()
     # a probe with a job of its own (the demo's IN-1K and levels run their seeds together)
-    key = ("demo_cnn_random", "wup-l3", "all", "22")
+    key = ("demo_cnn", "wup-l3", "all", "22")
     result, journal = workdir / layout.probe_result(*key), workdir / layout.probe_study(*key)
-    log = workdir / layout.log("probes/demo_cnn_random/wup-l3/shots-all/seed-22.log")
-    classifier = workdir / layout.probe_classifier("demo_cnn_random", "wup-l3", "22")  # rewritten by the re-run
+    log = workdir / layout.log("probes/demo_cnn/wup-l3/shots-all/seed-22.log")
+    classifier = workdir / layout.probe_classifier("demo_cnn", "wup-l3", "22")  # rewritten by the re-run
     # the job's benchmark is under results/ too (the run's results_dir) and rewritten by the re-run
-    benchmark = workdir / layout.log("benchmarks/probes/demo_cnn_random/wup-l3/shots-all/seed-22.tsv")
+    benchmark = workdir / layout.log("benchmarks/probes/demo_cnn/wup-l3/shots-all/seed-22.tsv")
     # the finished run's log already names its trials
     for stale in (result, journal, log, classifier, benchmark):
         stale.unlink()
