@@ -205,7 +205,7 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     finished = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*") if path.is_file()}
     # long trials, so that the kill surely lands between the first trial and the last
     slow = workdir / "slow-probes.yaml"
-    slow.write_text(yaml.safe_dump({"probes": {"trials": 4, "epochs": 12000}}))
+    slow.write_text(yaml.safe_dump({"probes": {"trials": 4, "epochs": 2000}}))
     # the target first: --configfile takes every argument after it
     arguments = [layout.probe_result(*key), "--cores", "1", "--configfile", str(slow)]
     output = tmp_path / "killed-run.txt"
