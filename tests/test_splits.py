@@ -306,10 +306,12 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
         "probes: {kinds: [linear, knn], kind_models: {knn: null}}\nlabel_audit: {models: null}\n"
         "in1k_blurred: {models: null}\n"
         # 3 test images per concept leave no learnability task
-        "analyses: {models: null, learnability: {enabled: false}}\n"
+        "analyses: {models: null, learnability: {enabled: false}, detection: {models: null}}\n"
         # one training image per IN-1K class: the pre-flight check would (rightly) refuse
         # config.yaml's class-balanced variant, which needs 12
         "balanced: {enabled: false}\n"
+        # the demo fine-tunes IN-1K and L5; this run has no L5
+        "finetune: {datasets: null}\n"
         f"mode: imagenet\ndatasets: [in1k, l1]\n"
         f"data: {{in1k_root: {in1k}, in21k_root: {in21k}}}\n"
         f"splits: {{test_per_concept: 3, max_train_per_concept: 4}}\n"
