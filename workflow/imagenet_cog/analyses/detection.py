@@ -43,7 +43,7 @@ from imagenet_cog.core.command_line import add_compute_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import atomic_output, write_json
 from imagenet_cog.core.naming import IN1K
-from imagenet_cog.features.zeroshot_classifier import read_classifier
+from imagenet_cog.features.zeroshot_classifier_file import read_classifier
 from imagenet_cog.probes.classifier import load_or_refit
 
 log = logging.getLogger("imagenet_cog.analyses.detection")
