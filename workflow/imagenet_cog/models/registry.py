@@ -29,7 +29,9 @@ EfficientNet-B1/B4 weights came from FAIR's pycls; the ``efficientnet_b1``/``_b4
 use torchvision's networks of the same architecture, feature size and input size.
 
 ``torch`` is imported inside functions so that Snakemake can ask for weight identities and
-preprocessing while building the DAG without loading it.
+preprocessing while building the DAG without loading it; an open_clip model with random
+weights is planned from its config file (:mod:`imagenet_cog.models.open_clip_catalogue`), one
+with a pretrained tag or a checkpoint by open_clip, which imports torch.
 """
 
 from __future__ import annotations
