@@ -319,6 +319,7 @@ class ModelSpec:
         return plan
 
     def random_weights_plan(self) -> tuple[dict[str, Any], int] | None:
+        """The plan read from the config file alone; None unless the weights are random."""
         if not is_random_weights(self.weights):
             return None
         return random_weights_plan(self.arch.removeprefix(OPEN_CLIP_PREFIX), self.image_features)
