@@ -193,19 +193,19 @@ def test_run_killed_mid_search_resumes_the_study_and_loses_nothing(demo_run, tmp
     workdir = copy_of_demo(demo_run, tmp_path / "copy")
     layout = Layout()
     # a probe with a job of its own (the demo's IN-1K and levels run their seeds together)
-    key = ("demo_cnn_random", "wup-l3", "all", "22")
+    key = ("demo_cnn", "wup-l3", "all", "22")
     result, journal = workdir / layout.probe_result(*key), workdir / layout.probe_study(*key)
-    log = workdir / layout.log("probes/demo_cnn_random/wup-l3/shots-all/seed-22.log")
-    classifier = workdir / layout.probe_classifier("demo_cnn_random", "wup-l3", "22")  # rewritten by the re-run
+    log = workdir / layout.log("probes/demo_cnn/wup-l3/shots-all/seed-22.log")
+    classifier = workdir / layout.probe_classifier("demo_cnn", "wup-l3", "22")  # rewritten by the re-run
     # the job's benchmark is under results/ too (the run's results_dir) and rewritten by the re-run
-    benchmark = workdir / layout.log("benchmarks/probes/demo_cnn_random/wup-l3/shots-all/seed-22.tsv")
+    benchmark = workdir / layout.log("benchmarks/probes/demo_cnn/wup-l3/shots-all/seed-22.tsv")
     # the finished run's log already names its trials
     for stale in (result, journal, log, classifier, benchmark):
         stale.unlink()
     finished = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*") if path.is_file()}
     # long trials, so that the kill surely lands between the first trial and the last
     slow = workdir / "slow-probes.yaml"
-    slow.write_text(yaml.safe_dump({"probes": {"trials": 4, "epochs": 12000}}))
+    slow.write_text(yaml.safe_dump({"probes": {"trials": 4, "epochs": 2000}}))
     # the target first: --configfile takes every argument after it
     arguments = [layout.probe_result(*key), "--cores", "1", "--configfile", str(slow)]
     output = tmp_path / "killed-run.txt"

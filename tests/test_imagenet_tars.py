@@ -86,8 +86,9 @@ def run_config(base: Path, in21k_root: Path, in1k_root: Path, published: bool = 
         "balanced": {"enabled": False},
         "in1k_blurred": {"enabled": False},
         "label_audit": {"enabled": False},
-        # the fine-tuning control (on in the demo's config) reads the tars too: batches this world holds
-        "finetune": {"recipe": {"epochs": 1, "batch_size": 4}},
+        # the fine-tuning control (on in the demo's config) reads the tars too, on every dataset of
+        # this world (the demo's two are not all among them): batches this world holds
+        "finetune": {"datasets": None, "recipe": {"epochs": 1, "batch_size": 4}},
         "analyses": {"kmeans": {"enabled": False}, "agreement": {"enabled": False},
                      "alignment_uniformity": {"enabled": False}, "learnability": {"enabled": False},
                      "raters": {"enabled": False},

@@ -169,6 +169,30 @@ def demo_config(demo_run) -> dict:
     return yaml.safe_load((demo_run / "config.yaml").read_text())
 
 
+def model_of_every_stage(config: dict) -> str:
+    """A model that every stage of ``config`` runs for (the demo leaves its random control
+    out of the variants, the other probe kinds and the analyses)."""
+    settings = ["level_sets", "balanced", "in1k_blurred", "label_audit", "analyses",
+                *(f"probes.kind_models.{kind}" for kind in config["probes"]["kind_models"])]
+    return next(model for model in config["models"] if all(model in stage_model_names(config, s) for s in settings))
+
+
+def finetune_rules(config: dict, model: str) -> set[str]:
+    """finetune_backbone, when ``model`` is one the fine-tuning control fine-tunes (finetune.models,
+    null meaning the baseline)."""
+    finetune = config.get("finetune", {})
+    finetuned = finetune.get("models") or [config["results"]["baseline_model"]]
+    return {"finetune_backbone"} if finetune.get("enabled") and model in finetuned else set()
+
+
+def rater_sheet_rules(config: dict, model: str) -> set[str]:
+    """rater_sheets and the describability that answers their key, when ``model`` gives the
+    sheets' hard negatives (analyses.raters.model, null meaning the baseline)."""
+    raters = config["analyses"].get("raters", {})
+    picked = raters.get("model") or config["results"]["baseline_model"]
+    return {"rater_sheets"} | describability_rules(config) if raters.get("enabled") and model == picked else set()
+
+
 def overlay(workdir: Path, settings: dict) -> str:
     path = workdir / "overlay.yaml"
     path.write_text(yaml.safe_dump(settings))
@@ -180,15 +204,16 @@ def test_nothing_changed_nothing_runs(finished_copy):
 
 
 def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
-    changed = "demo_cnn_random"
+    changed = model_of_every_stage(demo_config)
+    sheets = rater_sheet_rules(demo_config, changed)
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
     # its level-set views read its features: they and their probes re-run too
     assert rules_of(jobs) - COLLECTORS == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
         lin_probe_rule(demo_config),
-    } | FEATURE_READERS | knn_rules(demo_config) | caption_cluster_rules(demo_config)
-    assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS} == {changed}
+    } | FEATURE_READERS | knn_rules(demo_config) | caption_cluster_rules(demo_config) | finetune_rules(demo_config, changed) | sheets
+    assert {wildcards["model"] for rule, wildcards in jobs if rule not in COLLECTORS | sheets} == {changed}
     datasets, splits = [*demo_config["datasets"], "pool"], 2
     assert per_rule["merge_features"] == (len(datasets) + len(blurred_datasets(demo_config))) * splits
     assert per_rule["level_set_view"] == len(level_set_datasets(demo_config)) * splits
@@ -358,7 +383,7 @@ def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy,
 
 def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     layout = Layout()
-    model, dataset, split = "demo_cnn_random", "l1", "train"
+    model, dataset, split = model_of_every_stage(demo_config), "l1", "train"
     shard = finished_copy / layout.feature_shard(model, dataset, split, "00000")
     shard.unlink()
     jobs = planned_jobs(finished_copy)
@@ -435,12 +460,13 @@ def test_an_analysis_switched_off_or_added_runs_only_its_jobs(finished_copy, dem
     assert Counter(rule for rule, _ in jobs)["analyses_alignment_uniformity"] == len(analysed) * len(demo_config["datasets"])
 
 
-def test_a_lost_analysis_result_is_made_again_alone(finished_copy):
+def test_a_lost_analysis_result_is_made_again_alone(finished_copy, demo_config):
     layout = Layout()
-    (finished_copy / layout.analysis_result("demo_cnn_random", "l1", "learnability")).unlink()
+    model = stage_model_names(demo_config, "analyses")[-1]
+    (finished_copy / layout.analysis_result(model, "l1", "learnability")).unlink()
     jobs = planned_jobs(finished_copy)
     assert [(rule, w) for rule, w in jobs if rule not in ANALYSIS_COLLECTORS] == [
-        ("analyses_learnability", {"model": "demo_cnn_random", "dataset": "l1"})
+        ("analyses_learnability", {"model": model, "dataset": "l1"})
     ]
 
 

@@ -13,6 +13,7 @@ import yaml
 from conftest import copy_of_demo, other_probe_kinds, snakemake, stage_model_names
 from imagenet_cog.core.io import read_lines, read_tsv
 from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import dataset_title
 from imagenet_cog.models.registry import is_random_weights
 from imagenet_cog.probes.kinds import KINDS
 from imagenet_cog.results.summary import read_summary
@@ -400,14 +401,15 @@ def test_the_fine_tuning_control_sets_the_frozen_probe_relative_to_fine_tuning(d
     settings = demo_config["finetune"]
     model = demo_config["results"]["baseline_model"]
     test_images = demo_config["demo"]["concepts_per_dataset"] * demo_config["demo"]["test_images_per_concept"]
-    for dataset in demo_config["datasets"]:
+    datasets = settings["datasets"] or demo_config["datasets"]
+    for dataset in datasets:
         result = json.loads(Path(layout.finetune_result(model, dataset)).read_text())
         assert len(result["history"]) == result["recipe"]["epochs"] == settings["recipe"]["epochs"]
         assert result["test_images"] == test_images and result["processes"] == 1
         assert 0.0 <= result["top1"] <= result["top5"] <= 100.0
         assert not Path(layout.finetune_checkpoint(model, dataset)).exists()
     table = pd.read_csv(layout.table("finetune", "csv")).set_index("dataset")
-    assert list(table.index) == ["IN-1K", *(f"L{k}" for k in range(1, 6))]
+    assert list(table.index) == [dataset_title(dataset) for dataset in datasets]
     relative = table["frozen / fine-tuned (%)"]
     assert np.allclose(relative, 100 * table["frozen linear top-1"] / table["fine-tuned top-1"], atol=0.2)
     assert relative["L5"] < relative["IN-1K"] - FINETUNE_FALL, relative.to_dict()
@@ -482,7 +484,7 @@ def test_unseen_concept_detection_scores_every_model_and_level(demo_run, demo_co
     demo, seeds = demo_config["demo"], [str(seed) for seed in demo_config["probes"]["seeds"]]
     levels = [dataset for dataset in demo_config["datasets"] if dataset != "in1k"]
     test_images = demo["concepts_per_dataset"] * demo["test_images_per_concept"]
-    models = list(demo_config["models"])
+    models = stage_model_names(demo_config, "analyses.detection")
     for model in models:
         rows = pd.read_csv(layout.detection_seeds(model), sep="\t", dtype={"seed": str}, keep_default_na=False)
         scores = set(rows["score"])
