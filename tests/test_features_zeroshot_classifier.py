@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from imagenet_cog.core.names_table import ConceptName, write_names_table
-from imagenet_cog.features.zeroshot_classifier import read_classifier, zeroshot_classifier_command
+from imagenet_cog.features.zeroshot_classifier import zeroshot_classifier_command
+from imagenet_cog.features.zeroshot_classifier_file import read_classifier
 from imagenet_cog.models.open_clip_text import TEMPLATE_SETS, build_text_model, text_classifier
 from imagenet_cog.models.registry import ModelSpec, file_sha256
 

@@ -20,6 +20,8 @@ from PIL import Image
 from conftest import make_world
 from imagenet_cog.features.extract import ExtractionOptions, ImageRows, SplitImages, extract_shard
 from imagenet_cog.models.checkpoints import CheckpointMismatch, UnsafeCheckpoint
+from imagenet_cog.models.open_clip_catalogue import model_configs
+from imagenet_cog.models.open_clip_models import resolve
 from imagenet_cog.models.registry import (
     ModelSpec,
     build_model,
@@ -145,6 +147,15 @@ def test_a_resnet_tower_gives_its_embedding_and_has_no_pooled_features():
         torch.testing.assert_close(model.network(images), reference.encode_image(images), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="projects as it pools .* use image_features: embedding"):
         ModelSpec.from_config("rn", {"arch": f"open_clip/{RESNET}", "weights": "random", "image_features": "pooled"})
+
+
+@pytest.mark.parametrize("name", [VIT, RESNET, TIMM_TOWER, "coca_ViT-B-32", "ViT-B-16-SigLIP", "CoG-demo-CLIP",
+                                  "CoG-demo-CoCa"])
+def test_a_random_model_is_planned_from_its_config_file_as_open_clip_resolves_it(name):
+    assert set(model_configs()) == set(open_clip.list_models())
+    spec = ModelSpec.from_config("mine", {"arch": f"open_clip/{name}", "weights": "random:3"})
+    model = resolve(spec.arch, spec.weights)
+    assert spec.random_weights_plan() == (model.preprocessing(), model.feature_dim())
 
 
 def test_the_models_table_reads_open_clip_sizes():

@@ -15,7 +15,7 @@ from imagenet_cog.core.io import write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.names_table import ConceptName, write_names_table
 from imagenet_cog.features.store import write_shard
-from imagenet_cog.features.zeroshot_classifier import ZeroShotClassifier, write_classifier
+from imagenet_cog.features.zeroshot_classifier_file import ZeroShotClassifier, write_classifier
 from imagenet_cog.models.registry import file_sha256
 from imagenet_cog.probes.zeroshot_probe import main, open_set_main
 from imagenet_cog.results.zeroshot import crossover, zeroshot_results_command

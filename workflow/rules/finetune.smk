@@ -61,24 +61,24 @@ rule finetune_results:
         tables=[
             (
                 report_output(
-                    PATHS.table(FINETUNE_RESULT, extension),
+                    PATHS.table(FINETUNE_NAME, extension),
                     caption="finetune_table.rst",
                     category="Fine-tuning control",
                 )
                 if extension == "csv"
-                else PATHS.table(FINETUNE_RESULT, extension)
+                else PATHS.table(FINETUNE_NAME, extension)
             )
             for extension in TABLE_FORMATS
         ],
         figures=[
             (
                 report_output(
-                    PATHS.figure(FINETUNE_RESULT, extension),
+                    PATHS.figure(FINETUNE_NAME, extension),
                     caption="finetune_figure.rst",
                     category="Fine-tuning control",
                 )
                 if extension == "png"
-                else PATHS.figure(FINETUNE_RESULT, extension)
+                else PATHS.figure(FINETUNE_NAME, extension)
             )
             for extension in FIGURE_FORMATS
         ],

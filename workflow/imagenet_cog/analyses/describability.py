@@ -41,7 +41,7 @@ from imagenet_cog.core.command_line import add_open_clip_model_options, setup_lo
 from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json, write_tsv
 from imagenet_cog.core.sampling import derived_rng
-from imagenet_cog.models.open_clip_models import EMBEDDING, POOLED
+from imagenet_cog.models.open_clip_catalogue import EMBEDDING, POOLED
 from imagenet_cog.models.open_clip_text import TextModel, build_text_model
 from imagenet_cog.models.registry import ModelSpec, is_open_clip_arch, weights_identity
 from imagenet_cog.models.timm_models import PretrainedWeightsUnavailable

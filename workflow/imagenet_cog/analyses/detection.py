@@ -39,21 +39,17 @@ import torch
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from imagenet_cog.analyses.common import AnalysisInputError, load_split, provenance, versions
+from imagenet_cog.analyses.detection_scores import NEIGHBOUR_SCORE, PROBE_SCORES, SCORES, SEED_COLUMNS
 from imagenet_cog.core.command_line import add_compute_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import atomic_output, write_json
 from imagenet_cog.core.naming import IN1K
-from imagenet_cog.features.zeroshot_classifier import read_classifier
+from imagenet_cog.features.zeroshot_classifier_file import read_classifier
 from imagenet_cog.probes.classifier import load_or_refit
 
 log = logging.getLogger("imagenet_cog.analyses.detection")
 
-PROBE_SCORES = ("msp", "max_logit", "energy")
-NEIGHBOUR_SCORE = "knn_distance"
-SCORES = (*PROBE_SCORES, NEIGHBOUR_SCORE, "mcm")
-SCORE_TITLES = {"msp": "MSP", "max_logit": "max-logit", "energy": "energy", NEIGHBOUR_SCORE: "k-NN distance", "mcm": "MCM"}
 TPR_LEVEL = 0.95
-SEED_COLUMNS = ["model", "score", "seed", "dataset", "auroc", "fpr95", "n_known", "n_unknown"]
 # rows of queries and of training features compared at a time (a 4096 x 65536 float32 block is 1 GiB)
 QUERY_BLOCK = 4096
 TRAIN_BLOCK = 65536

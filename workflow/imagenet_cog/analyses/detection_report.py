@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from imagenet_cog.analyses.detection import SCORE_TITLES, SCORES, SEED_COLUMNS  # noqa: E402
+from imagenet_cog.analyses.detection_scores import SCORE_TITLES, SCORES, SEED_COLUMNS  # noqa: E402
 from imagenet_cog.core.command_line import add_summary_options  # noqa: E402
 from imagenet_cog.core.layout import Layout  # noqa: E402
 from imagenet_cog.core.naming import dataset_title  # noqa: E402

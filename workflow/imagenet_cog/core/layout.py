@@ -31,6 +31,8 @@ DROP_NAME = "generalization_drop"
 PUBLISHED_FIGURE = "published_vs_ours"
 # top-1 per level of every level set (level-sets-results): a table and a figure of the same name
 LEVEL_SETS_NAME = "level_sets"
+# the fine-tuning control's table and figure (finetune-results), of the same name
+FINETUNE_NAME = "finetune"
 
 
 def classifier_beside(result_json: str) -> str:

@@ -20,12 +20,11 @@ import pandas as pd
 
 from imagenet_cog.core import plots
 from imagenet_cog.core.command_line import compared_results_arguments
-from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.layout import FINETUNE_NAME, Layout
 from imagenet_cog.core.naming import dataset_title
 from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
 from imagenet_cog.results.summary import lin_rows, read_summary
 
-RESULT_NAME = "finetune"
 RESULT_KEYS = ("model", "dataset", "top1", "top5", "test_images", "train_images", "recipe")
 
 
@@ -119,10 +118,10 @@ def finetune_results_command(argv: Sequence[str]) -> int:
                "mean and std over the probe seeds), and the frozen top-1 relative to the fine-tuned one.")
     notes = ["Frozen / fine-tuned near 100% on IN-1K and falling towards L5: the frozen representation, not the "
              "level's difficulty, loses the far concepts (the paper's reading of Fig. 6)."]
-    write_table(layout, RESULT_NAME, table_of(rows, json.loads(args.models)), caption, notes)
+    write_table(layout, FINETUNE_NAME, table_of(rows, json.loads(args.models)), caption, notes)
     plots.set_theme()
     fig = finetune_figure(rows, args.datasets)
-    plots.save_figure(fig, layout, RESULT_NAME)
+    plots.save_figure(fig, layout, FINETUNE_NAME)
     plt.close(fig)
     for _, row in rows.iterrows():
         print(f"{row['model']} {row['dataset']}: fine-tuned {row['finetuned']:.2f}, frozen {row['mean']:.2f}, "

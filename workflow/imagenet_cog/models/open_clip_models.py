@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import open_clip
@@ -43,20 +42,21 @@ from open_clip.transformer import VisionTransformer
 from timm.layers import AttentionPool2d, RotAttentionPool2d
 
 from imagenet_cog.models.checkpoints import CheckpointMismatch, check_checkpoint_safety, resolve_globals
+from imagenet_cog.models.open_clip_catalogue import (
+    DEFAULT_IMAGE_FEATURES,
+    EMBEDDING,
+    IMAGE_FEATURES,
+    POOLED,
+    SHIPPED_CONFIGS,
+)
 from imagenet_cog.models.timm_models import PretrainedWeightsUnavailable, closest_names, pre_logits
 
-EMBEDDING = "embedding"
-POOLED = "pooled"
-IMAGE_FEATURES = (EMBEDDING, POOLED)
-DEFAULT_IMAGE_FEATURES = EMBEDDING
 # open_clip's resize modes the extraction reproduces; 'longest' (resize the longest side and
 # pad) it does not.
 RESIZE_MODES = ("shortest", "squash")
 # The pools of open_clip's timm towers that project as they pool (its ResNets' attention pools).
 PROJECTING_POOLS = (AttentionPool2d, RotAttentionPool2d)
-# The workflow's own model configs, named as open_clip's are (the demo's small CoG-demo-CLIP,
-# whose 32-pixel tower fits the demo's images): added to open_clip's list once, at import.
-SHIPPED_CONFIGS = Path(__file__).with_name("open_clip_configs")
+# The workflow's own model configs: added to open_clip's list once, at import.
 open_clip.add_model_config(SHIPPED_CONFIGS)
 
 
@@ -105,10 +105,6 @@ class OpenClipModel:
             size = self.preprocessing()["size"]
             network = ImageFeatures(_meta_model(self.name).visual, self.image_features)
             return int(network(torch.empty(1, 3, size, size)).shape[-1])
-
-    def identity_suffix(self) -> str:
-        """What the weights identity adds: the features read, so that changing them re-extracts."""
-        return f"+image_features:{self.image_features}"
 
     def provenance(self) -> dict[str, str]:
         """What the shards record besides the arch: the open_clip model, its tag, the features
@@ -181,13 +177,15 @@ def _meta_model(name: str):
     open_clip warns through the root logger that no weights were loaded, which would give the
     root logger a handler of its own (logging's implicit basicConfig) and print every later
     message of the caller (Snakemake planning a run) twice: a handler-less root gets a
-    NullHandler for the call."""
+    NullHandler for the call. Building it draws from torch's random generator: its state is
+    restored, so that a seeded build gives the same weights whether or not this came first."""
     root = logging.getLogger()
     quiet = logging.NullHandler() if not root.handlers else None
     if quiet:
         root.addHandler(quiet)
     try:
-        return open_clip.create_model(name, device="meta", pretrained_text=False)
+        with torch.random.fork_rng(devices=[]):
+            return open_clip.create_model(name, device="meta", pretrained_text=False)
     finally:
         if quiet:
             root.removeHandler(quiet)

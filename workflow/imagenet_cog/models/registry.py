@@ -29,7 +29,9 @@ EfficientNet-B1/B4 weights came from FAIR's pycls; the ``efficientnet_b1``/``_b4
 use torchvision's networks of the same architecture, feature size and input size.
 
 ``torch`` is imported inside functions so that Snakemake can ask for weight identities and
-preprocessing while building the DAG without loading it.
+preprocessing while building the DAG without loading it; an open_clip model with random
+weights is planned from its config file (:mod:`imagenet_cog.models.open_clip_catalogue`), one
+with a pretrained tag or a checkpoint by open_clip, which imports torch.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from typing import Any, Callable, Collection
 import yaml
 
 from imagenet_cog.models.checkpoints import check_checkpoint_safety, load_checkpoint
+from imagenet_cog.models.open_clip_catalogue import DEFAULT_IMAGE_FEATURES, random_weights_plan
 
 # The paper's 31 models, in the workflow's folder (where Snakemake runs, next to config.yaml):
 # the default of the models command, run there; an installed package has no checkout to look in.
@@ -280,8 +283,9 @@ class ModelSpec:
         return not (is_random_weights(self.weights) or self.weights == "pretrained" or self.is_open_clip_tag())
 
     def is_open_clip_tag(self) -> bool:
-        """Whether the weights are a pretrained tag of the entry's open_clip model."""
-        if not is_open_clip_arch(self.arch):
+        """Whether the weights are a pretrained tag of the entry's open_clip model (random
+        weights are none: open_clip is not asked)."""
+        if not is_open_clip_arch(self.arch) or is_random_weights(self.weights):
             return False
         from imagenet_cog.models.open_clip_models import is_tag
 
@@ -304,12 +308,30 @@ class ModelSpec:
         return resolve(self.arch, self.weights, self.image_features, check_weights=check_weights,
                        owner=f"config.yaml: model '{self.name}'")
 
+    def open_clip_plan(self) -> tuple[dict[str, Any], int]:
+        """The ``open_clip/`` arch's preprocessing fields and feature width: from its config file
+        alone where that says all (random weights, the embedding), so that planning the demo
+        imports no torch; otherwise as open_clip resolves the model."""
+        plan = self.random_weights_plan()
+        if plan is None:
+            model = self.open_clip_model(check_weights=False)
+            plan = model.preprocessing(), model.feature_dim()
+        return plan
+
+    def random_weights_plan(self) -> tuple[dict[str, Any], int] | None:
+        """The plan read from the config file alone; None unless the weights are random."""
+        if not is_random_weights(self.weights):
+            return None
+        return random_weights_plan(self.arch.removeprefix(OPEN_CLIP_PREFIX), self.image_features)
+
     def check(self, checkpoint_made_later: bool = False) -> None:
         self._check_library_settings()
         if is_timm_arch(self.arch):
             self.timm_model()
         elif is_open_clip_arch(self.arch):
-            self.open_clip_model()
+            # a model its config file plans is one open_clip knows, with valid features
+            if self.random_weights_plan() is None:
+                self.open_clip_model()
         elif self.arch == "custom":
             if not self.factory or ":" not in self.factory:
                 raise ValueError(
@@ -426,7 +448,7 @@ def weights_identity(spec: ModelSpec) -> str:
             )
         identity += f"+{spec.factory}@sha256:{file_sha256(module.origin)[:16]}"
     if is_open_clip_arch(spec.arch):
-        identity += spec.open_clip_model(check_weights=False).identity_suffix()
+        identity += f"+image_features:{spec.image_features or DEFAULT_IMAGE_FEATURES}"
     return identity
 
 
@@ -435,7 +457,7 @@ def planned_preprocessing(spec: ModelSpec) -> Preprocessing | None:
     if is_timm_arch(spec.arch):
         return Preprocessing(**spec.timm_model(check_weights=False).preprocessing())
     if is_open_clip_arch(spec.arch):
-        return Preprocessing(**spec.open_clip_model(check_weights=False).preprocessing())
+        return Preprocessing(**spec.open_clip_plan()[0])
     return REGISTRY[spec.arch].preprocessing if spec.arch in REGISTRY else None
 
 
@@ -445,7 +467,7 @@ def planned_feature_dim(spec: ModelSpec) -> int | None:
     if is_timm_arch(spec.arch):
         return spec.timm_model(check_weights=False).feature_dim()
     if is_open_clip_arch(spec.arch):
-        return spec.open_clip_model(check_weights=False).feature_dim()
+        return spec.open_clip_plan()[1]
     return REGISTRY[spec.arch].feature_dim if spec.arch in REGISTRY else None
 
 
@@ -458,7 +480,7 @@ def extract_options(spec: ModelSpec) -> list[str]:
         model = spec.timm_model(check_weights=False)
         return ["--preprocessing", model.mode] + (["--input-size", str(model.input_size)] if model.input_size else []) + trusted
     if is_open_clip_arch(spec.arch):
-        return ["--image-features", spec.open_clip_model(check_weights=False).image_features] + trusted
+        return ["--image-features", spec.image_features or DEFAULT_IMAGE_FEATURES] + trusted
     return (["--factory", spec.factory] if spec.factory else []) + trusted
 
 

@@ -40,7 +40,7 @@ from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT
 from imagenet_cog.features.store import read_features
-from imagenet_cog.features.zeroshot_classifier import ZeroShotClassifier, read_classifier
+from imagenet_cog.features.zeroshot_classifier_file import ZeroShotClassifier, read_classifier
 from imagenet_cog.models.registry import file_sha256
 from imagenet_cog.probes.zeroshot import SCORE_BLOCK, zeroshot_accuracy, zeroshot_logits
 

@@ -5,9 +5,8 @@
 import json
 import shlex
 
-from imagenet_cog.core.layout import FIGURE_FORMATS, TABLE_FORMATS
+from imagenet_cog.core.layout import FIGURE_FORMATS, FINETUNE_NAME, TABLE_FORMATS
 from imagenet_cog.finetune.recipe import Recipe
-from imagenet_cog.finetune.results import RESULT_NAME as FINETUNE_RESULT
 from imagenet_cog.plan.cost import Dataset, finetune_seconds
 
 FINETUNE_SETTINGS = config["finetune"]
@@ -64,8 +63,8 @@ def finetune_results():
 
 
 def finetune_outputs():
-    return [PATHS.table(FINETUNE_RESULT, extension) for extension in TABLE_FORMATS] + [
-        PATHS.figure(FINETUNE_RESULT, extension) for extension in FIGURE_FORMATS
+    return [PATHS.table(FINETUNE_NAME, extension) for extension in TABLE_FORMATS] + [
+        PATHS.figure(FINETUNE_NAME, extension) for extension in FIGURE_FORMATS
     ]
 
 
