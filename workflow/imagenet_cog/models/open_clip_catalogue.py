@@ -33,6 +33,11 @@ REQUIRED_KEYS = ("embed_dim", "vision_cfg", "text_cfg")
 DEFAULT_INTERPOLATION = "bicubic"
 
 
+def image_features_read(setting: str | None) -> str:
+    """The image features a model's ``image_features`` setting reads (absent: the embedding)."""
+    return setting or DEFAULT_IMAGE_FEATURES
+
+
 def open_clip_file(name: str) -> Path:
     """A file or folder of the installed open_clip package, found without importing it."""
     spec = importlib.util.find_spec("open_clip")
@@ -69,7 +74,7 @@ def random_weights_plan(name: str, image_features: str | None) -> tuple[dict[str
     where open_clip must be asked (an unknown name, features other than the embedding, a
     tower whose image size is not one number)."""
     config = model_configs().get(name)
-    if config is None or (image_features or DEFAULT_IMAGE_FEATURES) != EMBEDDING:
+    if config is None or image_features_read(image_features) != EMBEDDING:
         return None
     size = config["vision_cfg"].get("image_size")
     if not isinstance(size, int):

@@ -48,6 +48,7 @@ from imagenet_cog.models.open_clip_catalogue import (
     IMAGE_FEATURES,
     POOLED,
     SHIPPED_CONFIGS,
+    image_features_read,
 )
 from imagenet_cog.models.timm_models import PretrainedWeightsUnavailable, closest_names, pre_logits
 
@@ -137,7 +138,7 @@ def resolve(arch: str, weights: str, image_features: str | None = None, *, check
     if name not in open_clip.list_models():
         raise ValueError(f"{where}open_clip knows no model '{name}'. "
                          f"{closest_names(name, open_clip.list_models(), 'open_clip')}")
-    choice = image_features or DEFAULT_IMAGE_FEATURES
+    choice = image_features_read(image_features)
     if choice not in IMAGE_FEATURES:
         raise ValueError(f"{where}image_features must be one of {', '.join(IMAGE_FEATURES)}, not '{choice}'.")
     if check_weights and weights == "pretrained":

@@ -50,7 +50,7 @@ from typing import Any, Callable, Collection
 import yaml
 
 from imagenet_cog.models.checkpoints import check_checkpoint_safety, load_checkpoint
-from imagenet_cog.models.open_clip_catalogue import DEFAULT_IMAGE_FEATURES, random_weights_plan
+from imagenet_cog.models.open_clip_catalogue import EMBEDDING, image_features_read, random_weights_plan
 
 # The paper's 31 models, in the workflow's folder (where Snakemake runs, next to config.yaml):
 # the default of the models command, run there; an installed package has no checkout to look in.
@@ -85,7 +85,7 @@ def is_open_clip_arch(arch: str) -> bool:
 def has_text_tower(entry: dict) -> bool:
     """An open_clip model whose image features are the embedding, the space its text tower
     shares; its pooled features are not in that space, and the other archs have no text tower."""
-    return is_open_clip_arch(entry["arch"]) and entry.get("image_features", "embedding") == "embedding"
+    return is_open_clip_arch(entry["arch"]) and image_features_read(entry.get("image_features")) == EMBEDDING
 
 
 def output_size(width: int, height: int, size: int) -> tuple[int, int]:
@@ -448,7 +448,7 @@ def weights_identity(spec: ModelSpec) -> str:
             )
         identity += f"+{spec.factory}@sha256:{file_sha256(module.origin)[:16]}"
     if is_open_clip_arch(spec.arch):
-        identity += f"+image_features:{spec.image_features or DEFAULT_IMAGE_FEATURES}"
+        identity += f"+image_features:{image_features_read(spec.image_features)}"
     return identity
 
 
@@ -480,7 +480,7 @@ def extract_options(spec: ModelSpec) -> list[str]:
         model = spec.timm_model(check_weights=False)
         return ["--preprocessing", model.mode] + (["--input-size", str(model.input_size)] if model.input_size else []) + trusted
     if is_open_clip_arch(spec.arch):
-        return ["--image-features", spec.image_features or DEFAULT_IMAGE_FEATURES] + trusted
+        return ["--image-features", image_features_read(spec.image_features)] + trusted
     return (["--factory", spec.factory] if spec.factory else []) + trusted
 
 
