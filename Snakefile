@@ -74,6 +74,20 @@ include: "workflow/rules/plan.smk"
 refuse_what_the_run_lacks()
 
 
+# Warm start (warm_start in the schema, imagenet_cog/core/warm_start.py): on a local run the
+# jobs fork from one process that imported torch once, instead of each importing it.
+onstart:
+    start_warm_start()
+
+
+onsuccess:
+    stop_warm_start()
+
+
+onerror:
+    stop_warm_start()
+
+
 # Each stage's own list of what a full run makes (the rest are inputs of later stages).
 rule all:
     default_target: True

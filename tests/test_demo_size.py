@@ -1,5 +1,6 @@
 """The demo's size, guarded (issue #53): the finished demo's build ran no more jobs than the
-ceiling docs/testing.md states, and the image-text model ran only on the paths of its own.
+ceiling docs/testing.md states, the image-text model ran only on the paths of its own, and
+every job started warm (imagenet_cog/core/warm_start.py).
 
 The count is the build's own: Snakemake's log of the shared demo run (the `demo_run`
 fixture), whose last "N of M steps" line counts every job, the extractions that the split
@@ -41,10 +42,15 @@ def build_log(demo_run: Path) -> str:
     return logs[0].read_text()
 
 
-def test_the_demo_runs_within_its_job_ceiling(demo_run):
+def build_steps(demo_run: Path) -> int:
     steps = [STEPS.match(line) for line in build_log(demo_run).splitlines()]
     done, total = next((int(m[1]), int(m[2])) for m in reversed(steps) if m)
     assert done == total, f"the demo's build ended at {done} of {total} steps"
+    return total
+
+
+def test_the_demo_runs_within_its_job_ceiling(demo_run):
+    total = build_steps(demo_run)
     assert total <= demo_ceiling(), (
         f"the demo ran {total} jobs, over its ceiling of {demo_ceiling()} (docs/testing.md): cut a stage's models "
         "or jobs, or raise the ceiling in a commit of its own with the measurement"
@@ -64,3 +70,14 @@ def test_the_image_text_model_runs_only_on_its_own_paths(demo_run):
                 rules_by_model[values["model"]].add(rule)
     assert rules_by_model["demo_clip"] == CLIP_RULES
     assert CLIP_RULES - TEXT_TOWER_RULES < rules_by_model["demo_cnn"]
+
+
+def test_every_job_of_the_demo_started_warm(demo_run):
+    """The build's server (the first run in the log) forked every job but the target rule
+    `all`, which runs no command; a job refused by it would have started cold, unlogged."""
+    runs = (demo_run / "results" / "logs" / "warm_start.log").read_text().split("warm start: ")
+    build = runs[1]
+    assert "serving" in build.splitlines()[0], build.splitlines()[0]
+    served = re.findall(r"^job \d+: (\S+)$", build, re.M)
+    assert len(served) == build_steps(demo_run) - 1
+    assert {"extract", "probe", "probe-knn", "model-describability"} <= set(served)

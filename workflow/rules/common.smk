@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import shutil
 
 from imagenet_cog.core import naming
 from imagenet_cog.core.config_check import with_source
@@ -162,6 +163,39 @@ def refuse_what_the_run_lacks():
 def python_command(command):
     """The shell prefix of a rule running one of the package's commands."""
     return f"python -m imagenet_cog {command}"
+
+
+# This run's warm-start server (imagenet_cog/core/warm_start.py), when it has one.
+WARM_START = {}
+
+
+def warm_start_wanted():
+    """warm_start (schema): only where jobs are processes of this machine; auto means the demo,
+    whose jobs import for longer than they work (real jobs work for minutes)."""
+    local = workflow.local_exec and not (workflow.remote_exec or workflow.subprocess_exec)
+    setting = config["warm_start"]
+    return local and (setting == "always" or (setting == "auto" and config["mode"] == "demo"))
+
+
+def start_warm_start():
+    from imagenet_cog.core.warm_start import start_server
+    from imagenet_cog.models.registry import is_open_clip_arch, is_timm_arch
+
+    python = shutil.which("python")
+    if not warm_start_wanted() or python is None:
+        return
+    archs = [spec["arch"] for spec in config["models"].values()]
+    preload = (["timm"] if any(is_timm_arch(arch) or is_open_clip_arch(arch) for arch in archs) else []) + (
+        ["open_clip"] if any(is_open_clip_arch(arch) for arch in archs) else []
+    )
+    WARM_START["server"] = start_server(python, PATHS.log("warm_start.log"), preload)
+
+
+def stop_warm_start():
+    if "server" in WARM_START:
+        from imagenet_cog.core.warm_start import stop_server
+
+        stop_server(WARM_START.pop("server"))
 
 
 def result_models():

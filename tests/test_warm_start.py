@@ -1,0 +1,112 @@
+"""The warm start (imagenet_cog/core/warm_start.py): a job forked from the run's server
+computes what a cold process does, reports its status and streams as one, is refused when
+the server's interpreter environment differs, dies with its client, and the server ends with
+the process it watches. The demo's run through it is checked in test_workflow, and against
+a cold run (the SLURM jobs) in test_slurm."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_probes_search import blobs, probe_command, write_feature_file
+
+from imagenet_cog.core.warm_start import SOCKET_VARIABLE, start_server, stop_server
+
+OUTCOME = ("best_params", "val_top1", "test_top1", "test_top5", "trials", "n_train", "n_test")
+
+
+@pytest.fixture
+def features(tmp_path):
+    write_feature_file(tmp_path / "train.h5", *blobs(classes=6))
+    write_feature_file(tmp_path / "test.h5", *blobs(classes=6, seed=4))
+    return tmp_path
+
+
+@pytest.fixture
+def server(tmp_path):
+    log = tmp_path / "warm_start.log"
+    started = start_server(sys.executable, str(log), [])
+    yield log
+    stop_server(started)
+
+
+def served_jobs(log: Path) -> list[tuple[int, str]]:
+    return [(int(pid), command) for pid, command in re.findall(r"^job (\d+): (\S+)$", log.read_text(), re.M)]
+
+
+def cold_environment() -> dict:
+    return {name: value for name, value in os.environ.items() if name != SOCKET_VARIABLE}
+
+
+def wait_for(condition, seconds: float = 60.0):
+    deadline = time.monotonic() + seconds
+    while not (found := condition()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+    return found
+
+
+def test_a_warm_job_writes_what_a_cold_one_does_and_fails_as_it_does(features, server):
+    cold = subprocess.run(probe_command(features), env=cold_environment(), capture_output=True, text=True, timeout=300)
+    assert cold.returncode == 0, cold.stderr
+    cold_result = json.loads((features / "result.json").read_text())
+    for made in ("result.json", "study.jsonl"):
+        (features / made).unlink()
+
+    warm = subprocess.run(probe_command(features), capture_output=True, text=True, timeout=300)
+    assert warm.returncode == 0, warm.stderr
+    assert served_jobs(server) == [(served_jobs(server)[0][0], "probe")]
+    warm_result = json.loads((features / "result.json").read_text())
+    assert {key: warm_result[key] for key in OUTCOME} == {key: cold_result[key] for key in OUTCOME}
+    assert "test_top1=" in warm.stderr  # the job's log lines reach the client's stderr
+
+    failed = subprocess.run(probe_command(features, shots="64"), capture_output=True, text=True, timeout=300)
+    assert len(served_jobs(server)) == 2
+    assert failed.returncode == 1 and "fewer than shots=64" in failed.stderr
+    unknown = subprocess.run([sys.executable, "-m", "imagenet_cog", "no-such-command"], capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "usage: python -m imagenet_cog" in unknown.stderr
+    assert len(served_jobs(server)) == 3
+
+
+def test_a_job_from_another_cpu_capability_runs_cold(features, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    started = start_server(sys.executable, str(tmp_path / "warm_start.log"), [])
+    try:
+        job = subprocess.run(probe_command(features), env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
+                             capture_output=True, text=True, timeout=300)
+        assert job.returncode == 0, job.stderr
+        assert (features / "result.json").is_file()
+        assert served_jobs(tmp_path / "warm_start.log") == []
+    finally:
+        stop_server(started)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+def test_a_stopped_client_stops_its_job(features, server, stop):
+    long_search = probe_command(features, trials=50, epochs=100000)
+    client = subprocess.Popen(long_search, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = wait_for(lambda: served_jobs(server))[0][0]
+    client.send_signal(stop)
+    assert client.wait(timeout=60) == (-signal.SIGKILL if stop == signal.SIGKILL else 128 + signal.SIGTERM)
+    wait_for(lambda: not Path(f"/proc/{job}").exists())
+    assert not (features / "result.json").exists()
+
+
+def test_the_server_ends_with_the_process_it_watches(tmp_path):
+    watched = subprocess.Popen(["sleep", "2"])
+    socket_path = tmp_path / "socket"
+    server = subprocess.Popen([sys.executable, "-m", "imagenet_cog.core.warm_start", "--socket", str(socket_path),
+                               "--watch", str(watched.pid)], stderr=subprocess.PIPE, text=True)
+    wait_for(socket_path.exists)
+    watched.wait()
+    assert server.wait(timeout=60) == 0
+    assert not socket_path.exists()
+    assert "serving" in server.stderr.read()

@@ -1,0 +1,341 @@
+"""Warm start: a local run's jobs skip the seconds of importing torch.
+
+A demo job does under a second of work after ~2.5 s of imports (torch, torchvision, h5py,
+optuna), and the demo runs ~300 of them on two cores. On a local run (``warm_start``, see
+the schema) the Snakefile's onstart starts one server per run that imports those libraries
+once and then forks a child per job: ``python -m imagenet_cog <command>`` connects to it,
+hands over its working directory, environment, arguments and its stdin/stdout/stderr, and
+exits with the child's status. The child runs the same ``cli.main`` a cold process would,
+so outputs are identical (tests/test_warm_start.py compares them byte for byte).
+
+A job runs cold, as before, when no server answers or when the server was started from
+another interpreter, package folder or CPU-capability environment (:func:`identity`). The
+server never imports the workflow's own modules (each child imports them), so code edited
+during a run is used by the next job, as in a cold run; it never touches CUDA, so each
+child initialises its own. It stops when the run ends (onsuccess/onerror) or when the
+Snakemake process it watches is gone; a job whose client is killed is killed with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
+
+# Every job imports this module to ask for a warm start, so the server's and the run's modules
+# (selectors, subprocess, argparse, ...) are imported where they are used: tens of ms a job.
+
+SOCKET_VARIABLE = "IMAGENET_COG_WARM_START"
+SOCKET_FOLDER_PREFIX = "imagenet-cog-warm-"
+# Read by the preloaded libraries when they are imported: a job whose values differ from the
+# server's would not get what a cold process gets.
+IMPORT_TIME_ENVIRONMENT = (
+    "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "PYTHONPATH", "PYTHONHASHSEED", "LD_LIBRARY_PATH",
+    "LD_PRELOAD", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE",
+)
+BASE_PRELOAD = ("numpy", "h5py", "optuna", "torch", "torchvision")
+_PR_SET_PDEATHSIG = 1
+_LENGTH = struct.Struct("!I")
+_INTEGER = struct.Struct("!i")
+
+
+def identity() -> dict:
+    """What must match between a job and the server for a forked child to equal a cold run."""
+    return {
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "package": str(Path(__file__).resolve().parents[1]),
+        "environment": {name: os.environ.get(name) for name in IMPORT_TIME_ENVIRONMENT},
+    }
+
+
+def _receive_exactly(connection: socket.socket, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+# --- the job's side -------------------------------------------------------------------------
+
+def run_warm(argv: list[str]) -> int | None:
+    """Run ``argv`` in a child of the server; None when the job must run cold."""
+    path = os.environ.get(SOCKET_VARIABLE)
+    if not path:
+        return None
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(path)
+    except OSError:
+        connection.close()
+        return None
+    request = json.dumps({"identity": identity(), "argv": argv, "cwd": os.getcwd(), "environ": dict(os.environ)})
+    payload = request.encode()
+    socket.send_fds(connection, [_LENGTH.pack(len(payload))], [0, 1, 2])
+    connection.sendall(payload)
+    reply = _receive_exactly(connection, _INTEGER.size)
+    child = _INTEGER.unpack(reply)[0] if reply else 0
+    if child <= 0:
+        connection.close()
+        return None
+    # Snakemake stops a job with SIGTERM/SIGINT to this process: the child gets it, and this
+    # process exits only once the child has (no output renamed after the job is marked failed).
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stop, lambda number, frame: _signal_if_running(child, number))
+    status = _receive_exactly(connection, _INTEGER.size)
+    if status is None:
+        _signal_if_running(child)
+        print(f"warm start: the server at {path} stopped while job {argv[:1]} ran; run it again", file=sys.stderr)
+        return 1
+    return _INTEGER.unpack(status)[0]
+
+
+def _signal_if_running(pid: int, number: int = signal.SIGKILL) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:  # it has just ended: its status is on its way
+        pass
+
+
+# --- the run's side (the Snakefile's onstart, onsuccess and onerror) -------------------------
+
+def start_server(python: str, log_path: str, preload: list[str]) -> subprocess.Popen:
+    """Start this run's server and point the jobs Snakemake starts from now on at it."""
+    import subprocess
+    import tempfile
+    import time
+
+    socket_path = os.path.join(tempfile.mkdtemp(prefix=SOCKET_FOLDER_PREFIX), "socket")
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        server = subprocess.Popen(
+            [python, "-m", "imagenet_cog.core.warm_start", "--socket", socket_path, "--watch", str(os.getpid()),
+             "--preload", *preload],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deadline = time.monotonic() + 10
+    while not os.path.exists(socket_path) and server.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.environ[SOCKET_VARIABLE] = socket_path
+    return server
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    """Jobs after this start cold; the server ends once its children have (none, at a run's end)."""
+    import shutil
+    import subprocess
+
+    socket_path = os.environ.pop(SOCKET_VARIABLE, None)
+    server.terminate()
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    if socket_path:
+        shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
+
+
+# --- the server's side ----------------------------------------------------------------------
+
+def _peek(connection: socket.socket) -> bytes:
+    """Empty once the peer has closed: a client sends nothing after its request."""
+    try:
+        return connection.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return b""
+
+
+def _run_child(argv: list[str], cwd: str, environ: dict, streams: list[int]) -> None:
+    """In the forked child: become the job's process, run its command, exit with its status."""
+    import ctypes
+
+    # a server that dies mid-job (killed, out of memory) takes its jobs with it: no output is
+    # written after its client has reported the job failed
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    for target, descriptor in enumerate(streams):
+        os.dup2(descriptor, target)
+        os.close(descriptor)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.argv = [str(Path(__file__).resolve().parents[1] / "__main__.py"), *argv]
+    status = 1
+    try:
+        from imagenet_cog.cli import main
+
+        status = main(argv)
+    except SystemExit as exit_request:
+        code = exit_request.code
+        status = code if isinstance(code, int) else (0 if code is None else 1)
+        if not isinstance(code, int) and code is not None:
+            print(code, file=sys.stderr)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        import atexit
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(status)
+
+
+class Server:
+    """One listening socket; per job a connection, a forked child and the child's pidfd."""
+
+    def __init__(self, path: str, watched_pid: int):
+        import selectors
+
+        self.path = path
+        self.watched_pid = watched_pid
+        self.identity = identity()
+        self.read_event = selectors.EVENT_READ
+        self.selector = selectors.DefaultSelector()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(128)
+        self.selector.register(self.listener, self.read_event, ("listener", None))
+        self.children: dict[int, tuple[socket.socket, int]] = {}
+        self.stopping = False
+
+    def _request(self, connection: socket.socket) -> tuple[dict | None, list[int]]:
+        """The job's request and streams; no request when it is not one this server may run."""
+        try:
+            message, streams, _, _ = socket.recv_fds(connection, _LENGTH.size, 3)
+            payload = _receive_exactly(connection, _LENGTH.unpack(message)[0]) if len(message) == _LENGTH.size else None
+        except OSError:  # a client killed while it asked
+            return None, []
+        request = json.loads(payload) if payload else None
+        if request is None or request["identity"] != self.identity or len(streams) != 3:
+            return None, streams
+        return request, streams
+
+    def _accept(self) -> None:
+        connection, _ = self.listener.accept()
+        request, streams = self._request(connection)
+        if request is None:
+            for descriptor in streams:
+                os.close(descriptor)
+            with contextlib.suppress(OSError):  # the client then runs the job cold
+                connection.sendall(_INTEGER.pack(0))
+            connection.close()
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._close_in_child(connection)
+            _run_child(request["argv"], request["cwd"], request["environ"], streams)
+        for descriptor in streams:
+            os.close(descriptor)
+        pidfd = os.pidfd_open(pid)
+        self.children[pid] = (connection, pidfd)
+        self.selector.register(pidfd, self.read_event, ("child", pid))
+        self.selector.register(connection, self.read_event, ("client", pid))
+        with contextlib.suppress(OSError):  # a client gone already is seen as gone by serve()
+            connection.sendall(_INTEGER.pack(pid))
+        print(f"job {pid}: {request['argv'][0] if request['argv'] else '(no command)'}", file=sys.stderr, flush=True)
+
+    def _close_in_child(self, connection: socket.socket) -> None:
+        """The server's descriptors are not the job's: a child keeps none of them open."""
+        self.selector.close()
+        self.listener.close()
+        connection.close()
+        for other, pidfd in self.children.values():
+            other.close()
+            os.close(pidfd)
+
+    def _client_gone(self, pid: int) -> None:
+        """The job's client was killed (Snakemake stopping the job): so is the job."""
+        self.selector.unregister(self.children[pid][0])
+        os.kill(pid, signal.SIGKILL)
+
+    def _finish(self, pid: int) -> None:
+        connection, pidfd = self.children.pop(pid)
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        with contextlib.suppress(OSError):
+            connection.sendall(_INTEGER.pack(128 - status if status < 0 else status))
+        self.selector.unregister(pidfd)
+        try:
+            self.selector.unregister(connection)
+        except KeyError:  # already, when its client went first
+            pass
+        connection.close()
+        os.close(pidfd)
+
+    def _watched_process_gone(self) -> bool:
+        try:
+            os.kill(self.watched_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+    def serve(self) -> None:
+        while self.children or not (self.stopping or self._watched_process_gone()):
+            for key, _ in self.selector.select(timeout=1.0):
+                role, pid = key.data
+                if role == "listener":
+                    if not self.stopping:
+                        self._accept()
+                elif role == "child":
+                    self._finish(pid)
+                elif pid in self.children and not _peek(key.fileobj):
+                    self._client_gone(pid)
+            if self.stopping or self._watched_process_gone():
+                self.stopping = True
+                if self.listener.fileno() >= 0:
+                    self.selector.unregister(self.listener)
+                    self.listener.close()
+        Path(self.path).unlink(missing_ok=True)
+        if Path(self.path).parent.name.startswith(SOCKET_FOLDER_PREFIX):
+            with contextlib.suppress(OSError):
+                Path(self.path).parent.rmdir()
+
+
+def serve_command(argv: list[str] | None = None) -> int:
+    import argparse
+    import importlib
+    import time
+
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog.core.warm_start", description=__doc__.split("\n")[0])
+    parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
+    parser.add_argument("--preload", nargs="*", default=[], help="modules imported once, besides the base ones")
+    arguments = parser.parse_args(argv)
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError) as error:
+        print(f"warm start: not available here ({error}); jobs start cold", file=sys.stderr)
+        return 0
+    server = Server(arguments.socket, arguments.watch)
+    signal.signal(signal.SIGTERM, lambda number, frame: setattr(server, "stopping", True))
+    started = time.perf_counter()
+    # listening already: jobs that connect now wait for the imports instead of paying them too
+    for module in (*BASE_PRELOAD, *arguments.preload):
+        importlib.import_module(module)
+    print(f"warm start: {' '.join((*BASE_PRELOAD, *arguments.preload))} imported in "
+          f"{time.perf_counter() - started:.1f} s; serving {arguments.socket}", file=sys.stderr, flush=True)
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve_command())
