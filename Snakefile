@@ -74,7 +74,7 @@ include: "workflow/rules/plan.smk"
 refuse_what_the_run_lacks()
 
 
-# Warm start (warm_start in the schema, imagenet_cog/core/warm_start.py): on a local run the
+# Warm start (warm_start in the schema, imagenet_cog/warm_start.py): on a local run the
 # jobs fork from one process that imported torch once, instead of each importing it.
 onstart:
     start_warm_start()

@@ -1,4 +1,4 @@
-"""The warm start (imagenet_cog/core/warm_start.py): a job forked from the run's server
+"""The warm start (imagenet_cog/warm_start.py): a job forked from the run's server
 computes what a cold process does, reports its status and streams as one, is refused when
 the server's interpreter environment differs, dies with its client, and the server ends with
 the process it watches. The demo's run through it is checked in test_workflow, and against
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_probes_search import blobs, probe_command, write_feature_file
 
-from imagenet_cog.core.warm_start import SOCKET_VARIABLE, start_server, stop_server
+from imagenet_cog.warm_start import SOCKET_VARIABLE, start_server, stop_server
 
 OUTCOME = ("best_params", "val_top1", "test_top1", "test_top5", "trials", "n_train", "n_test")
 
@@ -103,7 +103,7 @@ def test_a_stopped_client_stops_its_job(features, server, stop):
 def test_the_server_ends_with_the_process_it_watches(tmp_path):
     watched = subprocess.Popen(["sleep", "2"])
     socket_path = tmp_path / "socket"
-    server = subprocess.Popen([sys.executable, "-m", "imagenet_cog.core.warm_start", "--socket", str(socket_path),
+    server = subprocess.Popen([sys.executable, "-m", "imagenet_cog.warm_start", "--socket", str(socket_path),
                                "--watch", str(watched.pid)], stderr=subprocess.PIPE, text=True)
     wait_for(socket_path.exists)
     watched.wait()

@@ -1,6 +1,6 @@
 import sys
 
-from imagenet_cog.core.warm_start import run_warm
+from imagenet_cog.warm_start import run_warm
 
 # On a local run the job is a child of the run's warm-start server, which has torch imported;
 # without one (or one that does not match this interpreter) it runs here, cold.

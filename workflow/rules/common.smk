@@ -6,6 +6,7 @@
 # order, so a stage may use what the stages before it define (as its rules read their
 # outputs), never what a later one does.
 
+import datetime
 import functools
 import json
 import os
@@ -165,7 +166,7 @@ def python_command(command):
     return f"python -m imagenet_cog {command}"
 
 
-# This run's warm-start server (imagenet_cog/core/warm_start.py), when it has one.
+# This run's warm-start server (imagenet_cog/warm_start.py), when it has one.
 WARM_START = {}
 
 
@@ -178,7 +179,7 @@ def warm_start_wanted():
 
 
 def start_warm_start():
-    from imagenet_cog.core.warm_start import start_server
+    from imagenet_cog.warm_start import start_server
     from imagenet_cog.models.registry import is_open_clip_arch, is_timm_arch
 
     python = shutil.which("python")
@@ -188,12 +189,14 @@ def start_warm_start():
     preload = (["timm"] if any(is_timm_arch(arch) or is_open_clip_arch(arch) for arch in archs) else []) + (
         ["open_clip"] if any(is_open_clip_arch(arch) for arch in archs) else []
     )
-    WARM_START["server"] = start_server(python, PATHS.log("warm_start.log"), preload)
+    # one log a run, as Snakemake's own: a run leaves the logs of the runs before it untouched
+    log = PATHS.log(f"warm_start/{datetime.datetime.now():%Y-%m-%dT%H%M%S.%f}.log")
+    WARM_START["server"] = start_server(python, log, preload)
 
 
 def stop_warm_start():
     if "server" in WARM_START:
-        from imagenet_cog.core.warm_start import stop_server
+        from imagenet_cog.warm_start import stop_server
 
         stop_server(WARM_START.pop("server"))
 

@@ -15,5 +15,4 @@
 - :mod:`.sampling`: reproducible choices (generators seeded by names, evenly spaced picks).
 - :mod:`.tables`: a table as CSV, Markdown and LaTeX, and the marks its cells carry.
 - :mod:`.plots`: the figures' theme, model styles, panels, legend and saving.
-- :mod:`.warm_start`: a local run's jobs forked from one process that has torch imported.
 """

@@ -53,7 +53,7 @@ def identity() -> dict:
     return {
         "executable": sys.executable,
         "prefix": sys.prefix,
-        "package": str(Path(__file__).resolve().parents[1]),
+        "package": str(Path(__file__).resolve().parent),
         "environment": {name: os.environ.get(name) for name in IMPORT_TIME_ENVIRONMENT},
     }
 
@@ -121,7 +121,7 @@ def start_server(python: str, log_path: str, preload: list[str]) -> subprocess.P
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
         server = subprocess.Popen(
-            [python, "-m", "imagenet_cog.core.warm_start", "--socket", socket_path, "--watch", str(os.getpid()),
+            [python, "-m", "imagenet_cog.warm_start", "--socket", socket_path, "--watch", str(os.getpid()),
              "--preload", *preload],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -172,7 +172,7 @@ def _run_child(argv: list[str], cwd: str, environ: dict, streams: list[int]) -> 
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(environ)
-    sys.argv = [str(Path(__file__).resolve().parents[1] / "__main__.py"), *argv]
+    sys.argv = [str(Path(__file__).resolve().parent / "__main__.py"), *argv]
     status = 1
     try:
         from imagenet_cog.cli import main
@@ -315,7 +315,7 @@ def serve_command(argv: list[str] | None = None) -> int:
     import importlib
     import time
 
-    parser = argparse.ArgumentParser(prog="python -m imagenet_cog.core.warm_start", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m imagenet_cog.warm_start", description=__doc__.split("\n")[0])
     parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
     parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
     parser.add_argument("--preload", nargs="*", default=[], help="modules imported once, besides the base ones")
