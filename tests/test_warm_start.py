@@ -89,6 +89,19 @@ def test_a_job_from_another_cpu_capability_runs_cold(features, tmp_path, monkeyp
         stop_server(started)
 
 
+def test_jobs_start_cold_when_the_server_cannot_import_what_it_preloads(features, tmp_path):
+    log = tmp_path / "warm_start.log"
+    started = start_server(sys.executable, str(log), ["no_such_module_anywhere"])
+    try:
+        job = subprocess.run(probe_command(features), capture_output=True, text=True, timeout=300)
+        assert job.returncode == 0, job.stderr
+        assert (features / "result.json").is_file()
+        assert started.wait(timeout=60) == 0
+        assert "No module named 'no_such_module_anywhere'" in log.read_text() and served_jobs(log) == []
+    finally:
+        stop_server(started)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
 def test_a_stopped_client_stops_its_job(features, server, stop):
     long_search = probe_command(features, trials=50, epochs=100000)

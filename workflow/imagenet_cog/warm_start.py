@@ -75,17 +75,16 @@ def run_warm(argv: list[str]) -> int | None:
     path = os.environ.get(SOCKET_VARIABLE)
     if not path:
         return None
+    request = json.dumps({"identity": identity(), "argv": argv, "cwd": os.getcwd(), "environ": dict(os.environ)})
+    payload = request.encode()
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(path)
-    except OSError:
-        connection.close()
-        return None
-    request = json.dumps({"identity": identity(), "argv": argv, "cwd": os.getcwd(), "environ": dict(os.environ)})
-    payload = request.encode()
-    socket.send_fds(connection, [_LENGTH.pack(len(payload))], [0, 1, 2])
-    connection.sendall(payload)
-    reply = _receive_exactly(connection, _INTEGER.size)
+        socket.send_fds(connection, [_LENGTH.pack(len(payload))], [0, 1, 2])
+        connection.sendall(payload)
+        reply = _receive_exactly(connection, _INTEGER.size)
+    except OSError:  # no server, or one that stopped before taking the job: nothing ran yet
+        reply = None
     child = _INTEGER.unpack(reply)[0] if reply else 0
     if child <= 0:
         connection.close()
@@ -94,7 +93,10 @@ def run_warm(argv: list[str]) -> int | None:
     # process exits only once the child has (no output renamed after the job is marked failed).
     for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(stop, lambda number, frame: _signal_if_running(child, number))
-    status = _receive_exactly(connection, _INTEGER.size)
+    try:
+        status = _receive_exactly(connection, _INTEGER.size)
+    except OSError:
+        status = None
     if status is None:
         _signal_if_running(child)
         print(f"warm start: the server at {path} stopped while job {argv[:1]} ran; run it again", file=sys.stderr)
@@ -329,8 +331,13 @@ def serve_command(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda number, frame: setattr(server, "stopping", True))
     started = time.perf_counter()
     # listening already: jobs that connect now wait for the imports instead of paying them too
-    for module in (*BASE_PRELOAD, *arguments.preload):
-        importlib.import_module(module)
+    try:
+        for module in (*BASE_PRELOAD, *arguments.preload):
+            importlib.import_module(module)
+    except ImportError as error:  # another interpreter than the jobs': they start cold
+        print(f"warm start: {error} in {sys.executable}; jobs start cold", file=sys.stderr)
+        Path(arguments.socket).unlink()
+        return 0
     print(f"warm start: {' '.join((*BASE_PRELOAD, *arguments.preload))} imported in "
           f"{time.perf_counter() - started:.1f} s; serving {arguments.socket}", file=sys.stderr, flush=True)
     server.serve()
