@@ -1,12 +1,13 @@
 """Warm start: a local run's jobs skip the seconds of importing torch.
 
 A demo job does under a second of work after ~2.5 s of imports (torch, torchvision, h5py,
-optuna), and the demo runs ~300 of them on two cores. On a local run (``warm_start``, see
+optuna), and the demo runs hundreds of them on two cores. On a local run (``warm_start``, see
 the schema) the Snakefile's onstart starts one server per run that imports those libraries
 once and then forks a child per job: ``python -m imagenet_cog <command>`` connects to it,
 hands over its working directory, environment, arguments and its stdin/stdout/stderr, and
 exits with the child's status. The child runs the same ``cli.main`` a cold process would,
-so outputs are identical (tests/test_warm_start.py compares them byte for byte).
+so it computes what a cold process does (tests/test_warm_start.py compares a probe's results;
+tests/test_slurm.py the demo's, warm, with the cold SLURM jobs').
 
 A job runs cold, as before, when no server answers or when the server was started from
 another interpreter, package folder or CPU-capability environment (:func:`identity`). The
