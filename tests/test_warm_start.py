@@ -1,8 +1,8 @@
 """The warm start (imagenet_cog/warm_start.py): a job forked from the run's server
 computes what a cold process does, reports its status and streams as one, is refused when
 the server's interpreter environment differs, dies with its client, and the server ends with
-the process it watches. The demo's run through it is checked in test_workflow, and against
-a cold run (the SLURM jobs) in test_slurm."""
+the process it watches. That every job of the demo's build went through it is checked in
+test_demo_size, and the demo's results against a cold run (the SLURM jobs) in test_slurm."""
 
 from __future__ import annotations
 

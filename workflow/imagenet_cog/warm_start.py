@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import signal
 import socket
 import struct
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     import subprocess
 
 # Every job imports this module to ask for a warm start, so the server's and the run's modules
-# (selectors, subprocess, argparse, ...) are imported where they are used: tens of ms a job.
+# (subprocess, argparse, ctypes, ...) are imported where they are used: tens of ms a job.
 
 SOCKET_VARIABLE = "IMAGENET_COG_WARM_START"
 SOCKET_FOLDER_PREFIX = "imagenet-cog-warm-"
@@ -203,17 +204,14 @@ class Server:
     """One listening socket; per job a connection, a forked child and the child's pidfd."""
 
     def __init__(self, path: str, watched_pid: int):
-        import selectors
-
         self.path = path
         self.watched_pid = watched_pid
         self.identity = identity()
-        self.read_event = selectors.EVENT_READ
         self.selector = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
         self.listener.listen(128)
-        self.selector.register(self.listener, self.read_event, ("listener", None))
+        self.selector.register(self.listener, selectors.EVENT_READ, ("listener", None))
         self.children: dict[int, tuple[socket.socket, int]] = {}
         self.stopping = False
 
@@ -249,8 +247,8 @@ class Server:
             os.close(descriptor)
         pidfd = os.pidfd_open(pid)
         self.children[pid] = (connection, pidfd)
-        self.selector.register(pidfd, self.read_event, ("child", pid))
-        self.selector.register(connection, self.read_event, ("client", pid))
+        self.selector.register(pidfd, selectors.EVENT_READ, ("child", pid))
+        self.selector.register(connection, selectors.EVENT_READ, ("client", pid))
         with contextlib.suppress(OSError):  # a client gone already is seen as gone by serve()
             connection.sendall(_INTEGER.pack(pid))
         print(f"job {pid}: {request['argv'][0] if request['argv'] else '(no command)'}", file=sys.stderr, flush=True)
@@ -275,10 +273,8 @@ class Server:
         with contextlib.suppress(OSError):
             connection.sendall(_INTEGER.pack(128 - status if status < 0 else status))
         self.selector.unregister(pidfd)
-        try:
+        with contextlib.suppress(KeyError):  # unregistered already when its client went first
             self.selector.unregister(connection)
-        except KeyError:  # already, when its client went first
-            pass
         connection.close()
         os.close(pidfd)
 
@@ -292,7 +288,7 @@ class Server:
         return False
 
     def serve(self) -> None:
-        while self.children or not (self.stopping or self._watched_process_gone()):
+        while self.children or not self.stopping:
             for key, _ in self.selector.select(timeout=1.0):
                 role, pid = key.data
                 if role == "listener":
@@ -302,11 +298,10 @@ class Server:
                     self._finish(pid)
                 elif pid in self.children and not _peek(key.fileobj):
                     self._client_gone(pid)
-            if self.stopping or self._watched_process_gone():
-                self.stopping = True
-                if self.listener.fileno() >= 0:
-                    self.selector.unregister(self.listener)
-                    self.listener.close()
+            self.stopping = self.stopping or self._watched_process_gone()
+            if self.stopping and self.listener.fileno() >= 0:
+                self.selector.unregister(self.listener)
+                self.listener.close()
         Path(self.path).unlink(missing_ok=True)
         if Path(self.path).parent.name.startswith(SOCKET_FOLDER_PREFIX):
             with contextlib.suppress(OSError):

@@ -182,13 +182,14 @@ def start_warm_start():
     from imagenet_cog.warm_start import start_server
     from imagenet_cog.models.registry import is_open_clip_arch, is_timm_arch
 
-    python = shutil.which("python")
-    if not warm_start_wanted() or python is None:
+    python = shutil.which("python") if warm_start_wanted() else None
+    if python is None:
         return
     archs = [spec["arch"] for spec in config["models"].values()]
-    preload = (["timm"] if any(is_timm_arch(arch) or is_open_clip_arch(arch) for arch in archs) else []) + (
-        ["open_clip"] if any(is_open_clip_arch(arch) for arch in archs) else []
-    )
+    uses_open_clip = any(is_open_clip_arch(arch) for arch in archs)
+    # open_clip builds its image towers with timm
+    uses_timm = uses_open_clip or any(is_timm_arch(arch) for arch in archs)
+    preload = (["timm"] if uses_timm else []) + (["open_clip"] if uses_open_clip else [])
     # one log a run, as Snakemake's own: a run leaves the logs of the runs before it untouched
     log = PATHS.log(f"warm_start/{datetime.datetime.now():%Y-%m-%dT%H%M%S.%f}.log")
     WARM_START["server"] = start_server(python, log, preload)
