@@ -43,6 +43,9 @@ def tiny(tmp_path, monkeypatch) -> ModelSpec:
     modules.mkdir()
     (modules / "tiny_backbones.py").write_text(TINY_FACTORY)
     monkeypatch.syspath_prepend(str(modules))
+    # Each test imports its own copy: the weights' identity hashes the factory's file, and an
+    # earlier test's folder is gone once it passed.
+    monkeypatch.delitem(sys.modules, "tiny_backbones", raising=False)
     return ModelSpec("tiny", "custom", "random:1", "tiny_backbones:tiny")
 
 
