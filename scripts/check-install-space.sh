@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Before a first install: on x86_64 Linux torch's CUDA build and its NVIDIA libraries take ~6.4 GB
+# in the venv (elsewhere a CPU build, under 1 GB), and pip out of room stops halfway with a bare
+# "No space left on device". Say it up front.
+set -euo pipefail
+venv=$1
+needed_mb=2000
+[ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && needed_mb=7000
+[ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch" 2>/dev/null && exit 0
+free_mb=$(df -Pm "$venv" | awk 'NR == 2 {print $4}')
+if [ "$free_mb" -lt "$needed_mb" ]; then
+    echo "error: $venv needs ~${needed_mb} MB free for torch and the packages beside it;" \
+         "$(df -P "$venv" | awk 'NR == 2 {print $6}') has ${free_mb} MB." >&2
+    echo "       Free some space there (old clones, /tmp/pytest-of-$(id -un)), then run 'make install' again." >&2
+    exit 1
+fi
