@@ -182,7 +182,9 @@ def start_warm_start():
     from imagenet_cog.warm_start import start_server
     from imagenet_cog.models.registry import is_open_clip_arch, is_timm_arch
 
-    python = shutil.which("python") if warm_start_wanted() else None
+    if not warm_start_wanted():
+        return
+    python = shutil.which("python")
     if python is None:
         return
     archs = [spec["arch"] for spec in config["models"].values()]
