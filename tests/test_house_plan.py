@@ -362,3 +362,22 @@ def test_a_probe_kind_is_named_only_by_its_module_and_its_own_code():
     assert {constant: found - KIND_CONSTANTS[constant] for constant, found in named.items()
             if found - KIND_CONSTANTS[constant]} == {}, "reach the kind through probes.kinds.KINDS and its module's fields"
     assert set(KINDS) - {"linear"} <= {name.lower() for name in KIND_CONSTANTS}
+
+
+def backend_choices(tree: ast.AST) -> list[ast.Call]:
+    """Calls that pick matplotlib's backend: ``matplotlib.use(...)``, ``pyplot.switch_backend(...)``."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and (node.func.attr == "switch_backend" or (node.func.attr == "use" and getattr(node.func.value, "id", "") in {"matplotlib", "mpl"}))
+    ]
+
+
+def test_only_the_plots_module_chooses_matplotlibs_backend():
+    choosers = sorted(
+        str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if backend_choices(ast.parse(path.read_text()))
+    )
+    assert choosers == ["core/plots.py"], f"matplotlib's backend is chosen in {choosers}; only core/plots.py may"
+

@@ -1,4 +1,4 @@
-"""The ``detection-results`` command: the tables and figures of unseen-concept detection (issue #56).
+"""The ``detection-results`` command: the tables and figures of unseen-concept detection.
 
 * ``tables/detection_<score>.*``: per model and level, AUROC and FPR@95 (%), mean and std over
   the probe seeds with the 95% interval of the mean the other tables use
@@ -18,22 +18,18 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from imagenet_cog.analyses.detection_scores import SCORE_TITLES, SCORES, SEED_COLUMNS  # noqa: E402
-from imagenet_cog.core.command_line import add_summary_options  # noqa: E402
-from imagenet_cog.core.layout import Layout  # noqa: E402
-from imagenet_cog.core.naming import dataset_title  # noqa: E402
-from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme  # noqa: E402
-from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_tidy_table  # noqa: E402
-from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval  # noqa: E402
-from imagenet_cog.results.summary import lin_rows, read_summary  # noqa: E402
+from imagenet_cog.analyses.detection_scores import SCORE_TITLES, SCORES, SEED_COLUMNS
+from imagenet_cog.core.command_line import add_summary_options
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.core.naming import dataset_title
+from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme
+from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_tidy_table
+from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
+from imagenet_cog.results.summary import lin_rows, read_summary
 
 FIGURE = "detection"
 VERSUS_FIGURE = "detection_vs_recognition"
