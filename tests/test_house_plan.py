@@ -381,3 +381,18 @@ def test_only_the_plots_module_chooses_matplotlibs_backend():
     )
     assert choosers == ["core/plots.py"], f"matplotlib's backend is chosen in {choosers}; only core/plots.py may"
 
+
+# "issue #33", "(#56)": a tracker reference a reader of the code cannot open
+ISSUE_REFERENCE = re.compile(r"\bissues? #?\d+|\(#\d+[);]|#\d+\)")
+
+
+def test_the_workflows_code_rules_and_schema_cite_no_issue():
+    files = [REPOSITORY / "Snakefile", REPOSITORY / "config.yaml", *sorted((REPOSITORY / "workflow").rglob("*"))]
+    cited = [
+        f"{path.relative_to(REPOSITORY)}:{number}: {line.strip()}"
+        for path in files
+        if path.is_file() and path.suffix in {"", ".py", ".smk", ".yaml", ".rst", ".json"}
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if ISSUE_REFERENCE.search(line)
+    ]
+    assert not cited, "the code should say what it does, not which issue added it:\n" + "\n".join(cited)

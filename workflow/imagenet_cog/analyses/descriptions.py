@@ -4,7 +4,7 @@ Two sources:
 
 * ``gloss``: the concept's WordNet gloss, from the concept catalogue (what the rater sheets
   have always shown);
-* ``auto``: an automatic description, from a captioner's file (issue #45): a TSV with
+* ``auto``: an automatic description, from a captioner's file: a TSV with
   exactly the columns ``group``, ``description``, ``score``, ``captions``, one row per
   group, the group being a concept's wnid (or ``cluster-<k>`` for a clustering's groups,
   which no rater sheet shows). Only ``group`` and ``description`` are read here.

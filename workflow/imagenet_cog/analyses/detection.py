@@ -1,4 +1,4 @@
-"""Detecting unseen concepts (issue #56): does a model trained on IN-1K notice that an image
+"""Detecting unseen concepts: does a model trained on IN-1K notice that an image
 shows none of IN-1K's concepts, level by level? ``analyses-detection`` scores IN-1K's test
 images (the known, positive class) and each level's test images (the unseen one) and writes
 AUROC and FPR at 95% TPR per score, level and seed.

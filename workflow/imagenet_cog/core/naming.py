@@ -39,7 +39,7 @@ MEASURE_TITLES = {"lin": "Lin", "wup": "Wu-Palmer", "path": "path", "jcn": "Jian
                   "word2vec": "word2vec", "random": "random"}
 BALANCED_PREFIX = "balanced-"
 LINEAR = "linear"
-# the weighted k-NN classifier (issue #33): on the linear probe's grid, its own result tables
+# the weighted k-NN classifier: on the linear probe's grid, its own result tables
 KNN = "knn"
 # zero-shot classification by the concepts' names (image-text models): one result per model and
 # dataset; OPEN_SET names the classifier of every dataset's concepts together

@@ -1,4 +1,4 @@
-"""Zero-shot results of an image-text model (issue #44): ``probe-zeroshot`` scores one
+"""Zero-shot results of an image-text model: ``probe-zeroshot`` scores one
 dataset's test features with its text classifier (``features.zeroshot_classifier``);
 ``probe-zeroshot-open-set`` scores every dataset's test features with the classifier of all
 the run's concepts together and says where the errors go.

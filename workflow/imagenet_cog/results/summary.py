@@ -24,7 +24,7 @@ A cell is only given a mean when *every* configured seed has a result: with a se
 an incomplete cell never passes for a mean over fewer seeds.
 
 ``probe`` is the probe kind (linear, knn, mlp, mlp_noact, pca-<d>; ``probes.kinds``). The
-``knn`` rows (the weighted k-NN classifier, issue #33) cover the linear probe's grid
+``knn`` rows (the weighted k-NN classifier) cover the linear probe's grid
 (``probes.shots``, ``probes.seeds``; ``--shots``/``--seeds``), since the k-NN runs on the
 linear probe's training sets; their top-1/top-5 are those at ``probes.knn.reported_k``
 (the summary does not hold k; the result JSONs do), and at N = all every seed gives the same

@@ -1,4 +1,4 @@
-"""The ``zeroshot-results`` command: the zero-shot probe's tables and figures (issue #44).
+"""The ``zeroshot-results`` command: the zero-shot probe's tables and figures.
 
 * ``tables/zeroshot.*``: per image-text model and dataset, the zero-shot top-1 and top-5
   beside the linear probe on the same features (N = all, mean over seeds) and the N at which

@@ -39,7 +39,7 @@ if any("paper_name" in entry for entry in config["models"].values()):
 
 
 # The tables and figures of a kind besides linear with a set of its own (its module's texts:
-# the k-NN's, issue #33) exist only when probes.kinds has it: a run without it plans exactly
+# the k-NN's) exist only when probes.kinds has it: a run without it plans exactly
 # the outputs it had. Their commands see the kind in the summary's rows (no new param or
 # option, so finished runs stay current).
 TABLED_KINDS = [name for name in PROBE_KINDS if name != naming.LINEAR and kind_of_result(name).texts]

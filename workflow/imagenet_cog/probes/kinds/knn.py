@@ -1,4 +1,4 @@
-"""The weighted k-NN classifier of the self-supervised papers (issue #33; its command is
+"""The weighted k-NN classifier of the self-supervised papers (its command is
 ``probe-knn``, :mod:`imagenet_cog.probes.knn_probe`): on the linear probe's shots, seeds and
 final-fit images, nothing searched."""
 

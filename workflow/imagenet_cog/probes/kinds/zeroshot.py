@@ -1,4 +1,4 @@
-"""Zero-shot classification by the concepts' names (issue #44; :mod:`imagenet_cog.probes.zeroshot`):
+"""Zero-shot classification by the concepts' names (:mod:`imagenet_cog.probes.zeroshot`):
 an image-text model's text tower turns each dataset's names table into a classifier, which
 scores the dataset's test features. Nothing is fitted, so there is one result per model and
 dataset, off the summary's grid of N and seeds: its rules (``concept_names``,
