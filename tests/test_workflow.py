@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +215,38 @@ def test_the_knn_probe_tells_the_demos_story_on_the_linear_grid(demo_run, demo_c
     assert pretrained[0] - pretrained[-1] > PRETRAINED_FALL, top1
     assert control[0] - control[-1] < CONTROL_FALL_AT_MOST, top1
     assert pretrained[0] > control[0] + PRETRAINED_ABOVE_CONTROL, top1
+
+
+OUTPUT_MAP = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
+
+
+def path_pattern(path: str) -> re.Pattern:
+    """A path as docs/outputs.md writes it, as a pattern: ``{a,b}`` one of its choices, ``{name}``
+    (a wildcard), ``{l1,..,l5}`` and ``*`` any text of one path component."""
+    pieces = []
+    for index, part in enumerate(re.split(r"(\{[^}]*\}|\*)", path)):
+        choices = part[1:-1].split(",")
+        if index % 2 == 0:
+            pieces.append(re.escape(part))
+        elif part.startswith("{") and len(choices) > 1 and ".." not in choices:
+            pieces.append("(?:" + "|".join(map(re.escape, choices)) + ")")
+        else:
+            pieces.append("[^/]+")
+    return re.compile("".join(pieces))
+
+
+def output_map_patterns() -> list[re.Pattern]:
+    """The paths of docs/outputs.md's table (the backticked paths of its second column)."""
+    return [path_pattern(path) for row in OUTPUT_MAP.read_text().splitlines() if row.startswith("|")
+            for path in re.findall(r"`([^`\s]+/[^`\s]+)`", row.split("|")[2])]
+
+
+def test_the_output_map_names_every_table_and_figure_of_the_demo(demo_run, demo_config):
+    results = demo_run / demo_config["results_dir"]
+    written = sorted(str(path.relative_to(results)) for folder in ("tables", "figures") for path in (results / folder).iterdir())
+    patterns = output_map_patterns()
+    unnamed = [path for path in written if not any(pattern.fullmatch(path) for pattern in patterns)]
+    assert written and not unnamed, f"docs/outputs.md names no row for {unnamed}"
 
 
 def test_rerun_does_nothing(demo_run):
