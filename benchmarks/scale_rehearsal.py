@@ -1,4 +1,4 @@
-"""The scale rehearsal's steps that need no GPU and no model (issue #42, docs/scale.md), each
+"""The scale rehearsal's steps that need no GPU and no model (docs/scale.md), each
 timed, with its peak memory, on a run's split tables at the paper's size:
 
 * ``features``: one model's features written at the split tables' full row counts (random
@@ -88,7 +88,7 @@ def result_json(model: str, dataset: str, shots: str, seed: int, rng: np.random.
         "best_params": {"lr": 0.1, "weight_decay": 1e-5}, "val_top1": top1, "test_top1": top1,
         "test_top5": min(100.0, top1 + 20), "random_weights": False, "n_trials": 30,
         "timings": {"search_s": 1.0, "final_s": 1.0, "total_s": 2.0},
-        "protocol_deviations": [], "fabricated": "scale rehearsal (issue #42): not a probe's result",
+        "protocol_deviations": [], "fabricated": "scale rehearsal: not a probe's result",
     }
 
 

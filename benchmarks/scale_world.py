@@ -1,4 +1,4 @@
-"""A paper-scale ImageNet without real pixels, for the dress rehearsal (issue #42, docs/scale.md).
+"""A paper-scale ImageNet without real pixels, for the dress rehearsal (docs/scale.md).
 
 Writes, in the shapes the releases are distributed in:
 

@@ -142,9 +142,8 @@ def test_plan_rows_of_a_small_config(tmp_path):
 
 
 def test_plan_prices_knn_when_the_config_runs_it(tmp_path):
-    """probes.kinds with knn (set after validation: the schema's enum gains knn with issue #33's
-    merge): a k-NN row per model, the total larger by it; the plan without knn is unchanged by
-    the k-NN rates; rates without them name the k-NN unpriced. Detection, which the k-NN rates
+    """probes.kinds with knn (set after validation): a k-NN row per model, the total larger by
+    it; the plan without knn is unchanged by the k-NN rates; rates without them name the k-NN unpriced. Detection, which the k-NN rates
     price too, is off (test_plan_prices_detection_by_hand)."""
     config = small_config(analyses={"detection": {"enabled": False}})
     linear_rows, linear_notes = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)

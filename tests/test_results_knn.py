@@ -1,4 +1,4 @@
-"""The k-NN probe's results (issue #33): its summary rows on the linear grid, its own set of
+"""The k-NN probe's results: its summary rows on the linear grid, its own set of
 tables and figures, and its top-1 and ranking of the models beside the linear probe's."""
 
 from __future__ import annotations

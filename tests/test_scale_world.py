@@ -1,4 +1,4 @@
-"""benchmarks/scale_world.py, the scale rehearsal's world (issue #42, docs/scale.md), at a
+"""benchmarks/scale_world.py, the scale rehearsal's world (docs/scale.md), at a
 small size: the releases' shapes it writes are what the project's readers take, so the
 rehearsal's index, labels and images keep working (no timing asserted)."""
 

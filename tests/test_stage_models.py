@@ -1,4 +1,4 @@
-"""Each stage picks its models (a `models` list, null: every result model; issue #53): a list
+"""Each stage picks its models (a `models` list, null: every result model): a list
 naming an unknown model, or a model without a text tower where a stage reads one, is refused
 before any job with the key and the fix; the summary covers each kind for its own models."""
 
