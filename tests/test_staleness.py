@@ -274,6 +274,36 @@ def test_knn_settings_rerun_only_the_knn_jobs_and_the_knn_kind_is_separable(fini
     assert rules_of(without) <= COLLECTORS
 
 
+# A second kind with jobs of its own, registered before the k-NN: the k-NN's command with one
+# neighbour. Each own-job rule must run its own kind's command, whichever kind the registry names last.
+ONE_NEIGHBOUR_KIND = """
+import dataclasses
+
+
+def one_neighbour_options(probes):
+    return knn.command_options({**probes, "knn": {**probes["knn"], "k": [1], "reported_k": 1}})
+
+
+KINDS = {"knn_one": dataclasses.replace(knn.KIND, name="knn_one",
+                                        own_job=dataclasses.replace(knn.KIND.own_job, options=one_neighbour_options)),
+         **KINDS}
+"""
+
+
+def test_each_own_job_rule_runs_its_own_kinds_command(finished_copy, demo_config):
+    with (finished_copy / "workflow/imagenet_cog/probes/kinds/__init__.py").open("a") as registry:
+        registry.write(ONE_NEIGHBOUR_KIND)
+    layout, model, dataset = Layout(), stage_model_names(demo_config, "probes.kind_models.knn")[0], "l1"
+    grid = [(shots, str(seed)) for shots in demo_config["probes"]["shots"] for seed in demo_config["probes"]["seeds"]]
+    targets = {kind: [layout.probe_result(model, dataset, str(shots), seed, kind) for shots, seed in grid]
+               for kind in ("knn_one", "knn")}
+    snakemake(finished_copy, "--cores", "2", "--forcerun", "probe_knn", *targets["knn_one"], *targets["knn"])
+    for kind, reported_k in (("knn_one", 1), ("knn", demo_config["probes"]["knn"]["reported_k"])):
+        for path in targets[kind]:
+            result = json.loads((finished_copy / path).read_text())
+            assert result["knn"]["reported_k"] == reported_k, f"{path} was written by another kind's command"
+
+
 def test_an_added_pca_dim_runs_only_its_probes(finished_copy, demo_config):
     dims = [*demo_config["probes"]["pca_dims"], 4]
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"pca_dims": dims}}))

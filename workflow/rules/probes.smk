@@ -159,7 +159,7 @@ for own_job_kind in OWN_JOB_KINDS:
         params:
             **own_job_params(own_job_kind),
         shell:
-            own_job_command(own_job_kind)
+            OWN_JOB_SHELL
 
 
 # The kinds off the summary's grid (zero-shot): each one's rules in a file of their own.

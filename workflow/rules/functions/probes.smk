@@ -213,16 +213,22 @@ def kind_probe_settings(kind):
 OWN_JOB_KINDS = [kind for kind in KINDS.values() if kind.own_job]
 
 
-def own_job_command(kind):
-    """A kind's own job's shell command: its command and options, the log redirected."""
-    return f"{python_command(kind.own_job.command)}{kind.own_job.options} > {{log}} 2>&1"
+# The shell command of every kind's own job, one text for every such rule: a kind's command and
+# options are its rule's params, bound when the rule is made. A shell expression naming the loop's
+# kind (probes.smk) would be evaluated again when a job runs, and name the last kind.
+OWN_JOB_SHELL = (
+    python_command("{params.command}") + " --train {input.train} --test {input.test} --output {output} --model {wildcards.model}"
+    " --dataset {wildcards.dataset} --shots {params.shots} --seed {params.seeds}{params.options}"
+    " --device {params.device} --threads {threads} > {log} 2>&1"
+)
 
 
 def own_job_params(kind):
-    """A kind's own job's params: its settings under its name as its command's options read them
+    """A kind's own job's params: its command, and its settings as the command's options
     (changing one reruns its jobs and nothing else), and the grid and device it runs on."""
     return {
-        kind.name: kind.own_job.params(config["probes"]),
+        "command": kind.own_job.command,
+        "options": kind.own_job.options(config["probes"]),
         "shots": " ".join(SHOTS),
         "seeds": " ".join(SEEDS),
         "device": config["probes"]["device"],

@@ -60,13 +60,12 @@ class OwnJob:
     grid (rule probe_<kind>, made for each such kind in workflow/rules/probes.smk), and the
     plan prices its jobs in a row of their own (imagenet_cog.plan.cost)."""
 
-    # the imagenet_cog command its jobs run (cli.py)
+    # the imagenet_cog command its jobs run (cli.py), which takes the options every own job
+    # passes (--train, --test, --output, --model, --dataset, --shots, --seed, --device, --threads)
     command: str
-    # the command's options, placeholders of the rule's input, output, wildcards, threads and
-    # params (params.<kind>: its settings; params.shots, params.seeds, params.device)
-    options: str
-    # probes.* settings -> params.<kind>, as the options read them: a change reruns its jobs
-    params: Callable[[dict], dict]
+    # probes.* settings -> the options of the kind's own settings, as the command reads them: the
+    # rule's params.options, so that a change reruns its jobs and nothing else
+    options: Callable[[dict], str]
     # rate key -> the plan's name for the seconds that rate prices (stage "<kind> <name>"); the
     # plan adds the job's loading and start at the rates every file has
     priced_by: dict[str, str]

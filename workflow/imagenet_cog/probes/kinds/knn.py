@@ -51,6 +51,14 @@ def job_work(data, dim: int, probes: dict) -> dict[str, float]:
     return {"knn_flops_per_s": flops, "topk_values_per_s": topk_values}
 
 
+def command_options(probes: dict) -> str:
+    """probes.knn as probe-knn's options (k as the command takes it)."""
+    knn = probes[KNN]
+    return (f" --k {joined(knn['k'])} --reported-k {knn['reported_k']} --temperature {knn['temperature']}"
+            f" --similarity {knn['similarity']} --weighting {knn['weighting']}"
+            f" --test-block {knn['test_block']} --train-block {knn['train_block']}")
+
+
 KIND = ProbeKind(
     name=KNN,
     title="k-NN",
@@ -59,14 +67,7 @@ KIND = ProbeKind(
     priced=True,
     own_job=OwnJob(
         command="probe-knn",
-        options=(" --train {input.train} --test {input.test} --output {output} --model {wildcards.model}"
-                 " --dataset {wildcards.dataset} --shots {params.shots} --seed {params.seeds} --k {params.knn[k]}"
-                 " --reported-k {params.knn[reported_k]} --temperature {params.knn[temperature]}"
-                 " --similarity {params.knn[similarity]} --weighting {params.knn[weighting]}"
-                 " --test-block {params.knn[test_block]} --train-block {params.knn[train_block]}"
-                 " --device {params.device} --threads {threads}"),
-        # k as the command takes it
-        params=lambda probes: {**probes[KNN], "k": joined(probes[KNN]["k"])},
+        options=command_options,
         priced_by={"knn_flops_per_s": "products", "topk_values_per_s": "top-k"},
         work=job_work,
     ),
