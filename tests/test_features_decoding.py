@@ -6,6 +6,7 @@ decode, corrupt files still flagged invalid."""
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 
 import h5py
@@ -62,13 +63,13 @@ def test_header_check_sends_only_plain_jpegs_to_the_device():
 @pytest.mark.parametrize("interpolation", ["bicubic", "bilinear"])
 @pytest.mark.parametrize("width, height", [(300, 200), (180, 240), (224, 224), (100, 90), (641, 479)])
 def test_device_resize_and_crop_match_pil_to_one_grey_level(interpolation, width, height, tmp_path):
-    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchcodec.decoders import decode_jpeg
 
     preprocessing = Preprocessing(size=224, interpolation=interpolation)
     (tmp_path / "a.JPEG").write_bytes(encoded(photo(width, height, width)))
     host, _, error = ImageRows(tmp_path, ["a.JPEG"], preprocessing)[0]
     data = torch.frombuffer(bytearray((tmp_path / "a.JPEG").read_bytes()), dtype=torch.uint8)
-    device = resize_and_crop(decode_jpeg(data, mode=ImageReadMode.RGB), preprocessing)
+    device = resize_and_crop(decode_jpeg(data, mode="RGB"), preprocessing)
     assert error == "" and device.shape == host.shape == (3, 224, 224)
     difference = (device.int() - host.int()).abs()
     assert difference.max() <= 1 and difference.float().mean() < 0.3
@@ -80,6 +81,12 @@ def test_auto_decodes_on_the_host_and_device_is_asked_for():
     assert choose_decode("device", torch.device("cpu")) == "device"
     with pytest.raises(ValueError, match="features.decode"):
         choose_decode("gpu", torch.device("cpu"))
+
+
+def test_device_decode_without_torchcodec_falls_back_to_the_host_with_a_warning(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "torchcodec.decoders", None)  # what an import finds where it is absent
+    assert choose_decode("device", torch.device("cuda")) == "host"
+    assert "TorchCodec is not installed" in caplog.text
 
 
 BAD_FILES = {
