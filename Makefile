@@ -16,7 +16,7 @@ $(BIN)/python:
 # torch first and pinned: pip must not replace a local build with a download.
 install: $(BIN)/python system-deps
 	@bash scripts/check-install-space.sh $(VENV)
-	$(BIN)/pip install -q "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/pip install -q torch torchvision
+	$(BIN)/pip install -q "torch==2.14.1" "torchvision==0.29.1" "torchcodec==0.17.0" || $(BIN)/pip install -q torch torchvision torchcodec
 	$(BIN)/pip install -q -e ".[test]"
 
 # WordNet 3.0 for offline use, and SLURM for the cluster test; skipped where already present or not root.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU measurements of benchmarks/README.md in one go, each under its own time limit
-# (under 10 minutes in all on an H100). Run from the repository root on a GPU node whose
+# (their limits add up to 14 minutes on an H100). Run from the repository root on a GPU node whose
 # python3 has torch, torchvision, h5py, numpy, PyYAML and faiss-cpu (Optuna optional):
 #
 #     OUT=/some/folder bash benchmarks/gpu_suite.sh
@@ -11,8 +11,11 @@
 # --readme benchmarks/README.md` puts that section into the README (RECORD=1 does it here).
 # DEVICE=cpu SIZE=tiny runs the same commands at tiny sizes on a CPU (tests/test_gpu_suite.py),
 # with limits ten times as long (a shared CPU compiles and starts processes slowly).
-# WHEELS=folder installs Optuna from local wheels first when python3 lacks it. Nothing here
-# needs Snakemake.
+# WHEELS=folder installs Optuna and TorchCodec from local wheels first where python3 lacks them
+# (a GPU node without a package index: `pip download --no-deps optuna torchcodec==0.17.0 -d
+# folder` where there is one, and carry the folder); without TorchCodec the device decode
+# path decodes on the host and says so (features_device then reports every image decoded on
+# the host). Nothing here needs Snakemake.
 set -u
 : "${OUT:?set OUT to the folder that receives the results}"
 mkdir -p "$OUT"
@@ -21,10 +24,13 @@ PYTHON=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
 SIZE=${SIZE:-full}
 
-if [ -n "${WHEELS:-}" ] && ! "$PYTHON" -c "import optuna" 2>/dev/null; then
-    "$PYTHON" -m pip install --quiet --no-index --find-links "$WHEELS" --target "$OUT/site" optuna \
-        > "$OUT/optuna-install.log" 2>&1 && export PYTHONPATH="$PYTHONPATH:$OUT/site"
-fi
+for package in optuna torchcodec; do
+    if [ -n "${WHEELS:-}" ] && ! "$PYTHON" -c "import $package" 2>/dev/null; then
+        "$PYTHON" -m pip install --quiet --no-index --no-deps --find-links "$WHEELS" --target "$OUT/site" "$package" \
+            > "$OUT/$package-install.log" 2>&1
+    fi
+done
+[ -d "$OUT/site" ] && export PYTHONPATH="$PYTHONPATH:$OUT/site"
 
 {
     date -u
@@ -32,6 +38,7 @@ fi
     nproc
     "$PYTHON" -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'cuda', torch.version.cuda)"
     "$PYTHON" -c "import optuna; print('optuna', optuna.__version__)" 2>&1 | tail -1
+    "$PYTHON" -c "import torchcodec; print('torchcodec', torchcodec.__version__)" 2>&1 | tail -1
     echo "DEVICE=$DEVICE SIZE=$SIZE"
 } > "$OUT/environment.txt" 2>&1
 : > "$OUT/summary.txt"
@@ -55,7 +62,8 @@ if [ "$SIZE" = tiny ]; then
     PROBE_SHAPE=(--classes 20 --dim 32 --per-class 8 --test-per-class 2 --batch-size 64)
     FUSED=("${PROBE_SHAPE[@]}" --epochs 2 --repeats 1)
     FULL=(--classes 10 --per-class 20 --test-per-class 5 --dim 16 --epochs 2 --trials 2)
-    IMAGES=(--arch demo_cnn --images 8 --num-workers 1 --batch-size 4)
+    IMAGES=(--arch demo_cnn --images 8 --distinct 8 --num-workers 1 --batch-size 4)
+    LOADER=(--images 8 --distinct 8 --num-workers 1 --batch-size 4)
     RESIZE=(--batch-size 4 --batches 1 --repeats 1)
     KMEANS=(--rows 2000 --dim 16 --concepts 10 --iterations 3 --compare-rows 2000 --compare-iterations 2 --uniformity-rows 500)
     RESIDENT=(--classes 10 --per-class 20 --test-per-class 5 --dim 16 --trials 2 --epochs 2 --shots 1 all --seeds 22)
@@ -66,7 +74,10 @@ else
     PROBE_SHAPE=(--classes 1000 --dim 2048 --batch-size 1024)
     FUSED=("${PROBE_SHAPE[@]}" --per-class 200 --epochs 2)
     FULL=(--trials 3)
-    IMAGES=(--images 2048 --num-workers 8 --batch-size 256)
+    # 40,000 rows over 2,048 files: ~60 s of steady state at ~700 images/s, the fixed seconds
+    # (model, CUDA, workers, first batch, write) under 5% of the run
+    IMAGES=(--images 40000 --distinct 2048 --num-workers 14 --batch-size 256 --baseline-images 4096)
+    LOADER=(--images 20000 --distinct 2048 --num-workers 14 --batch-size 256)
     RESIZE=(--batch-size 256 --batches 4)
     KMEANS=(--rows 1100000 --dim 2048 --concepts 1000 --iterations 10 --compare-rows 100000 --compare-iterations 3 --uniformity-rows 50000 --threads 16)
     RESIDENT=(--classes 1000 --dim 2048 --per-class 100 --trials 2 --epochs 20 --shots 1 16 all --seeds 22 37 45)
@@ -83,10 +94,12 @@ run fused_step_seeds 45 "$PYTHON" benchmarks/fused_step.py --device "$DEVICE" "$
 # One (dataset, seed) of the tuned protocol at IN-1K size (1000 x 1100 x 2048, 100 epochs,
 # final fit), 3 of its 30 trials: the direct check of the projection's probe terms.
 run probe_full 70 "$PYTHON" benchmarks/probe_benchmark.py --device "$DEVICE" --full "${FULL[@]}"
-# Extraction of generated JPEGs (ResNet50): reference-style loop against ours (host decode),
-# then ours with the device decode and the batched resize; the resize alone, both ways.
-run features_host 70 "$PYTHON" benchmarks/features_benchmark.py --device "$DEVICE" --decode host "${IMAGES[@]}"
-run features_device 50 "$PYTHON" benchmarks/features_benchmark.py --device "$DEVICE" --decode device "${IMAGES[@]}" --skip-baseline
+# Extraction of generated JPEGs (ResNet50), fixed seconds apart from the steady rate: the
+# reference-style loop against ours (host decode), then ours with the device decode and the
+# batched resize; the loaders alone (both host resizes, per worker); the resize alone.
+run features_host 150 "$PYTHON" benchmarks/features_benchmark.py --device "$DEVICE" --decode host "${IMAGES[@]}"
+run features_device 120 "$PYTHON" benchmarks/features_benchmark.py --device "$DEVICE" --decode device "${IMAGES[@]}" --skip-baseline
+run features_loader 60 "$PYTHON" benchmarks/features_benchmark.py --loader-only "${LOADER[@]}"
 run batched_resize 20 "$PYTHON" benchmarks/batched_resize.py --device "$DEVICE" "${RESIZE[@]}"
 # Fine-tuning (ResNet50): an epoch of generated JPEGs, the torchvision reference's loop against
 # ours, and our step alone: the fine-tuning rate the plan projects (finetune_images_per_s).

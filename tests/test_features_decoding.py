@@ -6,6 +6,8 @@ decode, corrupt files still flagged invalid."""
 from __future__ import annotations
 
 import io
+import json
+import sys
 from pathlib import Path
 
 import h5py
@@ -62,13 +64,13 @@ def test_header_check_sends_only_plain_jpegs_to_the_device():
 @pytest.mark.parametrize("interpolation", ["bicubic", "bilinear"])
 @pytest.mark.parametrize("width, height", [(300, 200), (180, 240), (224, 224), (100, 90), (641, 479)])
 def test_device_resize_and_crop_match_pil_to_one_grey_level(interpolation, width, height, tmp_path):
-    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchcodec.decoders import decode_jpeg
 
     preprocessing = Preprocessing(size=224, interpolation=interpolation)
     (tmp_path / "a.JPEG").write_bytes(encoded(photo(width, height, width)))
     host, _, error = ImageRows(tmp_path, ["a.JPEG"], preprocessing)[0]
     data = torch.frombuffer(bytearray((tmp_path / "a.JPEG").read_bytes()), dtype=torch.uint8)
-    device = resize_and_crop(decode_jpeg(data, mode=ImageReadMode.RGB), preprocessing)
+    device = resize_and_crop(decode_jpeg(data, mode="RGB"), preprocessing)
     assert error == "" and device.shape == host.shape == (3, 224, 224)
     difference = (device.int() - host.int()).abs()
     assert difference.max() <= 1 and difference.float().mean() < 0.3
@@ -80,6 +82,12 @@ def test_auto_decodes_on_the_host_and_device_is_asked_for():
     assert choose_decode("device", torch.device("cpu")) == "device"
     with pytest.raises(ValueError, match="features.decode"):
         choose_decode("gpu", torch.device("cpu"))
+
+
+def test_device_decode_without_torchcodec_falls_back_to_the_host_with_a_warning(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "torchcodec.decoders", None)  # what an import finds where it is absent
+    assert choose_decode("device", torch.device("cuda")) == "host"
+    assert "TorchCodec is not installed" in caplog.text
 
 
 BAD_FILES = {
@@ -144,7 +152,33 @@ def test_command_line_takes_the_decode_switch(tmp_path):
     assert main(["extract", "--split-table", str(table), "--image-root", str(tmp_path / "images"),
                  "--dataset", "l1", "--split", "train", "--shard", "0", "--shard-size", "4",
                  "--model-name", "resnet50", "--arch", "resnet50", "--weights", "random",
-                 "--batch-size", "2", "--device", "cpu", "--decode", "device",
+                 "--batch-size", "2", "--device", "cpu", "--decode", "device", "--host-resize", "tensor",
                  "--output", str(output)]) == 0
     with h5py.File(output) as handle:
         assert handle.attrs["decode"] == "device" and handle["valid"][...].tolist() == [True] * 4
+        assert handle.attrs["host_resize"] == "tensor"
+        assert json.loads(handle.attrs["extraction_settings"])["host_resize"] == "tensor"
+
+
+def test_the_default_host_resize_leaves_the_recorded_settings_as_they_were():
+    """Shards made before features.host_resize existed hold settings without it: still current."""
+    assert "host_resize" not in json.loads(ExtractionOptions().requested())
+    assert json.loads(ExtractionOptions(host_resize="tensor").requested())["host_resize"] == "tensor"
+    with pytest.raises(ValueError, match="features.host_resize"):
+        ImageRows(Path("."), [], Preprocessing(), host_resize="cv2")
+
+
+@pytest.mark.parametrize("interpolation", ["bicubic", "bilinear"])
+def test_tensor_host_resize_is_within_two_grey_levels_of_pil(interpolation, tmp_path):
+    sizes = [(300, 200), (180, 240), (641, 479), (500, 375)]
+    names = []
+    for number, (width, height) in enumerate(sizes):
+        names.append(f"{number}.JPEG")
+        (tmp_path / names[-1]).write_bytes(encoded(photo(width, height, number)))
+    preprocessing = Preprocessing(size=224, interpolation=interpolation)
+    pil = ImageRows(tmp_path, names, preprocessing)
+    tensor = ImageRows(tmp_path, names, preprocessing, host_resize="tensor")
+    for position in range(len(names)):
+        difference = (tensor[position][0].int() - pil[position][0].int()).abs()
+        assert tensor[position][0].shape == (3, 224, 224)
+        assert difference.max() <= 2 and difference.float().mean() < 0.1

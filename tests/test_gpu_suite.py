@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-BENCHMARKS = ["fused_step", "fused_step_seeds", "probe_full", "features_host", "features_device", "batched_resize",
+BENCHMARKS = ["fused_step", "fused_step_seeds", "probe_full", "features_host", "features_device", "features_loader",
+              "batched_resize",
               "finetune", "kmeans", "knn", "resident", "protocol_cost"]
 
 

@@ -134,7 +134,7 @@ def jpeg(path, width: int, height: int, seed: int):
     ("timm/convnext_tiny.fb_in22k_ft_in1k_384", "squash"),
 ])
 def test_model_preprocessing_gives_the_pixels_of_timms_own_eval_transform(arch, crop_mode, tmp_path):
-    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchcodec.decoders import decode_jpeg
 
     own = planned_preprocessing(ModelSpec("m", arch, "random", preprocessing="model"))
     assert own.crop_mode == crop_mode
@@ -154,7 +154,7 @@ def test_model_preprocessing_gives_the_pixels_of_timms_own_eval_transform(arch, 
         assert host.shape == (own.size, own.size, 3)
         np.testing.assert_array_equal(host, expected)
         # the device path (features.decode: device) resizes with the same sizes
-        decoded = decode_jpeg(torch.from_numpy(np.fromfile(tmp_path / name, dtype=np.uint8)), mode=ImageReadMode.RGB)
+        decoded = decode_jpeg(torch.from_numpy(np.fromfile(tmp_path / name, dtype=np.uint8)), mode="RGB")
         device = resize_and_crop(decoded, own).permute(1, 2, 0).numpy().astype(int)
         assert np.abs(device - expected.astype(int)).mean() < 1.5
 

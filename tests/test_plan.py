@@ -141,6 +141,31 @@ def test_plan_rows_of_a_small_config(tmp_path):
     assert "Test GPU" in table and "wall time on 2 GPUs" in table
 
 
+def test_a_projected_extraction_rate_follows_the_loader_workers_by_hand(tmp_path):
+    """min(workers x a worker's rate, the device's): 7 workers are host-bound, 15 device-bound."""
+    terms = {"extraction_host_images_per_s_per_worker": {"pil": 10.0, "tensor": 30.0},
+             "extraction_device_images_per_s": {"resnet50": 120.0, "default": 200.0}}
+    path = rates_file(tmp_path, {**SIMPLE_RATES, **terms})
+    document = yaml.safe_load(path.read_text())
+    document["rates"]["extraction_images_per_s"]["kind"] = "projection"
+    path.write_text(yaml.safe_dump(document))
+    rates = read_rates(path)
+    assert rates.for_node(7).values["extraction_images_per_s"] == {"resnet50": 70.0, "default": 70.0}
+    assert rates.for_node(15).values["extraction_images_per_s"] == {"resnet50": 120.0, "default": 150.0}
+    assert rates.for_node(7, "tensor").values["extraction_images_per_s"]["resnet50"] == 120.0
+    config = small_config(features={"group": "shard", "num_workers": 7})
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, rates, gpus=1, compare_workers=(15,))
+    extraction = next(row for row in rows if row.stage == "extraction")
+    # 120 images at 70 images/s, 4 shards, 4 job starts of 1 + 1 + 2 + 3 s
+    assert extraction.seconds == pytest.approx(120 / 70 + 4 * 1.0 + 4 * 7.0)
+    seven, fifteen = [note for note in notes if "loader workers" in note]
+    assert seven.startswith("7 loader workers (8 cores per GPU): extraction at 70 images/s (resnet50")
+    assert fifteen.startswith("15 loader workers (16 cores per GPU): extraction at 120 images/s")
+    # a measured rate is kept whatever the workers
+    measured = read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **terms}))
+    assert measured.for_node(7) is measured
+
+
 def test_plan_prices_knn_when_the_config_runs_it(tmp_path):
     """probes.kinds with knn (set after validation): a k-NN row per model, the total larger by
     it; the plan without knn is unchanged by the k-NN rates; rates without them name the k-NN unpriced. Detection, which the k-NN rates

@@ -232,6 +232,16 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
         assert per_rule[f"analyses_{analysis}"] == len(demo_config["datasets"])  # not the pool
 
 
+def test_another_host_resize_re_extracts_every_shard_and_nothing_upstream(finished_copy, demo_config):
+    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"features": {"host_resize": "tensor"}}))
+    shards = sorted((finished_copy / "results" / "features").rglob("shard-*.h5"))
+    per_rule = Counter(rule for rule, _ in jobs)
+    assert per_rule["extract_features"] == len(shards)
+    assert {"extract_features", "merge_features", "probe"} <= rules_of(jobs)
+    assert not rules_of(jobs) & {"demo_world", "pretrain_demo_model", "concept_catalogue", "cut_levels", "index_images",
+                                 "preflight", "caption_images", "finetune_backbone"}
+
+
 def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
         jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))

@@ -1,10 +1,10 @@
 """JPEG decoding, resizing and cropping on the extraction device (``features.decode``).
 
 The host path (:class:`imagenet_cog.features.extract.ImageRows`) decodes and resizes every image
-with PIL in the DataLoader workers. On a GPU that work, not the network, bounds the
-throughput, so the device path ships the files' bytes instead and decodes a whole batch
-with torchvision's ``decode_jpeg`` on the device (nvJPEG on CUDA; libjpeg on a CPU, which
-is how the tests run the same code), then resizes (antialiased, PIL's bicubic or bilinear
+with PIL in the DataLoader workers. On a GPU node with few cores per GPU that work, not the
+network, bounds the throughput, so the device path ships the files' bytes instead and decodes
+a whole batch with TorchCodec's ``decode_jpeg`` on the device (one nvJPEG call on CUDA;
+libjpeg-turbo on a CPU, which is how the tests run the same code), then resizes (antialiased, PIL's bicubic or bilinear
 kernel), rounds to uint8 and center-crops there with the host path's sizes and rounding,
 the whole batch in a few batched matrix products (:mod:`imagenet_cog.features.batched_resize`).
 
@@ -15,10 +15,15 @@ as does any file the device decoder rejects, so undecodable images are flagged e
 on the host path. Both paths give the same pixels up to the decoders' IDCT and
 chroma-upsampling rounding and the resize's fixed-point rounding (a few grey levels at
 most), well within the shard's mixed-precision tolerance on the features.
+
+Without TorchCodec installed (a GPU node whose python lacks it, and no package index to get
+it from) ``features.decode: device`` decodes on the host instead, with a warning in the log;
+the shard records the path it took (its ``decode`` attribute).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 import torch
@@ -47,7 +52,19 @@ def choose_decode(requested: str, device) -> str:
         raise ValueError(f"features.decode must be one of {', '.join(DECODE_CHOICES)}, not {requested!r}")
     if requested == "auto":
         return "host"
+    if requested == "device" and device_decoder() is None:
+        log.warning("features.decode is device but TorchCodec is not installed (pip install torchcodec): decoding on "
+                    "the host instead")
+        return "host"
     return requested
+
+
+def device_decoder():
+    """TorchCodec's ``decode_jpeg``, or None where TorchCodec is not installed or does not load."""
+    try:
+        return importlib.import_module("torchcodec.decoders").decode_jpeg
+    except (ImportError, OSError, RuntimeError):
+        return None
 
 
 def device_decodable(data: bytes) -> bool:
@@ -114,18 +131,15 @@ class DeviceDecoder:
         self.host_decoded = 0
 
     def _decode(self, encoded: list):
-        # torchvision costs a second of start-up (its models and ops): only device decoding pays it
-        from torchvision.io import ImageReadMode, decode_jpeg
-
-        device = str(self.device)
+        decode_jpeg = device_decoder()
         try:
-            return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
+            return decode_jpeg(encoded, mode="RGB", device=self.device)
         except RuntimeError:
             # One bad file fails the whole batched call: find it file by file.
             decoded = []
             for data in encoded:
                 try:
-                    decoded.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
+                    decoded.append(decode_jpeg(data, mode="RGB", device=self.device))
                 except RuntimeError:
                     decoded.append(None)
             return decoded

@@ -43,6 +43,10 @@ OPTIONAL_RATE_KEYS = OWN_RATE_KEYS + FINETUNE_RATE_KEYS + OFF_GRID_RATE_KEYS
 # captioner architecture; optional as the fine-tuning rate is.
 CAPTION_RATE_KEYS = ("caption_images_per_s", "caption_text_per_s")
 OPTIONAL_RATE_KEYS += CAPTION_RATE_KEYS
+# The two terms of a projected extraction rate (:func:`node_extraction_rates`): a loader
+# worker's steady images/s per host resize, and the device's images/s per architecture.
+EXTRACTION_HOST_KEY, EXTRACTION_DEVICE_KEY = "extraction_host_images_per_s_per_worker", "extraction_device_images_per_s"
+OPTIONAL_RATE_KEYS += (EXTRACTION_HOST_KEY, EXTRACTION_DEVICE_KEY)
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,14 @@ def feature_bytes(data: Dataset, dim: int, dtype: str) -> int:
 
 
 # projecting --------------------------------------------------------------------------------
+
+
+def node_extraction_rates(rates: dict, workers: int, host_resize: str = "pil") -> dict[str, float]:
+    """extraction_images_per_s per architecture on a GPU job with ``workers`` loader workers:
+    the smaller of the host (the workers times one worker's steady rate with ``host_resize``;
+    no worker decodes in the main process, at one worker's rate) and the device."""
+    host = max(workers, 1) * rates[EXTRACTION_HOST_KEY][host_resize]
+    return {arch: min(host, device) for arch, device in rates[EXTRACTION_DEVICE_KEY].items()}
 
 
 def arch_rate(rates: dict, key: str, arch: str) -> float:

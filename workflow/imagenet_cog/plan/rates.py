@@ -18,7 +18,13 @@ from pathlib import Path
 import yaml
 
 from imagenet_cog.core.io import write_text
-from imagenet_cog.plan.cost import OPTIONAL_RATE_KEYS, RATE_KEYS
+from imagenet_cog.plan.cost import (
+    EXTRACTION_DEVICE_KEY,
+    EXTRACTION_HOST_KEY,
+    OPTIONAL_RATE_KEYS,
+    RATE_KEYS,
+    node_extraction_rates,
+)
 from imagenet_cog.probes.kinds import KINDS
 
 MEASURED, PROJECTION = "measured", "projection"
@@ -39,6 +45,18 @@ class Rates:
     def projected_keys(self, keys: tuple[str, ...] = RATE_KEYS) -> list[str]:
         """Those of ``keys`` the file has that are not measured on the device."""
         return [key for key in keys if key in self.values and self.kinds.get(key) != MEASURED]
+
+    def for_node(self, workers: int, host_resize: str = "pil") -> Rates:
+        """These rates on a GPU job with ``workers`` loader workers: a projected extraction rate
+        with both its terms in the file becomes their smaller (a measured one is kept)."""
+        key = "extraction_images_per_s"
+        terms = (EXTRACTION_HOST_KEY, EXTRACTION_DEVICE_KEY)
+        if self.kinds.get(key) == MEASURED or not all(term in self.values for term in terms):
+            return self
+        node = node_extraction_rates(self.values, workers, host_resize)
+        where = (f"min(host: {max(workers, 1)} loader workers x {self.values[EXTRACTION_HOST_KEY][host_resize]:g} "
+                 f"images/s ({host_resize} resize), device: {EXTRACTION_DEVICE_KEY}) per architecture")
+        return Rates(self.device, {**self.values, key: node}, dict(self.kinds), {**self.where, key: where}, self.source)
 
     def prices(self, kind: str) -> bool:
         """Whether the file has the rates of its own that a priced kind needs."""

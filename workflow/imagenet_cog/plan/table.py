@@ -15,10 +15,13 @@ from imagenet_cog.core.naming import IN1K
 from imagenet_cog.plan.cost import (
     CAPTION_RATE_KEYS,
     DETECTION_RATE_KEYS,
+    EXTRACTION_DEVICE_KEY,
+    EXTRACTION_HOST_KEY,
     FINETUNE_RATE_KEYS,
     OFF_GRID_RATE_KEYS,
     OWN_RATE_KEYS,
     RATE_KEYS,
+    arch_rate,
     bytes_per_value,
     caption_seconds,
     dataset_cost,
@@ -246,9 +249,47 @@ def merge(into: Row, row: Row) -> None:
 
 
 def plan_rows(config: dict, image_counts: Path, split_summary: Path | None, rates: Rates,
-              gpus: int) -> tuple[list[Row], list[str]]:
+              gpus: int, compare_workers: tuple[int, ...] = ()) -> tuple[list[Row], list[str]]:
     """Every row of the plan (models, then the total and the wall time) and the notes: where
-    the sizes come from and what could not be priced."""
+    the sizes come from, what could not be priced, and a projected extraction rate's node
+    shapes (features.num_workers, and ``compare_workers`` beside it)."""
+    features = config["features"]
+    rows, notes = priced_rows(config, image_counts, split_summary,
+                              rates.for_node(features["num_workers"], features.get("host_resize", "pil")), gpus)
+    return rows, notes + node_notes(config, image_counts, split_summary, rates, gpus, compare_workers)
+
+
+def node_notes(config: dict, image_counts: Path, split_summary: Path | None, rates: Rates, gpus: int,
+               compare_workers: tuple[int, ...]) -> list[str]:
+    """A note per loader-worker count (this config's, then ``compare_workers``): the
+    projected extraction rate of the baseline model's architecture, the extraction's GPU-hours
+    and the total's; none where the rates measured extraction or lack its two terms."""
+    features = config["features"]
+    resize = features.get("host_resize", "pil")
+    if rates.for_node(features["num_workers"], resize) is rates:
+        return []
+    counts = dict.fromkeys([features["num_workers"], *compare_workers])
+    baseline = config["results"].get("baseline_model")
+    model = baseline if baseline in config["models"] else next(iter(config["models"]))
+    arch = config["models"][model]["arch"]
+    device = arch_rate(rates.values, EXTRACTION_DEVICE_KEY, arch)
+    notes = []
+    for workers in counts:
+        node = rates.for_node(workers, resize)
+        rows, _ = priced_rows(config, image_counts, split_summary, node, gpus)
+        extraction = sum(row.seconds for row in rows if row.stage == "extraction")
+        total = next(row.seconds for row in rows if row.stage == "total")
+        host = max(workers, 1) * rates.values[EXTRACTION_HOST_KEY][resize]
+        notes.append(f"{workers} loader workers ({workers + 1} cores per GPU): extraction at "
+                     f"{arch_rate(node.values, 'extraction_images_per_s', arch):,.0f} images/s ({arch}: the smaller of "
+                     f"{host:,.0f} on the host, {resize} resize, and {device:,.0f} on the device), extraction "
+                     f"{extraction / 3600:.2f} GPU-hours, total {total / 3600:.2f}")
+    return notes
+
+
+def priced_rows(config: dict, image_counts: Path, split_summary: Path | None, rates: Rates,
+                gpus: int) -> tuple[list[Row], list[str]]:
+    """The plan's rows and notes with ``rates`` as they are."""
     groups, basis = probed_datasets(config, image_counts, split_summary)
     widths, unpriced = model_widths(config["models"])
     rows = []
@@ -331,6 +372,8 @@ def plan_command(argv: list[str]) -> int:
     parser.add_argument("--split-summary", type=Path, help="a run's split summary: exact sizes where it exists")
     parser.add_argument("--rates", type=Path, required=True, help="a rates file (resources/rates/)")
     parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--compare-loader-workers", type=int, nargs="*", default=[],
+                        help="loader-worker counts whose extraction the notes price beside features.num_workers'")
     parser.add_argument("--benchmarks", type=Path, help="the run's benchmark folder: measured against projected")
     parser.add_argument("--write-rates", type=Path, help="write rates calibrated on the measured jobs here")
     parser.add_argument("--device-name", help="the hardware the calibrated rates are for (default: the host)")
@@ -338,7 +381,8 @@ def plan_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     config = json.loads(args.config)
     rates = read_rates(args.rates)
-    rows, notes = plan_rows(config, args.image_counts, args.split_summary, rates, args.gpus)
+    rows, notes = plan_rows(config, args.image_counts, args.split_summary, rates, args.gpus,
+                            tuple(args.compare_loader_workers))
     write_tsv(args.output, COLUMNS, [row.values() for row in rows])
     print(format_table(rows, notes))
     if args.benchmarks:

@@ -93,11 +93,21 @@ def weights_identity_option(model):
 
 
 def decode_option():
-    """Where JPEGs are decoded changes pixels by at most one grey level (within the shards'
-    float16 tolerance), so it is how features are made, not what: the default, auto, adds
-    nothing to the command, and shards made before the option existed stay up to date."""
+    """The decode and host-resize options. Where JPEGs are decoded changes pixels by at most
+    one grey level (within the shards' float16 tolerance), so it is how features are made,
+    not what: the default, auto, adds nothing to the command, and shards made before the
+    option existed stay up to date. One value for both keeps extract_split's params as they
+    were recorded (a new param would re-run every finished job)."""
     decode = config["features"]["decode"]
-    return "" if decode == "auto" else f" --decode {decode}"
+    return ("" if decode == "auto" else f" --decode {decode}") + host_resize_option()
+
+
+def host_resize_option():
+    """The host path's resize changes pixels by a few grey levels: another resize is other
+    features, re-extracted. Its default adds nothing to the command, so that shards made
+    before the option existed stay up to date."""
+    resize = config["features"]["host_resize"]
+    return "" if resize == "pil" else f" --host-resize {resize}"
 
 
 @functools.cache

@@ -49,6 +49,8 @@ def plan_arguments():
         "--output",
         PATHS.plan(),
     ]
+    if settings["compare_loader_workers"]:
+        options += ["--compare-loader-workers", *map(str, settings["compare_loader_workers"])]
     if settings["write_rates"]:
         options += ["--write-rates", settings["write_rates"]]
     if settings["device_name"]:
