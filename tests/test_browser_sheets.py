@@ -10,6 +10,9 @@ import csv
 import pytest
 import yaml
 from headless_browser import console_errors, downloaded, headless_chromium, save_downloads_to, undecoded_images
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
 
 from imagenet_cog.analyses.raters import NEGATIVE_KINDS, VARIANTS, page_name, score_raters_command
 from imagenet_cog.core.io import read_tsv
@@ -39,9 +42,6 @@ def raters_config(demo_run) -> dict:
 
 def answer_prompt(driver, accept: bool) -> str:
     """The text of the alert or confirm the page opened, answered OK (``accept``) or Cancel."""
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.wait import WebDriverWait
-
     prompt = WebDriverWait(driver, 10).until(expected_conditions.alert_is_present())
     text = prompt.text
     prompt.accept() if accept else prompt.dismiss()
@@ -50,15 +50,11 @@ def answer_prompt(driver, accept: bool) -> str:
 
 def choose(section, choice: str) -> None:
     """Click query image ``choice`` (A or B) of a task, as a rater does: its label holds the radio."""
-    from selenium.webdriver.common.by import By
-
     section.find_element(By.CSS_SELECTOR, f'img[alt="image {choice}"]').click()
 
 
 @pytest.mark.parametrize("sheet", SHEETS)
 def test_a_rater_answers_a_sheet_and_score_raters_scores_the_download(sheet, browser, raters_config, demo_run, tmp_path):
-    from selenium.webdriver.common.by import By
-
     driver, layout = browser, Layout()
     save_downloads_to(driver, tmp_path / "downloads")
     key = {row["task"]: row for row in read_tsv(demo_run / layout.rater_key(DATASET))}
