@@ -2,7 +2,7 @@
 of the tests that open the pages people use (the rater sheets, the report).
 
 Nothing is downloaded: the driver's path is given, so Selenium Manager is never asked for a
-browser or driver build (and SE_OFFLINE forbids it the network should it be). Missing
+browser or driver build (and SE_OFFLINE keeps it off the network if it were). Missing
 Chromium is a failure that says how to install it, not a skip.
 """
 
