@@ -254,13 +254,6 @@ def test_rerun_does_nothing(demo_run):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_report_builds(demo_run, tmp_path):
-    snakemake(demo_run, "--report", str(tmp_path / "report.html"))
-    html = (tmp_path / "report.html").read_text(errors="replace")
-    assert len(html) > 10_000
-    assert "ImageNet-CoG" in html
-
-
 def test_rater_sheets_hold_the_key_tasks_and_score(demo_run, demo_config, tmp_path):
     from imagenet_cog.analyses.raters import NEGATIVE_KINDS, VARIANTS, score_raters_command
 
