@@ -82,7 +82,7 @@ def tables(workdir: Path) -> dict[str, bytes]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--moments", type=int, nargs="+", default=[60, 140, 220], help="finished jobs at each kill")
     parser.add_argument("--cores", default="2")
     parser.add_argument("--workdir", help="where the runs' copies go (default: a new temporary folder)")
