@@ -76,7 +76,7 @@ def main() -> None:
         try:
             warm, warm_outcomes = run_jobs(folder, "warm", args)
         finally:
-            stop_server(server)
+            stop_server(server, str(folder / "warm_start.log"))
         log = (folder / "warm_start.log").read_text()
     served = len(re.findall(r"^job \d+: probe$", log, re.M))
     imports = re.search(r"imported in ([\d.]+) s", log)

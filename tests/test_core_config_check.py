@@ -213,3 +213,17 @@ def test_a_dataset_outside_the_levels_names_the_file_that_lists_it(workflow_copy
     output = refused_overlay(workflow_copy, {"datasets": ["l1", "l9"]}, name="nine.yaml")
     assert "nine.yaml: dataset 'l9' is not IN-1K or one of the 5 levels" in output
     assert len(output.splitlines()) <= SCREEN
+
+
+def test_a_names_table_of_another_dataset_is_refused_at_planning_once_the_concepts_are_listed(tmp_path):
+    copy = copy_workflow(tmp_path / "workflow")
+    lists = {"l1": ["n01521399", "n01521756", "n02012849"], "l2": ["n02013177", "n02017213", "n02018027"]}
+    for dataset, wnids in lists.items():  # what the demo world (the levels stage on real data) lists
+        (copy / "results" / "demo" / "concepts").mkdir(parents=True, exist_ok=True)
+        (copy / "results" / "demo" / "concepts" / f"{dataset}.txt").write_text("\n".join(wnids) + "\n")
+    table = tmp_path / "l2.tsv"
+    table.write_text("label\twnid\tname\n" + "".join(f"{n}\t{w}\tname {n}\n" for n, w in enumerate(lists["l2"])))
+    output = refused_overlay(copy, {"probes": {"zeroshot": {"names": {"l1": str(table)}}}})
+    assert f"{table}: 3 of its 3 wnids are not concepts of l1 (3 of them l2's); it leaves out 3 of the 3" in output
+    assert "point probes.zeroshot.names.l1 at one" in output and "Building DAG" not in output
+    assert len(output.splitlines()) <= SCREEN, output

@@ -93,3 +93,17 @@ def test_errors_name_the_file_and_the_fix(tmp_path, capsys):
     assert run(tmp_path, names, tmp_path / "c.h5", weights=str(tmp_path / "absent.pt")) == 1
     assert "absent.pt" in capsys.readouterr().err
     assert not (tmp_path / "classifier.h5").exists() and not (tmp_path / "c.h5").exists()
+
+
+def test_a_table_of_another_datasets_concepts_is_refused_before_anything_is_written(tmp_path, capsys):
+    names = names_table(tmp_path / "names.tsv", ["tench", "goldfish"])  # n00000001, n00000002
+    (tmp_path / "l1.txt").write_text("n00000007\nn00000001\n")
+    (tmp_path / "l2.txt").write_text("n00000002\nn00000003\n")
+    output = tmp_path / "classifier.h5"
+    assert zeroshot_classifier_command([
+        "--model-name", "clip", "--arch", f"open_clip/{VIT}", "--weights", "random:3", "--names", str(names),
+        "--named", "l1", "--concepts", str(tmp_path / "l1.txt"), "--other-concepts", f"l2={tmp_path / 'l2.txt'}",
+        "--device", "cpu", "--output", str(output)]) == 1
+    error = capsys.readouterr().err
+    assert f"{names}: 1 of its 2 wnids are not concepts of l1 (1 of them l2's); it leaves out 1 of the 2" in error
+    assert "probes.zeroshot.names.l1" in error and not output.exists() and len(error.splitlines()) <= 3

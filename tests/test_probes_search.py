@@ -205,32 +205,6 @@ def test_probe_command_writes_the_documented_result(tmp_path):
     assert f"l3 ({tmp_path / 'train.h5'})" in failed.stderr and "fewer than shots=64" in failed.stderr
 
 
-@pytest.mark.parametrize("kind", ["linear", "mlp"])
-def test_killed_probe_job_resumes_and_finishes_with_exactly_the_requested_trials(tmp_path, kind):
-    write_feature_file(tmp_path / "train.h5", *blobs(classes=20, per_class=60, dim=256))
-    write_feature_file(tmp_path / "test.h5", *blobs(classes=20, per_class=10, dim=256, seed=4))
-    extra = () if kind == "linear" else ("--kind", kind, "--hidden-width", "64")
-    command = probe_command(tmp_path, trials=6, epochs=150 if kind == "linear" else 40, extra=extra)
-    log_path = tmp_path / "first.log"
-    with open(log_path, "w") as log:
-        job = subprocess.Popen(command, stderr=log, stdout=log)
-    try:
-        deadline = time.monotonic() + 60
-        while "trial 1:" not in log_path.read_text() and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        job.send_signal(signal.SIGKILL)
-        job.wait()
-    assert not (tmp_path / "result.json").exists(), "the job finished before it could be killed"
-
-    with open(os.devnull, "w") as sink:
-        subprocess.run(command, check=True, stdout=sink, stderr=sink, timeout=120)
-    result = json.loads((tmp_path / "result.json").read_text())
-    assert result["n_trials"] == 6 and result["study"]["resumed_trials"] >= 2 and result["probe"] == kind
-    study = open_study(str(tmp_path / "study.jsonl"), result["study"]["name"], seed=93)
-    assert len(scored_trials(study, 100)) == 6
-
-
 def test_non_finite_features_are_a_clear_error(tmp_path):
     train_x, train_y = blobs()
     train_x[5, 3] = np.nan

@@ -35,7 +35,7 @@ def server(tmp_path):
     log = tmp_path / "warm_start.log"
     started = start_server(sys.executable, str(log), [])
     yield log
-    stop_server(started)
+    stop_server(started, str(log))
 
 
 def served_jobs(log: Path) -> list[tuple[int, str]]:
@@ -86,7 +86,7 @@ def test_a_job_from_another_cpu_capability_runs_cold(features, tmp_path, monkeyp
         assert (features / "result.json").is_file()
         assert served_jobs(tmp_path / "warm_start.log") == []
     finally:
-        stop_server(started)
+        stop_server(started, str(tmp_path / "warm_start.log"))
 
 
 def test_jobs_start_cold_when_the_server_cannot_import_what_it_preloads(features, tmp_path):
@@ -99,7 +99,7 @@ def test_jobs_start_cold_when_the_server_cannot_import_what_it_preloads(features
         assert started.wait(timeout=60) == 0
         assert "No module named 'no_such_module_anywhere'" in log.read_text() and served_jobs(log) == []
     finally:
-        stop_server(started)
+        stop_server(started, str(log))
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
@@ -111,6 +111,27 @@ def test_a_stopped_client_stops_its_job(features, server, stop):
     assert client.wait(timeout=60) == (-signal.SIGKILL if stop == signal.SIGKILL else 128 + signal.SIGTERM)
     wait_for(lambda: not Path(f"/proc/{job}").exists())
     assert not (features / "result.json").exists()
+
+
+def test_a_lost_server_costs_no_job_and_is_said_once_with_its_log(features, tmp_path, capsys):
+    """SIGKILL to the server (an OOM killer) while it runs a job: the job dies with it, its
+    client runs it again cold, the next job starts cold, and stopping the run says so once."""
+    log = tmp_path / "warm_start.log"
+    started = start_server(sys.executable, str(log), [])
+    try:
+        client = subprocess.Popen(probe_command(features, trials=2, epochs=200), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        job = wait_for(lambda: served_jobs(log))[0][0]
+        started.kill()
+        assert client.wait(timeout=600) == 0, client.stderr.read()[-2000:]
+        assert "was lost while this job ran; running it again cold" in client.stderr.read()
+        assert not Path(f"/proc/{job}").exists() and (features / "result.json").is_file()
+        later = subprocess.run(probe_command(features, shots="2"), capture_output=True, text=True, timeout=300)
+        assert later.returncode == 0 and len(served_jobs(log)) == 1, later.stderr[-2000:]
+    finally:
+        stop_server(started, str(log))
+    said = capsys.readouterr().err
+    assert said.count("warm start: the server was lost") == 1 and f"Its log: {log}" in said
 
 
 def test_the_server_ends_with_the_process_it_watches(tmp_path):

@@ -14,7 +14,10 @@ another interpreter, package folder or CPU-capability environment (:func:`identi
 server never imports the workflow's own modules (each child imports them), so code edited
 during a run is used by the next job, as in a cold run; it never touches CUDA, so each
 child initialises its own. It stops when the run ends (onsuccess/onerror) or when the
-Snakemake process it watches is gone; a job whose client is killed is killed with it.
+Snakemake process it watches is gone; a job whose client is killed is killed with it. A
+server lost during the run (killed, out of memory) costs no job: the jobs it was running die
+with it (nothing of them was renamed into place) and their clients run them again cold, the
+jobs after it start cold, and the run's end says once that it was lost and where its log is.
 """
 
 from __future__ import annotations
@@ -100,10 +103,29 @@ def run_warm(argv: list[str]) -> int | None:
     except OSError:
         status = None
     if status is None:
-        _signal_if_running(child)
-        print(f"warm start: the server at {path} stopped while job {argv[:1]} ran; run it again", file=sys.stderr)
-        return 1
+        # the server was lost (killed, out of memory): its child is gone with it before this
+        # process runs the job again, cold; outputs are renamed into place only when complete
+        _stop_and_wait(child)
+        for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(stop, signal.SIG_DFL if stop != signal.SIGINT else signal.default_int_handler)
+        print(f"warm start: the server at {path} was lost while this job ran; running it again cold", file=sys.stderr)
+        return None
     return _INTEGER.unpack(status)[0]
+
+
+def _stop_and_wait(pid: int, seconds: float = 60.0) -> None:
+    """SIGKILL the server's child ``pid`` (not this process's child) and wait until it has ended."""
+    import select
+
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        _signal_if_running(pid)
+        select.select([pidfd], [], [], seconds)  # readable once the process has exited
+    finally:
+        os.close(pidfd)
 
 
 def _signal_if_running(pid: int, number: int = signal.SIGKILL) -> None:
@@ -136,11 +158,17 @@ def start_server(python: str, log_path: str, preload: list[str]) -> subprocess.P
     return server
 
 
-def stop_server(server: subprocess.Popen) -> None:
-    """Jobs after this start cold; the server ends once its children have (none, at a run's end)."""
+def stop_server(server: subprocess.Popen, log_path: str) -> None:
+    """Jobs after this start cold; the server ends once its children have (none, at a run's end).
+    A server lost during the run (killed, out of memory) is said once, with its log."""
     import shutil
     import subprocess
 
+    lost = server.poll()
+    if lost is not None and lost != 0:
+        how = f"killed by signal {-lost}" if lost < 0 else f"exit status {lost}"
+        print(f"warm start: the server was lost during the run ({how}); the jobs it was running ran again cold, "
+              f"and the jobs after it started cold. Its log: {log_path}", file=sys.stderr, flush=True)
     socket_path = os.environ.pop(SOCKET_VARIABLE, None)
     server.terminate()
     try:

@@ -195,13 +195,14 @@ def start_warm_start():
     # one log a run, as Snakemake's own: a run leaves the logs of the runs before it untouched
     log = PATHS.log(f"warm_start/{datetime.datetime.now():%Y-%m-%dT%H%M%S.%f}.log")
     WARM_START["server"] = start_server(python, log, preload)
+    WARM_START["log"] = log
 
 
 def stop_warm_start():
     if "server" in WARM_START:
         from imagenet_cog.warm_start import stop_server
 
-        stop_server(WARM_START.pop("server"))
+        stop_server(WARM_START.pop("server"), WARM_START.pop("log"))
 
 
 def result_models():

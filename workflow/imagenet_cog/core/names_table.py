@@ -102,3 +102,24 @@ def shared_names(names: Sequence[ConceptName]) -> dict[str, list[int]]:
         labels.setdefault(concept.name.casefold(), []).append(concept.label)
     return {name: found for name, found in labels.items() if len(found) > 1}
 
+
+
+def foreign_concepts(path: str | os.PathLike, names: Sequence[ConceptName], named: str, concepts: Sequence[str],
+                     others: dict[str, Sequence[str]] | None = None) -> str | None:
+    """What is wrong with a table that does not name ``named``'s concepts (``concepts``, its
+    concept list), naming the file, how many of its wnids are not the dataset's, whose they
+    are among ``others`` (dataset -> its concept list) and the fix; None when it names them."""
+    own = set(concepts)
+    foreign = {n.wnid for n in names} - own
+    left_out = own - {n.wnid for n in names}
+    if not foreign and not left_out:
+        return None
+    owners = [(other, len(foreign & set(wnids))) for other, wnids in (others or {}).items() if other != named]
+    owners = [f"{count} of them {other}'s" for other, count in owners if count]
+    problem = (f"{len(foreign)} of its {len(names)} wnids are not concepts of {named}"
+               f"{' (' + ', '.join(owners) + ')' if owners else ''}" if foreign else "")
+    if left_out:
+        problem += f"{'; it' if problem else 'it'} leaves out {len(left_out)} of the {len(own)} concepts of {named}"
+    return (f"{path}: {problem}. A zero-shot classifier of {named} is built from a table of its own concepts: point "
+            f"probes.zeroshot.names.{named} at one (write it with python -m imagenet_cog concept-names and edit the "
+            f"names), or remove the entry and the concept_names rule writes it.")

@@ -20,7 +20,8 @@ import open_clip
 
 from imagenet_cog.core.command_line import add_open_clip_model_options, setup_logging
 from imagenet_cog.core.device import DeviceError, resolve_device
-from imagenet_cog.core.names_table import NamesTableError, read_names_table, shared_names
+from imagenet_cog.core.io import read_lines
+from imagenet_cog.core.names_table import NamesTableError, foreign_concepts, read_names_table, shared_names
 from imagenet_cog.features.zeroshot_classifier_file import ZeroShotClassifier, read_provenance, write_classifier
 from imagenet_cog.models.open_clip_text import TEMPLATE_SETS, build_text_model, text_classifier
 from imagenet_cog.models.registry import ModelSpec, file_sha256, weights_identity
@@ -45,12 +46,18 @@ def zeroshot_classifier_command(argv: list[str]) -> int:
     parser.add_argument("--templates", choices=sorted(TEMPLATE_SETS), default="openai",
                         help="open_clip's prompt templates: openai (80) or simple (7)")
     parser.add_argument("--output", required=True, help="the classifier file to write (HDF5)")
+    parser.add_argument("--named", help="what the table names: a dataset, or open-set (every dataset's concepts)")
+    parser.add_argument("--concepts", nargs="*", default=[],
+                        help="the concept lists of the datasets the table names (checked against them)")
+    parser.add_argument("--other-concepts", nargs="*", default=[], metavar="DATASET=FILE",
+                        help="other datasets' concept lists: whose concepts a wrong table names")
     args = parser.parse_args(argv)
     setup_logging(to_stdout=True)
     try:
         spec = ModelSpec.from_config(args.model_name, {"arch": args.arch, "weights": args.weights,
                                                        "trusted_globals": args.trusted_globals})
         names = read_names_table(args.names)
+        check_concepts(args, names)
         identity = weights_identity(spec)
         provenance = expected_provenance(spec, identity, args.names, args.templates)
         if read_provenance(args.output) == provenance:
@@ -71,3 +78,14 @@ def zeroshot_classifier_command(argv: list[str]) -> int:
     log.info(f"{Path(args.output)}: {weights.shape[1]} concepts x {len(TEMPLATE_SETS[args.templates])} "
              f"'{args.templates}' templates, {weights.shape[0]}-d on {device}")
     return 0
+
+
+def check_concepts(args: argparse.Namespace, names) -> None:
+    """A table that does not name the concepts of its dataset is refused before anything is written."""
+    if not args.concepts:
+        return
+    others = dict(pair.split("=", 1) for pair in args.other_concepts)
+    problem = foreign_concepts(args.names, names, args.named, [w for path in args.concepts for w in read_lines(path)],
+                               {dataset: read_lines(path) for dataset, path in others.items()})
+    if problem:
+        raise NamesTableError(problem)

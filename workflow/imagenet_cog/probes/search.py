@@ -8,9 +8,10 @@ reads its files and writes its results). For one (model, dataset, shots, seed):
    training set. The test set is not read until the search is over.
 2. Few-shot (``shots`` = N): N samples per class drawn with the seed from the 80% part;
    the validation set stays full size.
-3. Search: Optuna's multivariate TPE sampler seeded with the run seed proposes
-   ``trials`` (lr, weight decay) pairs, log-uniform in ``lr_range`` / ``wd_range``; each is
-   scored by the top-1 on the validation set after the last epoch.
+3. Search: Optuna's multivariate TPE sampler proposes ``trials`` (lr, weight decay) pairs,
+   log-uniform in ``lr_range`` / ``wd_range``, trial k from the complete trials 0..k-1 with a
+   sampler seeded by the run seed and k; each is trained with draws seeded by the run seed and
+   k and scored by the top-1 on the validation set after the last epoch.
 4. Final fit: a probe trained with the best pair on the full training set (for N shots,
    N per class drawn afresh with the seed from the full training set, as the authors'
    scripts do) and scored once on the test set (top-1 and top-5, percent).
@@ -27,7 +28,9 @@ as they are done.
 
 The study lives in an Optuna journal file next to the result. It is not a rule output,
 so it survives a failed or killed job, and a re-run resumes it: trials left running by a
-killed job are marked failed, and only the complete trials still missing are run. The
+killed job are marked failed, and only the complete trials still missing are run. As every
+proposal and random draw of trial k is a function of the seed and the trials before it, a
+resumed job ends with the result (and trials) of a job never killed, timings aside. The
 study's name is a hash of everything that defines its trials (the training features and
 labels, the split, the SGD and search settings), so changing any of them starts a new
 study in the same journal instead of mixing incompatible trials.
@@ -36,7 +39,8 @@ Result JSON (``Layout.probe_result``), one object:
     model, dataset, probe (the kind: linear, mlp, mlp_noact, pca-<d>; absent in results written
     before other kinds existed, which are linear), shots ("all" or an int), seed
     best_params {lr, weight_decay}, val_top1, test_top1, test_top5 (percent)
-    n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials)
+    n_trials, trials [{number, lr, weight_decay, val_top1, diverged}] (the scored trials; number:
+              the position among them)
     n_train (samples of the final fit), n_test, n_classes, feature_dim (d for pca-<d>), random_weights
     settings {epochs, batch_size, momentum, lr_range, wd_range, val_fraction,
               trials_per_batch, precision (as configured); MLP kinds also kind,
@@ -89,7 +93,7 @@ from imagenet_cog.probes.mlp import train_mlps
 
 log = logging.getLogger("imagenet_cog.probes.search")
 
-VALIDATION_STREAM, SEARCH_SHOTS_STREAM, FINAL_SHOTS_STREAM, FINAL_FIT_STREAM = range(4)
+VALIDATION_STREAM, SEARCH_SHOTS_STREAM, FINAL_SHOTS_STREAM, FINAL_FIT_STREAM, PROPOSAL_STREAM = range(5)
 
 
 class ProbeDataError(ValueError):
@@ -259,31 +263,39 @@ def open_study(journal: str, name: str, seed: int):
         log.warning("%s: removing the lock a killed job left", lock)
         lock.unlink()
     storage = JournalStorage(JournalFileBackend(str(path)))
-    # A resumed study must not replay the first proposals of the fresh one, so its sampler
-    # is seeded with the run seed and the number of trials already recorded.
-    existing = next((s.n_trials for s in optuna.get_all_study_summaries(storage) if s.study_name == name), 0)
-    sampler_seed = seed if existing == 0 else int(np.random.SeedSequence([seed, existing]).generate_state(1)[0])
-    sampler = optuna.samplers.TPESampler(multivariate=True, seed=sampler_seed)
     study = optuna.create_study(
-        study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+        study_name=name, storage=storage, sampler=trial_sampler(seed, 0), direction="maximize", load_if_exists=True
     )
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
         study.tell(trial.number, state=TrialState.FAIL)
     return study
 
 
+def trial_sampler(seed: int, position: int) -> optuna.samplers.TPESampler:
+    """The sampler that proposes a study's trial ``position`` (counted among complete trials),
+    seeded by the run seed and the position alone: what it proposes depends on the complete
+    trials before it, never on how many trials this process asked, so a resumed study
+    proposes what the uninterrupted one would have."""
+    return optuna.samplers.TPESampler(multivariate=True, seed=stream_seed(seed, PROPOSAL_STREAM, position))
+
+
+def stream_seed(seed: int, *purpose: int) -> int:
+    return int(np.random.SeedSequence([seed, *purpose]).generate_state(1)[0])
+
+
 def scored_trials(study, limit: int) -> list[dict]:
-    """The first ``limit`` complete trials, in order."""
+    """The first ``limit`` complete trials, in order, numbered by their position among them
+    (trials a killed job left running failed and take no position)."""
     complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
     return [
         {
-            "number": trial.number,
+            "number": position,
             "lr": trial.params["lr"],
             "weight_decay": trial.params["weight_decay"],
             "val_top1": trial.value,
             "diverged": bool(trial.user_attrs.get("diverged", False)),
         }
-        for trial in complete[:limit]
+        for position, trial in enumerate(complete[:limit])
     ]
 
 
@@ -333,32 +345,40 @@ def run_searches(studies: list, features, labels, search_rows: list, validation_
         "weight_decay": FloatDistribution(*settings.wd_range, log=True),
     }
     while True:
-        pending = {}
+        pending, first = {}, {}
         for run, study in enumerate(studies):
             done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             if done < settings.trials:
-                pending[run] = [study.ask(space) for _ in range(min(settings.trials_per_batch, settings.trials - done))]
+                count = min(settings.trials_per_batch, settings.trials - done)
+                first[run] = done
+                pending[run] = [propose(study, seeds[run], done + offset, space) for offset in range(count)]
         if not pending:
             return
         runs = list(pending)
+        # a candidate's draws (initialisation, batch orders) follow the seed and its position,
+        # as the proposals do: a resumed search trains what the uninterrupted one would have
         trained = train_runs(
             features, labels, [search_rows[run] for run in runs], num_classes,
             [[t.params["lr"] for t in pending[run]] for run in runs],
             [[t.params["weight_decay"] for t in pending[run]] for run in runs],
-            settings,
-            [int(np.random.SeedSequence([seeds[run], pending[run][0].number]).generate_state(1)[0]) for run in runs],
-            precision,
+            settings, [stream_seed(seeds[run], first[run]) for run in runs], precision,
         )
         for run, probes in zip(runs, trained):
             accuracies = probes.topk_accuracy(features, labels, ks=(1,), rows=validation_rows[run])[:, 0].tolist()
-            for trial, accuracy, diverged in zip(pending[run], accuracies, probes.diverged):
+            for offset, (trial, accuracy, diverged) in enumerate(zip(pending[run], accuracies, probes.diverged)):
                 trial.set_user_attr("diverged", diverged)
                 studies[run].tell(trial, accuracy)
                 log.info(
                     "seed %d trial %d: lr=%.4g weight_decay=%.3g val_top1=%.2f%s",
-                    seeds[run], trial.number, trial.params["lr"], trial.params["weight_decay"], accuracy,
+                    seeds[run], first[run] + offset, trial.params["lr"], trial.params["weight_decay"], accuracy,
                     " (diverged)" if diverged else "",
                 )
+
+
+def propose(study, seed: int, position: int, space: dict):
+    """The study's trial at ``position``, asked of the sampler of that position."""
+    study.sampler = trial_sampler(seed, position)
+    return study.ask(space)
 
 
 def probe_trainer(settings: SearchSettings):
@@ -375,7 +395,7 @@ def probe_trainer(settings: SearchSettings):
 
 
 def final_fit_seed(seed: int) -> int:
-    return int(np.random.SeedSequence([seed, FINAL_FIT_STREAM]).generate_state(1)[0])
+    return stream_seed(seed, FINAL_FIT_STREAM)
 
 
 def final_fit(features, labels, num_classes: int, best: dict, settings: SearchSettings, seed: int, precision: str):

@@ -200,20 +200,25 @@ def uses_published_splits(dataset):
     )
 
 
+def dataset_concepts(dataset):
+    """A dataset's concept list (wnids, one a line): the demo world's concepts or the levels stage's."""
+    # IN-1K-blurred has IN-1K's concepts
+    concepts_of = naming.IN1K if dataset == naming.IN1K_BLURRED else dataset
+    return PATHS.demo_concepts(concepts_of) if config["mode"] == "demo" else PATHS.level_concepts(concepts_of)
+
+
 def image_split_inputs(wildcards):
     """A dataset's concept list (and the demo images or the authors' split pickle); real
     ImageNet folders are params, not inputs: Snakemake would stat millions of files."""
     dataset = wildcards.dataset
-    # IN-1K-blurred has IN-1K's concepts
-    concepts_of = naming.IN1K if dataset == naming.IN1K_BLURRED else dataset
     if config["mode"] == "demo":
         return {
-            "concepts": PATHS.demo_concepts(concepts_of),
+            "concepts": dataset_concepts(dataset),
             "images": PATHS.demo_images(demo_image_source(dataset)),
         }
     # the pre-flight check of the whole run first; ancient: re-checking re-draws no split
     inputs = {
-        "concepts": PATHS.level_concepts(concepts_of),
+        "concepts": dataset_concepts(dataset),
         "preflight": ancient(PATHS.preflight()),
         **image_index(dataset),
     }

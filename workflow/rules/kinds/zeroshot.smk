@@ -58,9 +58,11 @@ rule zeroshot_classifier:
         settings_weights=lambda wildcards: model_weights_identity(wildcards.model),
         templates=ZEROSHOT_SETTINGS["templates"],
         device=config["features"]["device"],
+        other_concepts=other_concepts_option,
     shell:
         python_command("zeroshot-classifier") + " --model-name {wildcards.model} --arch {params.arch}"
         " --weights {params.weights:q} {params.trusted} --names {input.names:q} --templates {params.templates}"
+        " --named {wildcards.named} --concepts {input.concepts} {params.other_concepts}"
         " --device {params.device} --output {output} > {log} 2>&1"
 
 

@@ -26,13 +26,26 @@ if not any(has_text_tower(config["models"][model]) for model in MODELS):
 ZEROSHOT_NAMED = named_sets(DATASETS, ZEROSHOT_SETTINGS)
 
 
-def check_names_table(path):
-    """A user's names table, read now: a broken one, or one naming two concepts alike, is
-    refused before any job, with its file, lines and fix."""
-    from imagenet_cog.core.names_table import NamesTableError, duplicate_names, read_names_table
+def named_datasets(named):
+    """The datasets a names table covers: one, or (open-set) every configured one."""
+    return DATASETS if named == naming.OPEN_SET else [named]
 
+
+def check_names_table(path, named):
+    """A user's names table, read now: a broken one, one naming two concepts alike, or one
+    naming other concepts than its dataset's (when the levels stage has listed them) is
+    refused before any job, with its file, lines and fix."""
+    from imagenet_cog.core.io import read_lines
+    from imagenet_cog.core.names_table import NamesTableError, duplicate_names, foreign_concepts, read_names_table
+
+    lists = {dataset: dataset_concepts(dataset) for dataset in dict.fromkeys(DATASETS + LEVEL_NAMES)}
+    listed = {dataset: read_lines(concepts) for dataset, concepts in lists.items() if os.path.isfile(concepts)}
     try:
-        problem = duplicate_names(path, read_names_table(path))
+        names = read_names_table(path)
+        problem = duplicate_names(path, names)
+        if not problem and all(dataset in listed for dataset in named_datasets(named)):
+            own = [wnid for dataset in named_datasets(named) for wnid in listed[dataset]]
+            problem = foreign_concepts(path, names, named, own, listed)
     except NamesTableError as error:
         problem = str(error)
     if problem:
@@ -46,7 +59,7 @@ for named, table in ZEROSHOT_SETTINGS["names"].items():
             f"'datasets' ({', '.join(DATASETS)}) nor {naming.OPEN_SET}: name one of them."
         )
     if os.path.isfile(table):
-        check_names_table(table)
+        check_names_table(table, named)
     else:
         note_missing(
             "names tables",
@@ -60,11 +73,6 @@ ZEROSHOT_TABLES = {
     **({f"{naming.ZEROSHOT}_open_set": "open-set zero-shot"} if naming.OPEN_SET in ZEROSHOT_NAMED else {}),
 }
 ZEROSHOT_FIGURES = [naming.ZEROSHOT, f"{naming.ZEROSHOT}_vs_nshot"]
-
-
-def named_datasets(named):
-    """The datasets a names table covers: one, or (open-set) every configured one."""
-    return DATASETS if named == naming.OPEN_SET else [named]
 
 
 def concept_names_inputs(wildcards):
@@ -85,8 +93,22 @@ def zeroshot_names_table(named):
 
 
 def zeroshot_classifier_inputs(wildcards):
-    """A classifier's names table and its model's checkpoint (when a file)."""
-    return {"names": zeroshot_names_table(wildcards.named), "checkpoint": model_checkpoint_inputs(wildcards)}
+    """A classifier's names table, its model's checkpoint (when a file), the concept lists of
+    the datasets the table names and of the others (whose concepts a wrong table names)."""
+    named = named_datasets(wildcards.named)
+    return {
+        "names": zeroshot_names_table(wildcards.named),
+        "checkpoint": model_checkpoint_inputs(wildcards),
+        "concepts": [dataset_concepts(dataset) for dataset in named],
+        "other_concepts": [dataset_concepts(dataset) for dataset in DATASETS if dataset not in named],
+    }
+
+
+def other_concepts_option(wildcards):
+    """--other-concepts DATASET=FILE of every dataset the table does not name."""
+    named = named_datasets(wildcards.named)
+    pairs = [f"{dataset}={dataset_concepts(dataset)}" for dataset in DATASETS if dataset not in named]
+    return f"--other-concepts {' '.join(pairs)}" if pairs else ""
 
 
 def zeroshot_results():
