@@ -147,9 +147,11 @@ class TimmModel:
         """``network`` as the extraction's backbone: its pre-logits or the chosen tokens."""
         return TokenFeatures(network, self.choice) if self.choice.reads_tokens else PreLogits(network)
 
+    @functools.cache
     def feature_dim(self) -> int:
         """The features' width, from a forward pass on the meta device (no weights, no
-        compute); networks whose forward needs real values fall back to timm's attribute."""
+        compute); networks whose forward needs real values fall back to timm's attribute.
+        Kept: planning asks for it at every job of the model."""
         with torch.device("meta"):
             network = self.create()
             size = self.preprocessing()["size"]
@@ -186,6 +188,9 @@ class TimmModel:
             raise ValueError(f"timm's {self.full_name} has {depth} blocks: blocks must be 1 to {depth}.")
 
 
+# Kept: planning resolves every model for each of its jobs' parameters, each a network or
+# two built on the meta device.
+@functools.cache
 def resolve(arch: str, *, input_size: int | None = None, mode: str | None = None,
             pretrained: bool = False, owner: str = "", choice: TokenChoice = TokenChoice()) -> TimmModel:
     """``arch`` (``timm/<name>`` or ``timm/<name>.<tag>``) checked against timm's registry;
