@@ -545,7 +545,7 @@ def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
 def test_a_timm_model_by_name_runs_end_to_end_and_its_preprocessing_is_its_identity(finished_copy, demo_config):
     """The timm route in a real run: IN-1K's features and probes of a timm model named in the
     config, its features timm's pre-logits of the demo's images; finished, it plans nothing;
-    preprocessing: model re-extracts it."""
+    preprocessing: model re-extracts it, and so do other tokens, but not the default written out."""
     import h5py
     import timm
     import torch
@@ -588,6 +588,12 @@ def test_a_timm_model_by_name_runs_end_to_end_and_its_preprocessing_is_its_ident
     jobs = planned_jobs(finished_copy, *targets, "--configfile", model_preprocessing)
     assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(demo_config)}
     assert {w["model"] for _, w in jobs} == {added}
+    # the tokens read are the features' identity too; pre_logits written out is the default
+    spelled_out = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "tokens": "pre_logits", "blocks": 1}}})
+    assert planned_jobs(finished_copy, *targets, "--configfile", spelled_out) == []
+    tokens = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "tokens": "cls+avgpool", "blocks": 2}}})
+    jobs = planned_jobs(finished_copy, *targets, "--configfile", tokens)
+    assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(demo_config)}
 
 
 # level sets --------------------------------------------------------------------------------

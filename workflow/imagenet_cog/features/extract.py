@@ -49,6 +49,7 @@ from imagenet_cog.core.undecodable import DECODER_ERRORS, UndecodableImages, Und
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, write_shard
 from imagenet_cog.models.registry import LoadedModel, ModelSpec, Preprocessing, build_model, weights_identity
+from imagenet_cog.models.tokens import TOKEN_CHOICES
 
 MIXED_PRECISION_TOLERANCE = 1e-2
 HOST_RESIZE_CHOICES = ("pil", "tensor")
@@ -440,6 +441,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-features", default=None,
                         help="open_clip models: embedding (after the projection, the default) or pooled (the "
                              "tower's pooled features before it)")
+    parser.add_argument("--tokens", choices=TOKEN_CHOICES, default=None,
+                        help="timm models: pre_logits (the default), or the class tokens of the last --blocks blocks "
+                             "(cls), the mean of the last block's patch tokens (avgpool), or both (cls+avgpool)")
+    parser.add_argument("--blocks", type=int, default=None, help="timm models: how many last blocks' class tokens")
     parser.add_argument("--trusted-globals", nargs="+", default=[], help="objects the checkpoint may hold besides tensors")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
@@ -447,7 +452,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def model_spec_of(args: argparse.Namespace) -> ModelSpec:
     return ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
-                     tuple(args.trusted_globals), args.image_features)
+                     tuple(args.trusted_globals), args.image_features, args.tokens, args.blocks)
 
 
 def add_image_arguments(parser: argparse.ArgumentParser) -> None:

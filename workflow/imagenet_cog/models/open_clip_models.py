@@ -125,6 +125,8 @@ def tags_text(name: str) -> str:
     return f"its tags are {', '.join(tags)}" if tags else "open_clip has no pretrained weights for it"
 
 
+# Kept: planning resolves every model for each of its jobs' parameters.
+@functools.cache
 def resolve(arch: str, weights: str, image_features: str | None = None, *, check_weights: bool = True,
             owner: str = "") -> OpenClipModel:
     """``arch`` (``open_clip/<name>``) checked against open_clip's configs (unknown names fail
@@ -185,7 +187,9 @@ def _meta_model(name: str):
     if quiet:
         root.addHandler(quiet)
     try:
-        with torch.random.fork_rng(devices=[]):
+        # made on the meta device from the start: open_clip's device="meta" alone initialises
+        # the weights on the CPU first (seconds for a ViT-H)
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
             return open_clip.create_model(name, device="meta", pretrained_text=False)
     finally:
         if quiet:

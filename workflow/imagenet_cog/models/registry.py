@@ -51,6 +51,7 @@ import yaml
 
 from imagenet_cog.models.checkpoints import check_checkpoint_safety, load_checkpoint
 from imagenet_cog.models.open_clip_catalogue import EMBEDDING, image_features_read, random_weights_plan
+from imagenet_cog.models.tokens import TokenChoice
 
 # The paper's 31 models, in the workflow's folder (where Snakemake runs, next to config.yaml):
 # the default of the models command, run there; an installed package has no checkout to look in.
@@ -241,6 +242,9 @@ class ModelSpec:
     trusted_globals: tuple[str, ...] = ()
     # open_clip/ archs only (imagenet_cog.models.open_clip_models): "embedding" (the default) or "pooled"
     image_features: str | None = None
+    # timm/ archs only (imagenet_cog.models.tokens): which of a ViT's tokens, of how many last blocks
+    tokens: str | None = None
+    blocks: int | None = None
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any],
@@ -276,7 +280,12 @@ class ModelSpec:
         (its preprocessing, its feature width) before its checkpoint is fetched."""
         return cls(name, entry["arch"], str(entry.get("weights", "pretrained")), entry.get("factory"),
                    entry.get("preprocessing"), entry.get("input_size"), tuple(entry.get("trusted_globals") or ()),
-                   entry.get("image_features"))
+                   entry.get("image_features"), entry.get("tokens"), entry.get("blocks"))
+
+    @property
+    def token_choice(self) -> TokenChoice:
+        """The entry's tokens and blocks, defaults filled (timm's pre-logits)."""
+        return TokenChoice.of(self.tokens, self.blocks)
 
     def is_checkpoint(self) -> bool:
         """Whether the weights are a checkpoint file (not random, not the library's)."""
@@ -298,7 +307,7 @@ class ModelSpec:
 
         return resolve(self.arch, input_size=self.input_size, mode=self.preprocessing,
                        pretrained=check_weights and self.weights == "pretrained",
-                       owner=f"config.yaml: model '{self.name}'")
+                       owner=f"config.yaml: model '{self.name}'", choice=self.token_choice)
 
     def open_clip_model(self, check_weights: bool = True):
         """The ``open_clip/`` arch resolved against open_clip's configs (unknown names fail with
@@ -375,6 +384,13 @@ class ModelSpec:
                 f"config.yaml: model '{self.name}': image_features is a setting of open_clip models "
                 f"(arch: open_clip/<name>); arch '{self.arch}' gives its penultimate layer's features."
             )
+        if (self.tokens is not None or self.blocks is not None) and not is_timm_arch(self.arch):
+            taken = ("its image_features (embedding or pooled)" if is_open_clip_arch(self.arch)
+                     else "its penultimate layer's features")
+            raise ValueError(
+                f"config.yaml: model '{self.name}': tokens and blocks are settings of timm models "
+                f"(arch: timm/<name>); arch '{self.arch}' gives {taken}."
+            )
 
 
 def kept_models(models: dict[str, Any]) -> dict[str, Any]:
@@ -416,7 +432,8 @@ def weights_identity(spec: ModelSpec) -> str:
 
     ``random:<seed>``, ``torchvision:<enum>``, ``timm:<tag>``, ``open_clip:<name>/<tag>``,
     ``sha256:<checkpoint digest>``; a custom factory adds the digest of its module's source
-    file, an open_clip model the image features it gives (``+image_features:pooled``).
+    file, an open_clip model the image features it gives (``+image_features:pooled``), a timm
+    model read otherwise than by its pre-logits the tokens it reads (``+tokens:cls/blocks:4``).
     """
     seed = random_seed(spec.weights)
     if seed is not None:
@@ -449,6 +466,8 @@ def weights_identity(spec: ModelSpec) -> str:
         identity += f"+{spec.factory}@sha256:{file_sha256(module.origin)[:16]}"
     if is_open_clip_arch(spec.arch):
         identity += f"+image_features:{image_features_read(spec.image_features)}"
+    if is_timm_arch(spec.arch):
+        identity += spec.token_choice.identity()
     return identity
 
 
@@ -473,12 +492,13 @@ def planned_feature_dim(spec: ModelSpec) -> int | None:
 
 def extract_options(spec: ModelSpec) -> list[str]:
     """The extract command's options besides arch and weights: a custom model's factory, a
-    timm model's preprocessing and input size, an open_clip model's image features, the
-    objects its checkpoint may hold."""
+    timm model's preprocessing, input size and tokens, an open_clip model's image features,
+    the objects its checkpoint may hold."""
     trusted = ["--trusted-globals", *spec.trusted_globals] if spec.trusted_globals else []
     if is_timm_arch(spec.arch):
         model = spec.timm_model(check_weights=False)
-        return ["--preprocessing", model.mode] + (["--input-size", str(model.input_size)] if model.input_size else []) + trusted
+        size = ["--input-size", str(model.input_size)] if model.input_size else []
+        return ["--preprocessing", model.mode, *size, *model.choice.options(), *trusted]
     if is_open_clip_arch(spec.arch):
         return ["--image-features", image_features_read(spec.image_features)] + trusted
     return (["--factory", spec.factory] if spec.factory else []) + trusted
@@ -569,8 +589,8 @@ class LoadedModel:
     feature_dim: int
     weights_identity: str
     notes: list[str] = field(default_factory=list)
-    # attributes the shards record besides the common ones (a timm model's release and version)
-    provenance: dict[str, str] = field(default_factory=dict)
+    # attributes the shards record besides the common ones (a timm model's release, version, tokens)
+    provenance: dict[str, str | int] = field(default_factory=dict)
 
     @property
     def random_weights(self) -> bool:
@@ -597,7 +617,7 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
     identity = identity or weights_identity(spec)
     seed = seed_torch(spec)
     notes: list[str] = []
-    provenance: dict[str, str] = {}
+    provenance: dict[str, str | int] = {}
     if spec.arch == "custom":
         network, preprocessing = _call_factory(spec)
     elif is_timm_arch(spec.arch):

@@ -6,7 +6,11 @@ table to maintain: the network, its feature size and its preprocessing all come 
 
 Features are the pooled pre-logits features, ``forward_head(forward_features(x),
 pre_logits=True)``: what the model's classifier reads, paper supp. B.1's penultimate layer
-(for a CLIP image tower, the pooled features before the image projection).
+(for a CLIP image tower, the pooled features before the image projection). A network with
+tokens (a ViT of any timm family) may be read instead as DINOv2's linear evaluation reads it
+(the entry's ``tokens`` and ``blocks``, :mod:`imagenet_cog.models.tokens`), through timm's
+intermediate-layer API (``forward_intermediates``); a network without tokens (a CNN), or
+``blocks`` beyond its depth, is refused.
 
 Preprocessing (the model entry's ``preprocessing``):
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 import math
 import re
 import warnings
@@ -49,6 +54,7 @@ from timm.data import resolve_data_config
 from timm.models import get_pretrained_cfg, split_model_name_tag
 
 from imagenet_cog.models.checkpoints import CheckpointMismatch, map_checkpoint_keys, read_checkpoint, unwrap_state_dict
+from imagenet_cog.models.tokens import TokenChoice
 
 PREPROCESSING_MODES = ("paper", "model")
 DEFAULT_PREPROCESSING = "paper"
@@ -71,7 +77,8 @@ class TimmModel:
 
     ``name`` is the architecture, ``tag`` the pretrained tag whose config (and weights)
     are used: the one written in ``arch``, else timm's default for the architecture ('' when
-    it has none). ``input_size`` is the entry's override of S, ``mode`` its preprocessing.
+    it has none). ``input_size`` is the entry's override of S, ``mode`` its preprocessing,
+    ``choice`` which of its tokens the features are.
     """
 
     arch: str
@@ -79,6 +86,7 @@ class TimmModel:
     tag: str
     input_size: int | None = None
     mode: str = DEFAULT_PREPROCESSING
+    choice: TokenChoice = TokenChoice()
 
     @property
     def full_name(self) -> str:
@@ -135,26 +143,58 @@ class TimmModel:
         """The full network (classifier included) as timm builds it."""
         return timm.create_model(self.full_name, pretrained=pretrained, **self.create_options(), **options)
 
+    def features(self, network) -> torch.nn.Module:
+        """``network`` as the extraction's backbone: its pre-logits or the chosen tokens."""
+        return TokenFeatures(network, self.choice) if self.choice.reads_tokens else PreLogits(network)
+
+    @functools.cache
     def feature_dim(self) -> int:
-        """The pre-logits width, from a forward pass on the meta device (no weights, no
-        compute); networks whose forward needs real values fall back to timm's attribute."""
+        """The features' width, from a forward pass on the meta device (no weights, no
+        compute); networks whose forward needs real values fall back to timm's attribute.
+        Kept: planning asks for it at every job of the model."""
         with torch.device("meta"):
             network = self.create()
             size = self.preprocessing()["size"]
             try:
-                return int(pre_logits(network, torch.empty(1, 3, size, size)).shape[-1])
+                return int(self.features(network)(torch.empty(1, 3, size, size)).shape[-1])
             except Exception:  # any forward the meta device cannot run
+                if self.choice.reads_tokens:
+                    return self.choice.width(int(network.num_features))
                 return int(getattr(network, "head_hidden_size", None) or network.num_features)
 
-    def provenance(self) -> dict[str, str]:
-        """What the shards record besides the arch: the timm release and timm's version."""
-        return {"timm_model": self.full_name, "timm_version": timm.__version__}
+    def provenance(self) -> dict[str, str | int]:
+        """What the shards record besides the arch: the timm release, timm's version and the
+        tokens read."""
+        return {"timm_model": self.full_name, "timm_version": timm.__version__, **self.choice.provenance()}
+
+    def check_tokens(self) -> None:
+        """The token choice against the network: refused, naming what the network supports,
+        for one without tokens (a CNN), a class token it lacks, or blocks beyond its depth."""
+        problem = self.choice.problem()
+        if problem or not self.choice.reads_tokens:
+            if problem:
+                raise ValueError(problem)
+            return
+        with torch.device("meta"):
+            layout = token_layout(self.create())
+        if layout is None:
+            raise ValueError(f"timm's {self.full_name} has no tokens (a network without them, such as a CNN): "
+                             f"it supports tokens: pre_logits only.")
+        has_class_token, depth = layout
+        if self.choice.class_tokens and not has_class_token:
+            raise ValueError(f"timm's {self.full_name} has no class token: it supports tokens: pre_logits or "
+                             f"avgpool.")
+        if self.choice.blocks > depth:
+            raise ValueError(f"timm's {self.full_name} has {depth} blocks: blocks must be 1 to {depth}.")
 
 
+# Kept: planning resolves every model for each of its jobs' parameters, each a network or
+# two built on the meta device.
+@functools.cache
 def resolve(arch: str, *, input_size: int | None = None, mode: str | None = None,
-            pretrained: bool = False, owner: str = "") -> TimmModel:
+            pretrained: bool = False, owner: str = "", choice: TokenChoice = TokenChoice()) -> TimmModel:
     """``arch`` (``timm/<name>`` or ``timm/<name>.<tag>``) checked against timm's registry;
-    unknown names fail with timm's closest names.
+    unknown names fail with timm's closest names; ``choice`` against the network's tokens.
 
     ``owner`` names the config entry in errors (e.g. "config.yaml: model 'dino'").
     """
@@ -172,7 +212,7 @@ def resolve(arch: str, *, input_size: int | None = None, mode: str | None = None
     if not tag:
         cfg = get_pretrained_cfg(name)
         tag = cfg.tag if cfg is not None and cfg.tag else ""
-    model = TimmModel(arch, name, tag, input_size, mode or DEFAULT_PREPROCESSING)
+    model = TimmModel(arch, name, tag, input_size, mode or DEFAULT_PREPROCESSING, choice)
     if model.mode not in PREPROCESSING_MODES:
         raise ValueError(f"{where}preprocessing must be one of {', '.join(PREPROCESSING_MODES)}, not '{model.mode}'.")
     if input_size is not None and input_size < 1:
@@ -184,6 +224,7 @@ def resolve(arch: str, *, input_size: int | None = None, mode: str | None = None
         )
     try:
         model.preprocessing()
+        model.check_tokens()
     except ValueError as error:
         raise ValueError(f"{where}{error}") from None
     if model.create_options():
@@ -239,8 +280,58 @@ class PreLogits(torch.nn.Module):
         return pre_logits(self.network, images)
 
 
+def token_layout(network) -> tuple[bool, int] | None:
+    """(whether it has a class token, its number of blocks) of a timm network whose
+    intermediate-layer API gives its prefix (class, register) tokens apart; None for one
+    without tokens."""
+    forward = getattr(network, "forward_intermediates", None)
+    if forward is None or "return_prefix_tokens" not in inspect.signature(forward).parameters:
+        return None
+    if not hasattr(network, "blocks") or not hasattr(network, "num_prefix_tokens"):
+        return None
+    has_class_token = getattr(network, "has_class_token", getattr(network, "cls_token", None) is not None)
+    return bool(has_class_token), len(network.blocks)
+
+
+def pooled_norm(network) -> torch.nn.Module:
+    """The norm a network applies to its pooled features (``fc_norm``, in place of the final
+    ``norm`` of every token in models that pool first, EVA-02's, BEiT's); else none."""
+    norm = getattr(network, "fc_norm", None)
+    return norm if isinstance(norm, torch.nn.Module) and not isinstance(norm, torch.nn.Identity) else torch.nn.Identity()
+
+
+class TokenFeatures(torch.nn.Module):
+    """A timm network with tokens whose forward returns DINOv2's linear-evaluation input: the
+    class tokens of the last ``blocks`` blocks, then the mean of the last block's patch tokens,
+    as ``choice`` asks. Each token passes the final norm (timm's ``norm=True``), or, in models
+    that normalise after pooling, the class token and the mean pass that norm; the prefix
+    tokens come apart from the patch tokens, so register tokens never enter."""
+
+    def __init__(self, network, choice: TokenChoice):
+        super().__init__()
+        self.choice = choice
+        self.pooled_norm = pooled_norm(network)
+        # the classifier (and blocks after the last one read, none here) is let go
+        network.prune_intermediate_layers(indices=choice.blocks, prune_norm=False, prune_head=True)
+        self.network = network
+
+    def forward(self, images):
+        outputs = self.network.forward_intermediates(
+            images, indices=self.choice.blocks, return_prefix_tokens=True, norm=True, output_fmt="NLC",
+            intermediates_only=True)
+        parts = []
+        if self.choice.class_tokens:
+            # timm puts the class token first among the prefix tokens, registers after it
+            parts += [self.pooled_norm(prefix[:, 0]) for _, prefix in outputs]
+        if self.choice.patch_mean:
+            # a model without prefix tokens gives its patch tokens alone
+            patches = outputs[-1][0] if isinstance(outputs[-1], tuple) else outputs[-1]
+            parts.append(self.pooled_norm(patches.mean(dim=1)))
+        return torch.cat(parts, dim=-1)
+
+
 def build(model: TimmModel, weights: str | None, owner: str,
-          trusted_globals: Sequence[str] = ()) -> tuple[PreLogits, list[str]]:
+          trusted_globals: Sequence[str] = ()) -> tuple[torch.nn.Module, list[str]]:
     """The network of ``model`` with ``weights`` ('pretrained', a checkpoint path, or None for
     timm's random initialisation: the caller seeds torch), in eval mode, and lines for the log."""
     notes: list[str] = []
@@ -257,7 +348,9 @@ def build(model: TimmModel, weights: str | None, owner: str,
         notes.append(note)
     # timm keeps a state dict given through the pretrained config: it would be held twice.
     network.pretrained_cfg.pop("state_dict", None)
-    return PreLogits(network.eval()), notes
+    if model.choice.reads_tokens:
+        notes.append(f"features: tokens {model.choice.tokens} of the last {model.choice.blocks} block(s)")
+    return model.features(network.eval()).eval(), notes
 
 
 def _offline_advice(model: TimmModel, owner: str, error: Exception) -> str:
