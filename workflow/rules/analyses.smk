@@ -247,7 +247,8 @@ rule analyses_concepts:
     conda:
         CONDA_ENVIRONMENT
     params:
-        root=PATHS.root,
+        # <root>/analyses/<model>/concepts.tsv
+        root=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output[0]))),
         datasets=concept_dataset_options,
         device=config["probes"]["device"],
     shell:
