@@ -62,8 +62,8 @@ def concept_rows(classifier: Classifier, features: np.ndarray, wnids: Sequence[s
         mine = truth == concept
         wrong = first[mine & (first != concept)]
         counts = np.bincount(wrong, minlength=len(index)) if wrong.size else None
-        # argmax takes the first maximum, the class of the smaller wnid when wnids are sorted
-        confused = int(np.argmax(counts)) if counts is not None else None
+        tied = np.flatnonzero(counts == counts.max()) if counts is not None else []
+        confused = min(tied, key=lambda candidate: classifier.class_wnids[candidate]) if len(tied) else None
         rows.append({
             "wnid": classifier.class_wnids[concept], "n_test": int(mine.sum()),
             "top1_correct": int((first[mine] == concept).sum()), "top5_correct": int(in_top[mine].sum()),
@@ -81,8 +81,6 @@ def model_rows(model: str, datasets: dict[str, Sequence[str]], layout: Layout, d
         for seed in seeds:
             classifier = load_or_refit(layout.probe_result(model, dataset, "all", seed),
                                        layout.features(model, dataset, "train"), device)
-            if sorted(classifier.class_wnids) != classifier.class_wnids:
-                raise ClassifierError(f"{layout.probe_classifier(model, dataset, seed)}: classes not in wnid order")
             for row in concept_rows(classifier, features, wnids):
                 table.append([model, dataset, seed, *(row[column] for column in SEED_COLUMNS[3:])])
         log.info("%s %s: %d concepts, %d seeds", model, dataset, len(set(wnids)), len(seeds))
