@@ -35,9 +35,11 @@ from imagenet_cog.core.layout import CONCEPT_CURVE, CONCEPT_OUTLIERS, CONCEPT_TA
 from imagenet_cog.core.naming import IN1K, LIN, RANDOM, dataset_title, level_set_of
 from imagenet_cog.core.plots import save_figure, set_theme
 from imagenet_cog.core.tables import write_tidy_table
-from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
+from imagenet_cog.results.statistics import TOP1_RANGE, mean_intervals
 
 log = logging.getLogger("imagenet_cog.analyses.concept_report")
+
+KEYS = ["model", "dataset", "wnid"]
 
 STATISTIC_TITLES = {
     "slope": "slope (top-1 points per 0.1 Lin similarity)",
@@ -58,28 +60,32 @@ def read_seed_tables(paths: Sequence[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def spread(values: np.ndarray, prefix: str) -> dict:
-    low, high = mean_interval(values, TOP1_RANGE)
-    return {f"{prefix}_mean": values.mean(), f"{prefix}_std": values.std(ddof=1) if len(values) > 1 else math.nan,
-            f"{prefix}_ci95_low": low, f"{prefix}_ci95_high": high}
+def over_seeds(seeds: pd.DataFrame, column: str, prefix: str) -> pd.DataFrame:
+    """Per concept (KEYS), the percentage ``column`` / n_test: mean, std (ddof 1), 95% interval."""
+    wide = seeds.assign(value=100.0 * seeds[column] / seeds["n_test"]).pivot(index=KEYS, columns="seed", values="value")
+    low, high = mean_intervals(wide.to_numpy(), TOP1_RANGE)
+    return pd.DataFrame({f"{prefix}_mean": wide.mean(axis=1), f"{prefix}_std": wide.std(axis=1, ddof=1),
+                         f"{prefix}_ci95_low": low, f"{prefix}_ci95_high": high}, index=wide.index)
+
+
+def most_confused(seeds: pd.DataFrame) -> pd.DataFrame:
+    """Per concept, the concept whose count, summed over the seeds where it was that seed's
+    most-confused, is largest (ties: the smaller wnid), and its share of every seed's test images."""
+    summed = (seeds[seeds["confused_wnid"] != ""].groupby([*KEYS, "confused_wnid"], as_index=False)["confused_count"]
+              .sum().sort_values([*KEYS, "confused_count", "confused_wnid"], ascending=[True] * 3 + [False, True])
+              .drop_duplicates(KEYS).set_index(KEYS))
+    tested = seeds.groupby(KEYS)["n_test"].sum()
+    frame = pd.DataFrame({"confused_wnid": summed["confused_wnid"]}, index=tested.index).fillna("")
+    frame["confused_share"] = (100.0 * summed["confused_count"].reindex(tested.index) / tested).fillna(0.0)
+    return frame
 
 
 def per_concept(seeds: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, dataset, wnid): top-1 and top-5 over seeds; the most-confused concept is the one
-    whose count, summed over the seeds where it was that seed's most-confused, is largest."""
-    records = []
-    for (model, dataset, wnid), group in seeds.groupby(["model", "dataset", "wnid"], sort=False):
-        n_test = group["n_test"].to_numpy(float)
-        confused = group[group["confused_wnid"] != ""].groupby("confused_wnid")["confused_count"].sum()
-        top = confused.sort_index().idxmax() if len(confused) else ""
-        records.append({
-            "model": model, "dataset": dataset, "wnid": wnid, "n_test": int(n_test[0]), "n_seeds": len(group),
-            **spread(100.0 * group["top1_correct"].to_numpy(float) / n_test, "top1"),
-            **spread(100.0 * group["top5_correct"].to_numpy(float) / n_test, "top5"),
-            "confused_wnid": top,
-            "confused_share": 100.0 * confused[top] / n_test.sum() if top else 0.0,
-        })
-    return pd.DataFrame(records)
+    """Per (model, dataset, wnid): n_test, the seeds, top-1 and top-5 over them, the most-confused concept."""
+    counts = seeds.groupby(KEYS).agg(n_test=("n_test", "first"), n_seeds=("seed", "size"))
+    parts = [counts, over_seeds(seeds, "top1_correct", "top1"), over_seeds(seeds, "top5_correct", "top5"),
+             most_confused(seeds)]
+    return pd.concat(parts, axis=1).reset_index()
 
 
 def similarities(ranking: Path, level_set_rankings: dict[str, Path]) -> tuple[dict, dict]:
