@@ -92,8 +92,8 @@ def run_config(base: Path, in21k_root: Path, in1k_root: Path, published: bool = 
         "analyses": {"kmeans": {"enabled": False}, "agreement": {"enabled": False},
                      "alignment_uniformity": {"enabled": False}, "learnability": {"enabled": False},
                      "raters": {"enabled": False},
-                     # the demo's list names the demo_cnn this run leaves out
-                     "detection": {"models": None},
+                     # the demo's lists name the demo_cnn this run leaves out
+                     "detection": {"models": None}, "concepts": {"models": None},
                      # the demo's captioning of L1 reads the tars too; no k-means clusters to describe
                      "captions": {"clusters": False}},
     }

@@ -130,7 +130,8 @@ def test_plan_rows_of_a_small_config(tmp_path):
     # journals and results of every run, float32 classifiers of the N = all runs
     assert probes.bytes_written == 2 * (4 * (2 * 1000 + 2500) + 2 * 4 * 2049 * 4)
     total = by_stage[("total", "all models")]
-    assert total.seconds == pytest.approx(extraction.seconds + probes.seconds)
+    # and the per-concept scoring (analyses.concepts, on by default: test_plan_prices_the_concept_curve_by_hand)
+    assert total.seconds == pytest.approx(extraction.seconds + probes.seconds + by_stage[("concepts", "m")].seconds)
     wall = rows[-1]
     assert wall.stage == "wall time on 2 GPUs" and wall.seconds == pytest.approx(max(total.seconds / 2,
                                                                                       probes.longest_job_s,
@@ -377,3 +378,19 @@ def test_plan_prices_detection_by_hand(tmp_path):
     off, _ = plan_rows(small_config(analyses={"detection": {"enabled": False}}), IMAGE_COUNTS, None,
                        read_rates(rates_file(tmp_path, {**SIMPLE_RATES, **KNN_RATES})), gpus=1)
     assert not [row for row in off if row.stage == "detection"]
+
+
+def test_plan_prices_the_concept_curve_by_hand(tmp_path):
+    """analyses.concepts: a row per scored model, one job reading every level's test features and
+    scoring them with each seed's N = all classifier; none when it is off."""
+    config = small_config(analyses={"concepts": {"models": ["m"]}})
+    rows, _ = plan_rows(config, IMAGE_COUNTS, None, read_rates(rates_file(tmp_path)), gpus=1)
+    concepts = [row for row in rows if row.stage == "concepts"]
+    # L1: 4 concepts x 5 test images, 2048-d float16 read and prepared at 1 MB/s each; the logits
+    # of 2 seeds (2 x 2048 x 4 concepts per image) at 1 GFLOP/s; a start of 1 s
+    expected = 20 * 2048 * 2 * 2 / 1e6 + 2 * 2048 * 4 * 20 * 2 / 1e9 + 1.0
+    assert [(row.model, row.jobs) for row in concepts] == [("m", 1)]
+    assert concepts[0].seconds == pytest.approx(expected)
+    off, _ = plan_rows(small_config(analyses={"concepts": {"enabled": False}}), IMAGE_COUNTS, None,
+                       read_rates(rates_file(tmp_path)), gpus=1)
+    assert not [row for row in off if row.stage == "concepts"]

@@ -19,6 +19,7 @@ from imagenet_cog.results.statistics import (
     generalization_drop,
     holm,
     mean_interval,
+    mean_intervals,
     paired_tests,
     rank_agreement,
 )
@@ -206,3 +207,15 @@ def test_statistics_and_drop_commands_write_every_table_and_figure(tmp_path):
     assert drop.loc["ResNet50", "L1 drop (points)"] == pytest.approx(11.0)
     assert drop.loc["ResNet50", "L1 drop (%)"] == pytest.approx(100 * 11 / 72)
     assert np.isnan(drop.loc["dino", "L1 drop (%)"])
+
+
+def test_mean_intervals_are_mean_interval_row_by_row():
+    """Rows of 1 to 4 values (NaN: missing), equal values, values near the bounds."""
+    rng = np.random.default_rng(5)
+    rows = np.round(rng.uniform(0, 100, size=(60, 4)), 1)
+    rows[rng.random(rows.shape) < 0.3] = np.nan
+    rows[0], rows[1], rows[2] = [40.0, 40.0, np.nan, 40.0], [99.0, 100.0, 100.0, np.nan], [np.nan, 7.0, np.nan, np.nan]
+    low, high = mean_intervals(rows, TOP1_RANGE)
+    for row, got_low, got_high in zip(rows, low, high):
+        want = mean_interval(row[~np.isnan(row)], TOP1_RANGE)
+        assert np.allclose([got_low, got_high], want, equal_nan=True, rtol=0, atol=1e-9), row

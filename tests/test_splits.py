@@ -306,7 +306,7 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
         "probes: {kinds: [linear, knn], kind_models: {knn: null}}\nlabel_audit: {models: null}\n"
         "in1k_blurred: {models: null}\n"
         # 3 test images per concept leave no learnability task
-        "analyses: {models: null, learnability: {enabled: false}, detection: {models: null}}\n"
+        "analyses: {models: null, learnability: {enabled: false}, detection: {models: null}, concepts: {models: null}}\n"
         # one training image per IN-1K class: the pre-flight check would (rightly) refuse
         # config.yaml's class-balanced variant, which needs 12
         "balanced: {enabled: false}\n"

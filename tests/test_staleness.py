@@ -31,11 +31,11 @@ AGGREGATES = {
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
 # Rules that collect every probe: run whenever any probe result changes (the label-noise
 # audit reads a model's N = all results and features).
-# label_audit and analyses_detection read a model's N = all probes and features, as the
-# aggregates read every result: any change to those re-runs them.
+# label_audit, analyses_detection and analyses_concepts read a model's N = all probes and
+# features, as the aggregates read every result: any change to those re-runs them.
 COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {
     "all", "probes", "tables", "figures", "label_audit", "balanced_results", "blurred_results", "zeroshot_results",
-    "analyses_detection", "detection_results",
+    "analyses_detection", "detection_results", "analyses_concepts", "concept_results",
 }
 # Rules of one (model, dataset) that read its features.
 FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
@@ -462,9 +462,10 @@ def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, dem
     other = next(model for model in demo_config["models"] if model != demo_config["results"]["baseline_model"])
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"results": {"baseline_model": other}}))
     # the rater sheets pick hard negatives with the baseline's features (analyses.raters.model: null);
-    # the fine-tuning control fine-tunes the baseline (finetune.models: null)
+    # the fine-tuning control fine-tunes the baseline (finetune.models: null); the concept curve's
+    # paired differences are to the baseline
     assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "rater_sheets",
-                              "finetune_backbone", "finetune_results", "all"} | describability_rules(demo_config)
+                              "finetune_backbone", "finetune_results", "concept_results", "all"} | describability_rules(demo_config)
     # every model named, in config order (not sorted): the merged config lists the overlay's
     # keys first, and the order of models is part of the aggregates' parameters
     models = {model: ({"paper_name": "VGG19"} if model == other else {}) for model in demo_config["models"]}

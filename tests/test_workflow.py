@@ -529,3 +529,35 @@ def test_unseen_concept_detection_scores_every_model_and_level(demo_run, demo_co
         assert table["auroc_mean"].between(0, 100).all()
     for name in ("detection", "detection_vs_recognition"):
         assert Path(layout.figure(name, "png")).stat().st_size > 0
+
+
+def test_concept_accuracy_adds_up_to_the_probes_and_the_curve_is_drawn(demo_run, demo_config):
+    """analyses.concepts: per model, dataset and seed, the concepts' top-1 and top-5 counts add up
+    to the probe's own test top-1 and top-5 (within two test images: a bf16 product may flip a
+    near tie); the per-concept table has every level's concepts with their similarity; the curve's
+    slope lies in its interval; the figure is drawn. No story is asserted."""
+    layout = Layout(str(demo_run / "results"))
+    levels = [dataset for dataset in demo_config["datasets"] if dataset != "in1k"]
+    concepts, per_test = demo_config["demo"]["concepts_per_dataset"], demo_config["demo"]["test_images_per_concept"]
+    models = stage_model_names(demo_config, "analyses.concepts")
+    for model in models:
+        seeds = pd.read_csv(layout.concept_accuracy(model), sep="\t", dtype={"seed": str}, keep_default_na=False)
+        assert set(levels) <= set(seeds["dataset"])
+        for (dataset, seed), group in seeds.groupby(["dataset", "seed"]):
+            result = json.loads(Path(layout.probe_result(model, dataset, "all", seed)).read_text())
+            tolerance = 100.0 * 2 / group["n_test"].sum()
+            for column, reported in (("top1_correct", "test_top1"), ("top5_correct", "test_top5")):
+                assert 100.0 * group[column].sum() / group["n_test"].sum() == pytest.approx(result[reported], abs=tolerance)
+    table = pd.read_csv(layout.table("concepts", "csv"), keep_default_na=False, na_values=[""])
+    lin = table[table["dataset"].isin(levels)]
+    assert len(lin) == len(models) * len(levels) * concepts and (lin["n_test"] == per_test).all()
+    assert (lin["similarity"] == lin["lin_similarity"]).all() and (lin["top5_mean"] >= lin["top1_mean"]).all()
+    curve = pd.read_csv(layout.table("concept_curve", "csv"))
+    assert sorted(set(curve["model"])) == sorted(models) and (curve["n_concepts"] == len(levels) * concepts).all()
+    bounded = curve.dropna(subset=["ci95_low", "ci95_high"])
+    assert len(bounded) and (bounded["ci95_low"] <= bounded["ci95_high"]).all()
+    slope = curve[curve["statistic"] == "slope"]
+    assert ((slope["ci95_low"] <= slope["value"]) & (slope["value"] <= slope["ci95_high"])).all()
+    outliers = pd.read_csv(layout.table("concept_outliers", "csv"))
+    assert set(outliers["side"]) == {"above", "below"} and (outliers.groupby("model").size() <= 2 * 20).all()
+    assert Path(layout.figure("concept_curve", "png")).stat().st_size > 0

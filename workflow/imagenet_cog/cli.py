@@ -69,6 +69,8 @@ COMMANDS: dict[str, str] = {
     "analyses-figures": "imagenet_cog.analyses.report:figures_command",
     "analyses-detection": "imagenet_cog.analyses.detection:detection_command",
     "detection-results": "imagenet_cog.analyses.detection_report:detection_results_command",
+    "analyses-concepts": "imagenet_cog.analyses.concept_accuracy:concept_accuracy_command",
+    "concept-results": "imagenet_cog.analyses.concept_report:concept_results_command",
     "rater-sheets": "imagenet_cog.analyses.raters:rater_sheets_command",
     "score-raters": "imagenet_cog.analyses.raters:score_raters_command",
     "caption-images": "imagenet_cog.analyses.captions:caption_images_command",

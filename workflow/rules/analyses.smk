@@ -226,11 +226,65 @@ rule detection_results:
         " --summary {input.summary} > {log} 2>&1"
 
 
+# concept generalization as a curve (docs/analyses.md) ------------------------------------
+# One job per model: every level's and level-set dataset's test images scored by the N = all
+# probe of each seed (its classifier file, read or refitted as the label-noise audit does);
+# then one job for the per-concept table, the curve against Lin similarity, its numbers and
+# the outliers.
+
+
+rule analyses_concepts:
+    input:
+        unpack(concept_inputs),
+    output:
+        PATHS.concept_accuracy("{model}"),
+    log:
+        PATHS.log("analyses/{model}/concepts.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/{model}/concepts.tsv")
+    wildcard_constraints:
+        model=concept_model_pattern(),
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        # <root>/analyses/<model>/concepts.tsv
+        root=lambda wildcards, output: os.path.dirname(os.path.dirname(os.path.dirname(output[0]))),
+        datasets=concept_dataset_options,
+        device=config["probes"]["device"],
+    shell:
+        python_command("analyses-concepts") + " --results-root {params.root} --model {wildcards.model}"
+        " {params.datasets} --device {params.device} --output {output} > {log} 2>&1"
+
+
+rule concept_results:
+    input:
+        unpack(concept_results_inputs),
+    output:
+        concept_report(CONCEPT_TABLE, "csv", "concepts.rst", {"table": "per-concept accuracy", "dataset": "levels"}),
+        concept_report(CONCEPT_CURVE, "csv", "concept_curve_table.rst", {"table": "curve", "dataset": "Lin's levels"}),
+        concept_report(CONCEPT_OUTLIERS, "csv", "concept_outliers.rst", {"table": "outliers", "dataset": "Lin's levels"}),
+        concept_report(CONCEPT_CURVE, "png", "concept_curve.rst", {"figure": "concept_curve"}),
+        [PATHS.table(name, extension) for name in (CONCEPT_CURVE, CONCEPT_OUTLIERS) for extension in ("md", "tex")],
+        PATHS.figure(CONCEPT_CURVE, "pdf"),
+    log:
+        PATHS.log("analyses/concept_results.log"),
+    benchmark:
+        PATHS.log("analyses/benchmarks/concept_results.tsv")
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        arguments=concept_results_arguments,
+    shell:
+        python_command("concept-results") + " {params.arguments} --seed-tables {input.seeds}"
+        " --ranking {input.ranking} > {log} 2>&1"
+
+
 # Named target: `snakemake analyses` builds the stage for the configured selection.
 rule analyses:
     input:
         analysis_outputs(),
         detection_outputs(),
+        concept_outputs(),
 
 
 # human forced-choice sheets (Laina et al. 2020, Sec. 3) ---------------------------------

@@ -33,6 +33,11 @@ PUBLISHED_FIGURE = "published_vs_ours"
 LEVEL_SETS_NAME = "level_sets"
 # the fine-tuning control's table and figure (finetune-results), of the same name
 FINETUNE_NAME = "finetune"
+# per-concept accuracy against similarity to IN-1K (concept-results): the per-concept table (CSV
+# only: a row per model and concept), the curve's numbers and figure (one name), the outliers
+CONCEPT_TABLE = "concepts"
+CONCEPT_CURVE = "concept_curve"
+CONCEPT_OUTLIERS = "concept_outliers"
 
 
 def classifier_beside(result_json: str) -> str:
@@ -416,6 +421,19 @@ class Layout:
     def detection_seeds(self, model: str) -> str:
         """The same rows as a TSV: model, score, seed, dataset, auroc, fpr95, n_known, n_unknown."""
         return f"{self.root}/analyses/{model}/detection_seeds.tsv"
+
+    def concept_accuracy(self, model: str) -> str:
+        """Per dataset, probe seed and concept: n_test, top-1 and top-5 correct, the most-confused
+        concept and its count (analyses/concept_accuracy.py)."""
+        return f"{self.root}/analyses/{model}/concepts.tsv"
+
+    def concept_outputs(self) -> list[str]:
+        """concept-results' tables and figure."""
+        return [
+            self.table(CONCEPT_TABLE, "csv"),
+            *(self.table(name, extension) for name in (CONCEPT_CURVE, CONCEPT_OUTLIERS) for extension in TABLE_FORMATS),
+            *(self.figure(CONCEPT_CURVE, extension) for extension in FIGURE_FORMATS),
+        ]
 
     def agreement_matrix(self, dataset: str) -> str:
         """Adjusted NMI between every pair of models' k-means clusterings (and the labels)."""

@@ -249,6 +249,15 @@ def read_features(path: str | os.PathLike, rows: np.ndarray | None = None) -> Fe
     return FeatureSet(features, labels, metadata, invalid_paths)
 
 
+def image_features(feature_path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
+    """(features, path, wnid) of a feature file's valid rows: the wnid is the folder holding the image."""
+    test = read_features(feature_path)
+    with open_feature_file(feature_path) as handle:
+        valid = handle["valid"][...].astype(bool)
+        paths = list(handle["path"].asstr()[...][valid])
+    return test.features, paths, [Path(path).parent.name for path in paths]
+
+
 def _check_virtual_sources(dataset, path: Path) -> None:
     """HDF5 fills unreachable virtual sources with zeros silently; fail instead."""
     for source in dataset.virtual_sources():

@@ -365,6 +365,19 @@ def detection_seconds(train: int, known: int, unknown: int, dim: int, classes: i
     return loading + products + topk + logits + rates["job_start_s"] + rates["cuda_start_s"]
 
 
+# Concept generalization as a curve: scoring at the probes' rates; the report job's bootstrap
+# (seconds on a CPU at the demo's size, minutes at the paper's) is not priced
+CONCEPT_RATE_KEYS = ("read_bytes_per_s", "prepare_bytes_per_s", "scoring_flops_per_s", "job_start_s")
+
+
+def concept_seconds(test: int, dim: int, classes: int, seeds: int, dtype: str, rates: dict) -> float:
+    """One analyses_concepts job (a model): every level's test features read and prepared, and
+    their logits under each seed's N = all classifier (2 D C per image and seed; ``classes``
+    a level's concepts); one start."""
+    loading = test * dim * bytes_per_value(dtype) * (1 / rates["read_bytes_per_s"] + 1 / rates["prepare_bytes_per_s"])
+    return loading + 2.0 * dim * classes * test * seeds / rates["scoring_flops_per_s"] + rates["job_start_s"]
+
+
 def stage_seconds(times: dict[str, float], prefix: str) -> float:
     """The seconds of the stages whose names start with ``prefix`` (extraction, probe)."""
     return sum(value for key, value in times.items() if key.startswith(prefix))

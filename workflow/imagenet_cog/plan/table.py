@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_cog.core.io import write_tsv
-from imagenet_cog.core.naming import IN1K
+from imagenet_cog.core.naming import IN1K, is_level
 from imagenet_cog.plan.cost import (
     CAPTION_RATE_KEYS,
+    CONCEPT_RATE_KEYS,
     DETECTION_RATE_KEYS,
     EXTRACTION_DEVICE_KEY,
     EXTRACTION_HOST_KEY,
@@ -24,6 +25,7 @@ from imagenet_cog.plan.cost import (
     arch_rate,
     bytes_per_value,
     caption_seconds,
+    concept_seconds,
     dataset_cost,
     description_seconds,
     detection_seconds,
@@ -238,6 +240,28 @@ def detection_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> 
     return rows, []
 
 
+CONCEPT_STAGE = "concepts"
+
+
+def concept_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> list[Row]:
+    """Concept generalization as a curve (analyses.concepts.enabled): a row per scored model, one
+    job scoring every level's test images with each seed's classifier (:func:`concept_seconds`)."""
+    settings = config["analyses"].get("concepts", {})
+    levels = [data for data in datasets if is_level(data.name)]
+    if not settings.get("enabled", True) or not levels:
+        return []
+    models = settings.get("models") or config["results"]["models"] or list(widths)
+    test, classes = sum(data.test for data in levels), max(data.classes for data in levels)
+    projected = set(rates.projected_keys(CONCEPT_RATE_KEYS))
+    rows = []
+    for model in (model for model in models if model in widths):
+        seconds = concept_seconds(test, widths[model][1], classes, len(config["probes"]["seeds"]),
+                                  config["features"]["dtype"], rates.values)
+        rows.append(Row(CONCEPT_STAGE, model, 1, 0, RESULT_BYTES, 0, seconds, projected_rates=projected,
+                        longest_job_s=seconds))
+    return rows
+
+
 def merge(into: Row, row: Row) -> None:
     into.jobs += row.jobs
     into.images_read += row.images_read
@@ -299,7 +323,8 @@ def priced_rows(config: dict, image_counts: Path, split_summary: Path | None, ra
     off_grid, off_grid_notes = off_grid_rows(config, groups[0].datasets, widths, rates)
     captioned, caption_notes = caption_rows(config, groups[0].datasets, rates)
     detected, detection_notes = detection_rows(config, groups[0].datasets, widths, rates)
-    rows += finetuned + off_grid + captioned + detected
+    concepts = concept_rows(config, groups[0].datasets, widths, rates)
+    rows += finetuned + off_grid + captioned + detected + concepts
     total = Row("total", "all models", bytes_written=TABLE_BYTES)
     for row in rows:
         merge(total, row)

@@ -27,7 +27,7 @@ from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.core.io import read_tsv, write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.plots import save_figure_file
-from imagenet_cog.features.store import open_feature_file, read_features
+from imagenet_cog.features.store import image_features
 from imagenet_cog.probes.classifier import Classifier, ClassifierError, load_or_refit
 
 log = logging.getLogger("imagenet_cog.variants.audit")
@@ -57,15 +57,6 @@ def confident_predictions(classifier: Classifier, features: np.ndarray, threshol
     confidence, predicted = torch.softmax(logits.double(), dim=1).max(dim=1)
     rows = torch.nonzero(confidence > threshold).flatten().numpy()
     return rows, predicted.numpy()[rows], confidence.numpy()[rows]
-
-
-def image_features(feature_path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
-    """(features, path, wnid) of a test feature file's valid rows."""
-    test = read_features(feature_path)
-    with open_feature_file(feature_path) as handle:
-        valid = handle["valid"][...].astype(bool)
-        paths = list(handle["path"].asstr()[...][valid])
-    return test.features, paths, [Path(path).parent.name for path in paths]
 
 
 def audit(pairs, seeds, model: str, layout: Layout, names: dict[str, str], threshold: float,

@@ -4,7 +4,14 @@
 
 import shlex
 
-from imagenet_cog.core.layout import TABLE_FORMATS, analysis_figure_names, analysis_table_names
+from imagenet_cog.core.layout import (
+    CONCEPT_CURVE,
+    CONCEPT_OUTLIERS,
+    CONCEPT_TABLE,
+    TABLE_FORMATS,
+    analysis_figure_names,
+    analysis_table_names,
+)
 
 ANALYSES_CONFIG = config["analyses"]
 # Per (model, dataset) analyses switched on, in the order of imagenet_cog.core.layout.ANALYSES.
@@ -194,6 +201,7 @@ def analyses_targets():
         *caption_targets(),
         *model_describability_outputs(),
         *detection_outputs(),
+        *concept_outputs(),
     ]
 
 
@@ -491,3 +499,98 @@ def detection_outputs():
         *(PATHS.table(f"detection_{score}", extension) for score in detection_scores() for extension in TABLE_FORMATS),
         *(PATHS.figure(name, extension) for name in DETECTION_FIGURES for extension in ("png", "pdf")),
     ]
+
+
+# concept generalization as a curve (docs/analyses.md) -------------------------------------
+CONCEPTS_CONFIG = ANALYSES_CONFIG["concepts"]
+
+
+def concept_levels():
+    """Lin's levels among the configured datasets: the curve's concepts."""
+    return [dataset for dataset in DATASETS if naming.is_level(dataset)]
+
+
+def concept_models():
+    """analyses.concepts.models (null: the result models); none while it is switched off or the
+    run has no level."""
+    if not CONCEPTS_CONFIG["enabled"] or not concept_levels():
+        return []
+    return stage_models("analyses.concepts")
+
+
+if concept_models() and "all" not in SHOTS:
+    raise WorkflowError(
+        "config.yaml: analyses.concepts reads the N = all probes' classifiers, but probes.shots has no 'all'; "
+        "add it, or set analyses.concepts.enabled to false."
+    )
+
+
+def concept_datasets(model):
+    """dataset -> probe seeds scored for ``model``: Lin's levels, and the level-set datasets
+    when the model is probed on them at N = all."""
+    datasets = {dataset: SEEDS for dataset in concept_levels()}
+    if model in LEVEL_SET_MODELS and "all" in LEVEL_SET_SHOTS:
+        datasets |= {dataset: LEVEL_SET_SEEDS for dataset in LEVEL_SET_DATASETS}
+    return datasets
+
+
+def concept_inputs(wildcards):
+    """Each dataset's test features, and its N = all result JSONs with the training features a
+    missing classifier is refitted from (the classifier files are read beside the JSONs, not
+    outputs: as the label-noise audit reads them)."""
+    datasets = concept_datasets(wildcards.model)
+    model = wildcards.model
+    return {
+        "results": [PATHS.probe_result(model, dataset, "all", seed) for dataset, seeds in datasets.items() for seed in seeds],
+        "train": [PATHS.features(model, dataset, "train") for dataset in datasets],
+        "test": [PATHS.features(model, dataset, "test") for dataset in datasets],
+    }
+
+
+def concept_dataset_options(wildcards):
+    return " ".join(f"--dataset {dataset} {' '.join(seeds)}" for dataset, seeds in concept_datasets(wildcards.model).items())
+
+
+def concept_model_pattern():
+    return "|".join(re.escape(model) for model in concept_models()) or "(?!)"
+
+
+def concept_level_sets():
+    """The ranked level sets some scored model is probed on: their rankings give the set's measure."""
+    if not any(model in LEVEL_SET_MODELS for model in concept_models()) or "all" not in LEVEL_SET_SHOTS:
+        return []
+    return RANKED_LEVEL_SETS
+
+
+def concept_results_inputs(wildcards):
+    models = concept_models()
+    in1k = [PATHS.probe_result(model, naming.IN1K, "all", seed) for model in models for seed in SEEDS]
+    return {
+        "seeds": [PATHS.concept_accuracy(model) for model in models],
+        "ranking": PATHS.ranking(),
+        "level_sets": [PATHS.level_set_ranking(name) for name in concept_level_sets()],
+        "in1k": in1k if naming.IN1K in DATASETS else [],
+    }
+
+
+def concept_results_arguments(wildcards):
+    rankings = " ".join(f"--level-set-ranking {name}={PATHS.level_set_ranking(name)}" for name in concept_level_sets())
+    in1k = f" --in1k-seeds {' '.join(SEEDS)}" if naming.IN1K in DATASETS else ""
+    return (
+        f"--results-root {PATHS.root} --models {shlex.quote(models_json(models=concept_models()))}"
+        f" --levels {' '.join(concept_levels())} --baseline {config['results']['baseline_model']}"
+        f" --resamples {CONCEPTS_CONFIG['resamples']} --seed {CONCEPTS_CONFIG['seed']}"
+        f" --outliers {CONCEPTS_CONFIG['outliers']}{in1k}" + (f" {rankings}" if rankings else "")
+    )
+
+
+def concept_report(name, extension, caption, labels):
+    path = PATHS.figure(name, extension) if extension in ("png", "pdf") else PATHS.table(name, extension)
+    return report_output(path, caption=caption, category="Analyses", subcategory="Concepts", labels=labels)
+
+
+def concept_outputs():
+    """The per-model seed tables and concept-results' tables and figure; none when switched off."""
+    if not concept_models():
+        return []
+    return [*(PATHS.concept_accuracy(model) for model in concept_models()), *PATHS.concept_outputs()]
