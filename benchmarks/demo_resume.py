@@ -6,7 +6,7 @@ seconds) is compared byte for byte with the uninterrupted run's, and the script 
 moment, the jobs done when it was killed, the seconds of each part and the tables that differ
 (none, when resuming is exact).
 
-Each run is a fresh copy of the workflow (as the tests' ``copy_workflow`` makes one) under
+Each run is a fresh copy of the workflow (the tests' ``copy_workflow``) under
 ``--workdir``; ``--baseline`` reuses a finished demo's copy instead of running the first.
 Several demo runs: ~15 minutes on 2 idle cores for the default three moments.
 
@@ -21,7 +21,6 @@ import csv
 import io
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,20 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "resources", "envs", "slurm", "profiles"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from conftest import copy_workflow  # noqa: E402
+
 FINISHED = re.compile(r"^Finished job", re.M)
-
-
-def copy_workflow(destination: Path) -> Path:
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in WORKFLOW_FILES:
-        source = REPOSITORY / name
-        if source.is_dir():
-            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif source.exists():
-            shutil.copy2(source, destination / name)
-    return destination
 
 
 def snakemake(workdir: Path, *arguments: str, log: Path) -> subprocess.Popen:
