@@ -249,13 +249,20 @@ def read_features(path: str | os.PathLike, rows: np.ndarray | None = None) -> Fe
     return FeatureSet(features, labels, metadata, invalid_paths)
 
 
+def image_wnid(path: str) -> str:
+    """The concept of an image's path: the folder holding it, or the synset tar (``<wnid>.tar``)
+    holding it where a run reads the release's tars in place."""
+    folder = Path(path).parent.name
+    return folder.removesuffix(".tar")
+
+
 def image_features(feature_path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
-    """(features, path, wnid) of a feature file's valid rows: the wnid is the folder holding the image."""
+    """(features, path, wnid) of a feature file's valid rows (:func:`image_wnid`)."""
     test = read_features(feature_path)
     with open_feature_file(feature_path) as handle:
         valid = handle["valid"][...].astype(bool)
         paths = list(handle["path"].asstr()[...][valid])
-    return test.features, paths, [Path(path).parent.name for path in paths]
+    return test.features, paths, [image_wnid(path) for path in paths]
 
 
 def _check_virtual_sources(dataset, path: Path) -> None:

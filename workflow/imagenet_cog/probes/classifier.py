@@ -32,7 +32,7 @@ import torch
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import classifier_beside
-from imagenet_cog.features.store import open_feature_file, read_features, read_labels
+from imagenet_cog.features.store import image_wnid, open_feature_file, read_features, read_labels
 from imagenet_cog.probes.linear import resolve_precision
 from imagenet_cog.probes.search import SearchSettings, contiguous_labels, final_fit, normalised_on_device
 
@@ -52,10 +52,11 @@ class Classifier:
 
 
 def class_wnids(feature_path: str | Path, labels: np.ndarray) -> list[str]:
-    """The wnid of each class (sorted labels): the folder holding its images' files."""
+    """The wnid of each class (sorted labels): the folder (or synset tar) holding its images'
+    files (:func:`imagenet_cog.features.store.image_wnid`)."""
     with open_feature_file(feature_path) as handle:
         valid = handle["valid"][...].astype(bool)
-        folders = np.array([Path(path).parent.name for path in handle["path"].asstr()[...][valid]])
+        folders = np.array([image_wnid(path) for path in handle["path"].asstr()[...][valid]])
     wnids = []
     for label in np.unique(labels):
         names = np.unique(folders[labels == label])
