@@ -101,31 +101,39 @@ def concept_table(concepts: pd.DataFrame, lin: dict, measured: dict, models: dic
         name = level_set_of(dataset)
         return "" if name == RANDOM else name
 
+    # published levels (levels.source: published) may hold concepts the run's own ranking has not
+    # ranked: they keep their accuracy, with no similarity, and stay off the curve
+    unranked = {"name": "", "sim_in1k": math.nan, "nearest_in1k_wnid": "", "nearest_in1k_name": ""}
+
+    def ranked(wnid):
+        return lin.get(wnid, unranked)
+
     def value(dataset, wnid):
         name = measure(dataset)
         if name == LIN:
-            return float(lin[wnid]["sim_in1k"])
+            return float(ranked(wnid)["sim_in1k"])
         return measured.get((name, wnid), math.nan)
 
     missing = sorted(set(concepts["wnid"]) - set(lin))
     if missing:
-        raise ValueError(f"concepts {missing[:3]} are not in the Lin ranking (levels/ranking.tsv); re-run cut_levels")
+        log.warning("%d concepts (%s...) are not in the Lin ranking (levels/ranking.tsv): no similarity, off the curve",
+                    len(missing), ", ".join(missing[:3]))
     table = concepts.copy()
     table.insert(1, "label", [model_label(models, model) for model in table["model"]])
-    table.insert(4, "name", [lin[wnid]["name"] for wnid in table["wnid"]])
+    table.insert(4, "name", [ranked(wnid)["name"] for wnid in table["wnid"]])
     table.insert(5, "measure", [measure(dataset) for dataset in table["dataset"]])
     table.insert(6, "similarity", [value(d, w) for d, w in zip(table["dataset"], table["wnid"])])
-    table.insert(7, "lin_similarity", [float(lin[wnid]["sim_in1k"]) for wnid in table["wnid"]])
-    table.insert(8, "nearest_in1k_wnid", [lin[wnid]["nearest_in1k_wnid"] for wnid in table["wnid"]])
-    table.insert(9, "nearest_in1k_name", [lin[wnid]["nearest_in1k_name"] for wnid in table["wnid"]])
-    table["confused_name"] = [lin[wnid]["name"] if wnid in lin else "" for wnid in table["confused_wnid"]]
+    table.insert(7, "lin_similarity", [float(ranked(wnid)["sim_in1k"]) for wnid in table["wnid"]])
+    table.insert(8, "nearest_in1k_wnid", [ranked(wnid)["nearest_in1k_wnid"] for wnid in table["wnid"]])
+    table.insert(9, "nearest_in1k_name", [ranked(wnid)["nearest_in1k_name"] for wnid in table["wnid"]])
+    table["confused_name"] = [ranked(wnid)["name"] for wnid in table["confused_wnid"]]
     return table
 
 
 def curve_points(table: pd.DataFrame, levels: Sequence[str]) -> pd.DataFrame:
     """Lin's levels' concepts that every model has (a model missing one would unpair the bootstrap):
     model, dataset, wnid, lin_similarity, top1_mean."""
-    rows = table[table["dataset"].isin(levels)]
+    rows = table[table["dataset"].isin(levels) & table["lin_similarity"].notna()]
     counts = rows.groupby(["dataset", "wnid"])["model"].nunique()
     shared = counts[counts == rows["model"].nunique()].index
     kept = rows.set_index(["dataset", "wnid"]).loc[shared].reset_index()
