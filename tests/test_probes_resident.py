@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import replace
 
 import pytest
-from test_probes_search import QUICK, blobs, probe_command, write_feature_file
+from test_probes_search import QUICK, blobs, grid_command, write_feature_file
 
 from imagenet_cog.probes.search import ProbeJob, probe_grid, probe_seeds
 
@@ -58,13 +58,7 @@ def test_the_probe_command_runs_every_n_and_seed_into_their_own_files(tmp_path):
     write_feature_file(tmp_path / "train.h5", *blobs(classes=4, per_class=30))
     write_feature_file(tmp_path / "test.h5", *blobs(classes=4, per_class=8, seed=4))
     names = [f"{shots}-{seed}" for shots in SHOTS for seed in SEEDS]
-    command = probe_command(tmp_path, trials=2, epochs=3)
-    replacements = {"--output": [str(tmp_path / f"{name}.json") for name in names],
-                    "--study": [str(tmp_path / f"{name}.jsonl") for name in names],
-                    "--shots": SHOTS, "--seed": [str(seed) for seed in SEEDS]}
-    for option, values in replacements.items():
-        at = command.index(option)
-        command[at + 1:at + 2] = values
+    command = grid_command(tmp_path, SHOTS, SEEDS, trials=2, epochs=3)
     subprocess.run(command, check=True, capture_output=True, timeout=180)
     results = [json.loads((tmp_path / f"{name}.json").read_text()) for name in names]
     assert [(r["shots"], r["seed"]) for r in results] == [(3, 22), (3, 37), ("all", 22), ("all", 37)]

@@ -17,7 +17,7 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
-from test_probes_search import QUICK, blobs, probe_command, write_feature_file
+from test_probes_search import QUICK, blobs, grid_command, probe_command, write_feature_file
 
 from imagenet_cog.features.store import read_features, read_labels
 from imagenet_cog.probes.pca import fit_pca, read_components, write_components
@@ -127,13 +127,7 @@ def test_a_resident_job_killed_between_its_searches_resumes_to_the_uninterrupted
     write_feature_file(tmp_path / "test.h5", *blobs(classes=10, per_class=10, dim=64, seed=4))
     shots, seeds = ["3", "all"], [22, 37]
     names = [f"{n}-{seed}" for n in shots for seed in seeds]
-    command = probe_command(tmp_path, trials=3, epochs=150)
-    replacements = {"--output": [str(tmp_path / f"{name}.json") for name in names],
-                    "--study": [str(tmp_path / f"{name}.jsonl") for name in names],
-                    "--shots": shots, "--seed": [str(seed) for seed in seeds]}
-    for option, values in replacements.items():
-        at = command.index(option)
-        command[at + 1:at + 2] = values
+    command = grid_command(tmp_path, shots, seeds, trials=3, epochs=150)
     job = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_when(job, lambda: all((tmp_path / f"3-{seed}.json").exists() for seed in seeds), "its second N")
     assert not any((tmp_path / f"all-{seed}.json").exists() for seed in seeds)

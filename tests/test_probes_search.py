@@ -187,6 +187,20 @@ def probe_command(tmp_path: Path, shots: str = "all", trials: int = 4, epochs: i
             "--batch-size", "64", "--device", "cpu", *extra]
 
 
+def grid_command(tmp_path: Path, shots: list[str], seeds: list[int], **settings) -> list[str]:
+    """probe_command for every N of ``shots`` and seed of ``seeds`` in one job, each run's result
+    and study named ``<N>-<seed>``."""
+    command = probe_command(tmp_path, **settings)
+    names = [f"{n}-{seed}" for n in shots for seed in seeds]
+    replacements = {"--output": [str(tmp_path / f"{name}.json") for name in names],
+                    "--study": [str(tmp_path / f"{name}.jsonl") for name in names],
+                    "--shots": shots, "--seed": [str(seed) for seed in seeds]}
+    for option, values in replacements.items():
+        at = command.index(option)
+        command[at + 1:at + 2] = values
+    return command
+
+
 def test_probe_command_writes_the_documented_result(tmp_path):
     write_feature_file(tmp_path / "train.h5", *blobs())
     write_feature_file(tmp_path / "test.h5", *blobs(seed=4))
