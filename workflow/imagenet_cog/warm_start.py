@@ -45,9 +45,13 @@ SOCKET_FOLDER_PREFIX = "imagenet-cog-warm-"
 # server's would not get what a cold process gets.
 IMPORT_TIME_ENVIRONMENT = (
     "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "PYTHONPATH", "PYTHONHASHSEED", "LD_LIBRARY_PATH",
-    "LD_PRELOAD", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE",
+    "LD_PRELOAD", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE", "MPLBACKEND", "MPLCONFIGDIR",
 )
-BASE_PRELOAD = ("numpy", "h5py", "optuna", "torch", "torchvision")
+# The probes' and features' libraries, then the tables' and figures' (every results and analyses
+# job imports pandas, scipy.stats or seaborn: ~3 s of imports before a second of work). pyplot
+# is imported, its backend not chosen: core.plots chooses Agg in the child, as in a cold job.
+BASE_PRELOAD = ("numpy", "h5py", "optuna", "torch", "torchvision",
+                "pandas", "scipy.stats", "sklearn.metrics", "matplotlib.pyplot", "seaborn")
 _PR_SET_PDEATHSIG = 1
 _LENGTH = struct.Struct("!I")
 _INTEGER = struct.Struct("!i")
@@ -364,6 +368,9 @@ def serve_command(argv: list[str] | None = None) -> int:
         return 0
     print(f"warm start: {' '.join((*BASE_PRELOAD, *arguments.preload))} imported in "
           f"{time.perf_counter() - started:.1f} s; serving {arguments.socket}", file=sys.stderr, flush=True)
+    import gc
+
+    gc.freeze()
     server.serve()
     return 0
 
