@@ -307,7 +307,9 @@ def test_each_own_job_rule_runs_its_own_kinds_command(finished_copy, demo_config
     grid = [(shots, str(seed)) for shots in demo_config["probes"]["shots"] for seed in demo_config["probes"]["seeds"]]
     targets = {kind: [layout.probe_result(model, dataset, str(shots), seed, kind) for shots, seed in grid]
                for kind in ("knn_one", "knn")}
-    snakemake(finished_copy, "--cores", "2", "--forcerun", "probe_knn", *targets["knn_one"], *targets["knn"])
+    # the targets first: --forcerun takes every argument after it, and would run every k-NN job and
+    # the tables and figures of the default target instead of these two kinds' jobs of one dataset
+    snakemake(finished_copy, *targets["knn_one"], *targets["knn"], "--cores", "2", "--forcerun", "probe_knn")
     for kind, reported_k in (("knn_one", 1), ("knn", demo_config["probes"]["knn"]["reported_k"])):
         for path in targets[kind]:
             result = json.loads((finished_copy / path).read_text())
