@@ -1,7 +1,7 @@
 """A throwaway single-node SLURM cluster for the cluster test.
 
 Starts munged, slurmctld and slurmd as root with every file (keys, sockets, state, logs,
-slurm.conf, gres.conf) in one temporary folder, and one fake GPU (gres ``File=/dev/null``)
+slurm.conf, gres.conf) in one temporary folder, and fake GPUs (gres ``File=`` an empty file each)
 so that the workflow's GPU rules are scheduled on machines without one. No accounting
 daemon runs, which is why the profile queries job states with squeue.
 
@@ -206,9 +206,13 @@ class LocalSlurmCluster:
             f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         ]
         self.config.write_text("\n".join(lines) + "\n")
+        # slurmd refuses two GPUs of one device file: each fake GPU is an empty file of its own
+        (d / "gpus").mkdir(exist_ok=True)
+        devices = [d / "gpus" / f"gpu{index}" for index in range(self.gpus)]
+        for device in devices:
+            device.touch()
         (d / "gres.conf").write_text(
-            "AutoDetect=off\n"
-            + "".join(f"NodeName={self.host} Name=gpu File=/dev/null\n" for _ in range(self.gpus))
+            "AutoDetect=off\n" + "".join(f"NodeName={self.host} Name=gpu File={device}\n" for device in devices)
         )
 
     def _link_system_config(self) -> None:

@@ -100,7 +100,9 @@ def slurm_run(tmp_path_factory):
     workdir = copy_workflow(base / "workflow-copy")
     reduce_demo(workdir / "config.yaml")
     cluster_profile(workdir / "slurm" / "config.yaml")
-    with LocalSlurmCluster(base / "cluster") as cluster:
+    # a fake GPU per CPU: the GPU rules' jobs (the two shards, train and test) run side by side
+    # as the node's CPUs allow, not one after the other
+    with LocalSlurmCluster(base / "cluster", gpus=os.cpu_count() or 1) as cluster:
         command = [
             "timeout", "-s", "INT", "-k", "10", str(RUN_LIMIT_S),
             str(SNAKEMAKE), "--profile", "slurm", "--jobs", "4", "--verbose", Layout().results_summary(),
