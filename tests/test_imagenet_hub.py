@@ -30,7 +30,16 @@ from imagenet_world import (
     write_parquet_files,
     write_wds_shards,
 )
-from test_imagenet_tars import IN1K, LEVELS, MODEL, finetuned_on_every_test_image, published_splits, run_config
+from test_imagenet_tars import (
+    IN1K,
+    LEVELS,
+    MODEL,
+    concept_wnids,
+    finetuned_on_every_test_image,
+    published_splits,
+    reader_targets,
+    run_config,
+)
 
 from conftest import copy_workflow, snakemake
 from imagenet_cog.core.io import read_lines, read_tsv, write_lines
@@ -92,7 +101,7 @@ def hub_config(hub: dict, in21k_root: Path, in1k_root: Path) -> dict:
 def hub_run(hub, tmp_path_factory) -> Path:
     workdir = copy_workflow(tmp_path_factory.mktemp("hub") / "workflow-copy")
     (workdir / "hub.yaml").write_text(yaml.safe_dump(hub_config(hub, hub["wds"], hub["parquet"])))
-    snakemake(workdir, "all", "needed_synsets", "--cores", "2", "--configfile", "hub.yaml")
+    snakemake(workdir, *reader_targets(DATASETS), "needed_synsets", "--cores", "2", "--configfile", "hub.yaml")
     return workdir
 
 
@@ -119,6 +128,7 @@ def test_the_workflow_runs_to_its_tables_on_the_hub_copies(hub_run, hub):
         name for lengths in hub["lengths"].values() for name in lengths)
     needed = (hub_run / LAYOUT.log("splits/needed_synsets.log")).read_text()
     assert "of Fall 2011" in needed and "all 5 training and validation shards are needed" in needed
+    assert concept_wnids(hub_run) == {("l1", wnid) for wnid in LEVELS[0]}
 
 
 def test_features_from_the_hub_copies_equal_those_from_the_same_images_in_folders(hub_run, hub, tmp_path):
