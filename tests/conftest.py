@@ -11,6 +11,7 @@ change a private copy of it (copy_of_demo).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -185,3 +186,49 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+# CPU seconds per test, beside pytest's wall-clock --durations: on two workers sharing two cores a
+# test's wall time counts the other worker's load, while its CPU seconds (its process and every
+# child it waited for: Snakemake, its jobs, the warm-start server's forks) are what it costs the
+# suite. A module fixture's cost counts in the first test that asks for it.
+def pytest_addoption(parser):
+    parser.addoption("--cpu-durations", type=int, default=0, metavar="N",
+                     help="list the N tests that used the most CPU seconds (0: none)")
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[CPU_AT_SETUP] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "teardown" and CPU_AT_SETUP in item.stash:
+        report.user_properties.append(("cpu_s", _cpu_seconds() - item.stash[CPU_AT_SETUP]))
+
+
+def pytest_runtest_logreport(report):
+    for name, value in report.user_properties:
+        if name == "cpu_s":
+            CPU_BY_TEST[report.nodeid] = value
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    count = config.getoption("--cpu-durations")
+    if not count or not CPU_BY_TEST:
+        return
+    terminalreporter.write_sep("=", f"{count} tests that used the most CPU (of {sum(CPU_BY_TEST.values()):.0f} s in all)")
+    for nodeid, seconds in sorted(CPU_BY_TEST.items(), key=lambda pair: -pair[1])[:count]:
+        terminalreporter.write_line(f"{seconds:8.1f}s cpu  {nodeid}")
+
+
+CPU_AT_SETUP = pytest.StashKey[float]()
+CPU_BY_TEST: dict[str, float] = {}
