@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -82,14 +83,21 @@ def test_concepts_outside_the_taxonomy_are_refused():
         max_lin_similarity(small_taxonomy(), ["n00000099"], [A])
 
 
-def test_agrees_with_nltk_lin_similarity(real_corpus):
-    graph = load_noun_graph(real_corpus)
+@pytest.fixture(scope="module")
+def real_wordnet(real_corpus) -> SimpleNamespace:
+    """WordNet 3.0's taxonomy of the IN-21K and IN-1K concepts, NLTK's reader of the same corpus and
+    the information content, read once for the module (seconds each)."""
     in21k = read_wnids(timm_info_file("imagenet22k_synsets.txt"))
     in1k = read_wnids(timm_info_file("imagenet_synsets.txt"))
-    taxonomy = Taxonomy(graph, [*in21k, *in1k])
+    taxonomy = Taxonomy(load_noun_graph(real_corpus), [*in21k, *in1k])
+    return SimpleNamespace(in21k=in21k, in1k=in1k, taxonomy=taxonomy, reader=nltk_reader(real_corpus),
+                           ic=taxonomy.nltk_ic(), names=nltk_synset_names(real_corpus, taxonomy.nodes))
+
+
+def test_agrees_with_nltk_lin_similarity(real_wordnet):
+    in21k, in1k, taxonomy, reader, ic = (real_wordnet.in21k, real_wordnet.in1k, real_wordnet.taxonomy,
+                                         real_wordnet.reader, real_wordnet.ic)
     assert len(taxonomy) == 23547
-    reader = nltk_reader(real_corpus)
-    ic = taxonomy.nltk_ic()
     rng = random.Random(0)
     # Bram Stoker and Citizen Genet: IN-21K concepts below person only through instance edges.
     concepts = rng.sample(in21k, 40) + ["n11318824", "n10994097"]
@@ -151,17 +159,12 @@ def test_unknown_measure_is_refused():
 
 
 @pytest.mark.parametrize("measure", ["wup", "path", "jcn", "res"])
-def test_agrees_with_nltk_measures(real_corpus, measure):
-    graph = load_noun_graph(real_corpus)
-    in21k = read_wnids(timm_info_file("imagenet22k_synsets.txt"))
-    in1k = read_wnids(timm_info_file("imagenet_synsets.txt"))
-    taxonomy = Taxonomy(graph, [*in21k, *in1k])
-    reader = nltk_reader(real_corpus)
-    ic = taxonomy.nltk_ic()
+def test_agrees_with_nltk_measures(real_wordnet, measure):
+    in21k, in1k, taxonomy, reader, ic, names = (real_wordnet.in21k, real_wordnet.in1k, real_wordnet.taxonomy,
+                                                real_wordnet.reader, real_wordnet.ic, real_wordnet.names)
     rng = random.Random(1)
     concepts = rng.sample(in21k, 30) + ["n11318824", "n10994097"]
     references = sorted(rng.sample(in1k, 20) + ["n04399382"])
-    names = nltk_synset_names(real_corpus, taxonomy.nodes)
     result = max_similarity(taxonomy, concepts, references, measure, names=names)
     synset = {w: reader.synset_from_pos_and_offset("n", int(w[1:])) for w in (*concepts, *references)}
     for index, concept in enumerate(concepts):
