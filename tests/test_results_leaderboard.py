@@ -14,7 +14,7 @@ import pytest
 from imagenet_cog.core.config_check import check_config, load_schema, read_yaml
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.results.leaderboard import leaderboard_command, results_leaderboard_command
-from imagenet_cog.results.leaderboard_cells import PUBLISHED_PREFIX
+from imagenet_cog.results.leaderboard_cells import PUBLISHED_PREFIX, off_grid_cells
 from imagenet_cog.results.leaderboard_ranks import rank_group, slopes
 from imagenet_cog.results.protocol import PAPER_DIGEST, PAPER_PROTOCOL, digest, run_protocol
 from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
@@ -173,6 +173,16 @@ def test_ranks_are_within_a_protocol():
     assert second["rank"].tolist() == [1, 2] and second["tie_first"].tolist() == [1, 2]
 
 
+def test_a_kind_off_the_grid_has_one_value_and_wilsons_interval_the_open_set_none(tmp_path):
+    closed, opened = tmp_path / "closed.json", tmp_path / "open.json"
+    closed.write_text(json.dumps({"model": "clip", "dataset": "l5", "probe": "zeroshot", "test_top1": 50.0, "n_test": 100}))
+    opened.write_text(json.dumps({"model": "clip", "dataset": "open-set", "probe": "zeroshot", "datasets": {}}))
+    [cell] = off_grid_cells([closed, opened])
+    assert cell["measure"] == "zeroshot_top1" and cell["value"] == 50.0 and cell["n_seeds"] == 1
+    assert (cell["ci95_low"], cell["ci95_high"]) == pytest.approx((40.38, 59.62), abs=0.01)
+    assert cell["std_error"] == pytest.approx(5.0)
+
+
 def test_the_bootstrap_slope_is_least_squares():
     rng = np.random.default_rng(1)
     x, y = rng.random((4, 30)), rng.random((4, 30))
@@ -222,6 +232,7 @@ def test_a_merge_leaves_out_or_marks_the_rows_of_another_protocol(run, tmp_path,
     kept = long_table(tmp_path / "kept")
     renamed = f"twin@{second.name}"
     other_twin = kept[(kept["model"] == renamed) & (kept["measure"] == "top1")]
+    assert set(other_twin["label"]) == {f"Twin ({second.name})"}
     assert len(other_twin) and other_twin["other_protocol"].all() and (other_twin["rank"] == 1).all()
     ours = kept[kept["model"].isin(["resnet", "strong", "twin"])]
     assert not ours["other_protocol"].any()

@@ -146,9 +146,11 @@ def merged(folders: list[Path], keep_other: bool) -> tuple[pd.DataFrame, pd.Data
             if reproduced and first["protocol"] != reference and not keep_other:
                 left_out.append(f"{first['label']} ({folder}, protocol {first['protocol']})")
                 continue
-            name = model if model not in seen else f"{model}@{Path(folder).name}"
+            # a model two runs share: the later run's row named after its folder
+            name, label = (model, first["label"]) if model not in seen else (
+                f"{model}@{Path(folder).name}", f"{first['label']} ({Path(folder).name})")
             seen.add(name)
-            models.append({**first[MODEL_COLUMNS].to_dict(), "model": name})
+            models.append({**first[MODEL_COLUMNS].to_dict(), "model": name, "label": label})
             cells.append(rows[CELL_COLUMNS].assign(model=name))
             samples.append(drawn[drawn["model"] == model].assign(model=name))
     return (pd.DataFrame(models, columns=MODEL_COLUMNS), pd.concat(cells, ignore_index=True),

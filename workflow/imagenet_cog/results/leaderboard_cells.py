@@ -8,7 +8,8 @@ level to the last (each seed's L1 top-1 minus its L5 top-1, in points and in % o
 top-1, mean over seeds with a t interval), the per-concept curve's slope and interval
 (``tables/concept_curve.csv``), the detection AUROC of each level (the per-seed tables of
 ``analyses-detection``, mean and t interval as ``tables/detection_<score>.csv``) and the
-top-1 of a probe kind off the grid (zero-shot: one value, no seeds). A published cell is the
+top-1 of a probe kind off the grid (zero-shot: one value, no seeds; Wilson's interval over its
+test images). A published cell is the
 paper's mean and std over 5 seeds (``resources/published_top1.tsv``), its interval the t
 interval of that mean. A reproduced model with a ``paper_name`` carries its published top-1
 and the difference beside each of its top-1 cells.
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import special
+from scipy import special, stats
 
 from imagenet_cog.core.naming import IN1K, is_level
 from imagenet_cog.results.paper import resolve_paper_names
@@ -167,17 +168,20 @@ def detection_cells(detection: pd.DataFrame, score: str) -> tuple[list[dict], li
 
 
 def off_grid_cells(paths: list[Path]) -> list[dict]:
-    """Top-1 of a probe kind off the grid (zero-shot): one value per model and dataset, its
-    standard error that of a proportion over the test images (no seeds to spread over)."""
+    """Top-1 of a probe kind off the grid (zero-shot): one value per model and dataset (no seeds
+    to spread over), its interval Wilson's and its standard error a proportion's over the test
+    images."""
     cells = []
     for path in paths:
         result = json.loads(Path(path).read_text())
         if "test_top1" not in result:  # the open set: every dataset's images at once
             continue
         share, count = result["test_top1"] / 100.0, int(result["n_test"])
+        interval = stats.binomtest(round(share * count), count).proportion_ci(method="wilson")
         cells.append({"model": result["model"], "dataset": result["dataset"],
                       "measure": OFF_GRID_MEASURE.format(kind=result["probe"]), "shots": "all",
-                      "value": float(result["test_top1"]), "ci95_low": math.nan, "ci95_high": math.nan,
+                      "value": float(result["test_top1"]), "ci95_low": 100.0 * interval.low,
+                      "ci95_high": 100.0 * interval.high,
                       "std_error": 100.0 * math.sqrt(share * (1 - share) / count), "n_seeds": 1})
     return cells
 
