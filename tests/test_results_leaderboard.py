@@ -15,6 +15,7 @@ from imagenet_cog.core.config_check import check_config, load_schema, read_yaml
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.results.leaderboard import leaderboard_command, results_leaderboard_command
 from imagenet_cog.results.leaderboard_cells import PUBLISHED_PREFIX, off_grid_cells
+from imagenet_cog.results.leaderboard_page import wide_columns
 from imagenet_cog.results.leaderboard_ranks import rank_group, slopes
 from imagenet_cog.results.protocol import PAPER_DIGEST, PAPER_PROTOCOL, digest, run_protocol
 from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
@@ -181,6 +182,14 @@ def test_a_kind_off_the_grid_has_one_value_and_wilsons_interval_the_open_set_non
     assert cell["measure"] == "zeroshot_top1" and cell["value"] == 50.0 and cell["n_seeds"] == 1
     assert (cell["ci95_low"], cell["ci95_high"]) == pytest.approx((40.38, 59.62), abs=0.01)
     assert cell["std_error"] == pytest.approx(5.0)
+
+
+def test_the_few_shot_column_is_an_n_the_runs_models_have():
+    """The paper's rows have N = 4; a run of N = 2 and all shows its own N = 2 beside N = all."""
+    cells = pd.DataFrame({"model": ["ours", "ours", "paper:x", "paper:x"], "dataset": "l1", "measure": "top1",
+                          "shots": ["2", "all", "4", "all"]})
+    columns = wide_columns(cells, ["ours"], ["l1"], ["l1"])
+    assert [column["key"] for column in columns] == ["top1|l1|all", "top1|l1|2"]
 
 
 def test_the_bootstrap_slope_is_least_squares():

@@ -1,8 +1,8 @@
 """The leaderboard page's markup, style and script: one HTML file that needs no network.
 
 The data (:func:`imagenet_cog.results.leaderboard_page.page_data`) is inline JSON; the script
-draws the table from it, sorts it by a clicked header (again: the other way; an empty cell
-last either way), filters it by category and by provenance, draws the chosen rows' top-1 over
+draws the table from it, sorts it by a clicked header (the column's better values first, names
+from A; again: the other way; an empty cell last either way), filters it by category and by provenance, draws the chosen rows' top-1 over
 IN-1K and the levels at N = all with their intervals (inline SVG), and saves the rows shown
 as CSV.
 """
@@ -62,8 +62,9 @@ function header() {
     th.textContent = title;
     th.dataset.key = key;
     if (key === sortKey) th.className = descending ? "sorted-desc" : "sorted-asc";
+    const column = data.columns.find(c => c.key === key);
     th.addEventListener("click", () => {
-      descending = key === sortKey ? !descending : true;
+      descending = key === sortKey ? !descending : (column ? column.higher_first : false);
       sortKey = key;
       render();
     });

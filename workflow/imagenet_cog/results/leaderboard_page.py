@@ -23,7 +23,14 @@ from imagenet_cog.core.io import atomic_output, write_text
 from imagenet_cog.core.layout import LEADERBOARD_NAME, LEADERBOARD_PROTOCOLS, LEADERBOARD_SAMPLES, Layout
 from imagenet_cog.core.naming import dataset_title
 from imagenet_cog.core.tables import markdown_table
-from imagenet_cog.results.leaderboard_cells import ALL_LEVELS, MEASURES, MODEL_COLUMNS, SAMPLE_COLUMNS, higher_first
+from imagenet_cog.results.leaderboard_cells import (
+    ALL_LEVELS,
+    MEASURES,
+    MODEL_COLUMNS,
+    PUBLISHED,
+    SAMPLE_COLUMNS,
+    higher_first,
+)
 from imagenet_cog.results.leaderboard_html import page
 from imagenet_cog.results.leaderboard_ranks import RANK_COLUMNS
 
@@ -52,11 +59,11 @@ def few_shot(shots: list[str]) -> str | None:
     return str(FEW_SHOT_PREFERRED) if FEW_SHOT_PREFERRED in numeric else str(numeric[0])
 
 
-def wide_columns(cells: pd.DataFrame, datasets: list[str], levels: list[str]) -> list[dict]:
-    """The wide table's columns, those the cells have, in the order of the module docstring."""
-    reproduced_shots = cells["shots"].astype(str).unique().tolist()
+def wide_columns(cells: pd.DataFrame, reproduced: list[str], datasets: list[str], levels: list[str]) -> list[dict]:
+    """The wide table's columns, those the cells have, in the order of the module docstring; the
+    few-shot N one that the ``reproduced`` models have (the paper's rows have every N)."""
     chosen = [("top1", dataset, "all") for dataset in datasets]
-    few = few_shot(reproduced_shots)
+    few = few_shot(cells.loc[cells["model"].isin(reproduced), "shots"].astype(str).unique().tolist())
     chosen += [("top1", dataset, few) for dataset in datasets] if few else []
     last = levels[-1] if levels else None
     chosen += [("drop_points", last, "all"), ("drop_percent", last, "all"), ("concept_slope", ALL_LEVELS, "all"),
@@ -157,7 +164,7 @@ def write_leaderboard(layout: Layout, models: pd.DataFrame, cells: pd.DataFrame,
                       left_out: list[str] = ()) -> pd.DataFrame:
     """Every file of the leaderboard (module docstring); returns the long table."""
     long = long_table(models, cells, reference)
-    columns = wide_columns(cells, datasets, levels)
+    columns = wide_columns(cells, models.loc[models["provenance"] != PUBLISHED, "model"].tolist(), datasets, levels)
     notes = [*NOTES, *(f"Left out, another protocol: {name}." for name in left_out)]
     with atomic_output(layout.table(LEADERBOARD_NAME, "csv")) as temporary:
         long.to_csv(temporary, index=False)
