@@ -248,3 +248,7 @@ def test_a_merge_leaves_out_or_marks_the_rows_of_another_protocol(run, tmp_path,
     assert kept[kept["model"] == PUBLISHED_PREFIX + "ResNet50"]["other_protocol"].all()
     in1k = ours[(ours["dataset"] == "in1k") & (ours["shots"] == "all") & (ours["measure"] == "top1")]
     assert sorted(in1k["rank"]) == [1, 2, 3]  # ranked among the first run's rows, not with the other twin
+
+    Path(Layout(str(second)).table("leaderboard_samples", "csv")).unlink()
+    with pytest.raises(SystemExit, match="leaderboard_samples.csv; make its leaderboard first"):
+        leaderboard_command([str(first), str(second), "--output", str(tmp_path / "refused")])

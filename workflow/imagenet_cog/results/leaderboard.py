@@ -120,13 +120,15 @@ def results_leaderboard_command(argv: list[str]) -> int:
 def read_run(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(long table, samples, protocols) of a results folder's leaderboard."""
     layout = Layout(str(folder).rstrip("/"))
-    path = Path(layout.table(LEADERBOARD_NAME, "csv"))
-    if not path.is_file():
-        raise SystemExit(f"{folder}: no {path.relative_to(folder)}; run the results stage there first "
-                         f"(snakemake {layout.leaderboard_page()}).")
-    long = pd.read_csv(path, dtype={"shots": str, "protocol": str, "paper_name": str}, keep_default_na=True)
-    samples = pd.read_csv(layout.table(LEADERBOARD_SAMPLES, "csv"), dtype={"shots": str, "key": str})
-    protocols = json.loads(Path(layout.table(LEADERBOARD_PROTOCOLS, "json")).read_text())
+    paths = [Path(layout.table(LEADERBOARD_NAME, "csv")), Path(layout.table(LEADERBOARD_SAMPLES, "csv")),
+             Path(layout.table(LEADERBOARD_PROTOCOLS, "json"))]
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:
+        raise SystemExit(f"{folder}: no {', '.join(missing)}; make its leaderboard first (snakemake "
+                         f"{layout.leaderboard_page()} with that run's config), or leave the folder out.")
+    long = pd.read_csv(paths[0], dtype={"shots": str, "protocol": str, "paper_name": str})
+    samples = pd.read_csv(paths[1], dtype={"shots": str, "key": str})
+    protocols = json.loads(paths[2].read_text())
     return long.fillna({"paper_name": ""}), samples, protocols
 
 
