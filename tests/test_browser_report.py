@@ -1,8 +1,8 @@
 """The demo's Snakemake report (`snakemake --report`) as a reader uses it, in headless
 Chromium: it opens without a console error, its menu holds a category for every stage of the
-output map (docs/outputs.md) that has report entries, and from the menu the first figure and the first
-table of each category open (the figure decoded, the table's rows in what its button saves:
-the report offers tables as downloads).
+output map (docs/outputs.md) that has report entries, and from the menu the first figure, the first
+table and the first page of each category open (the figure decoded, the table's rows in what its
+button saves: the report offers tables as downloads; the page, the leaderboard, in a frame).
 
 The report is a single-page app whose markup has no ids: the tests find the menu's entries by
 their text, a result's view button by the icon name Snakemake gives it, and what each category
@@ -43,6 +43,10 @@ REPORT_CATEGORIES = {
     "report": set(),
 }
 TABLE_TYPES = {"text/csv": ",", "text/tab-separated-values": "\t"}
+# a page of its own (the leaderboard), which the report shows in a frame
+PAGE_TYPE = "text/html"
+SHOWN_PAGE = ("const frame = document.querySelector('#app iframe');"
+              "return frame && frame.src.startsWith('data:text/html') ? frame.src : null;")
 
 
 def output_map_stages() -> set[str]:
@@ -109,6 +113,8 @@ def kinds_by_subcategory(driver, category: str) -> dict[str, set[str]]:
 def kind_of(mime: str) -> str:
     if mime.startswith("image/"):
         return "figure"
+    if mime == PAGE_TYPE:
+        return "page"
     assert mime in TABLE_TYPES, f"a result of type {mime}, which these tests neither show nor save"
     return "table"
 
@@ -146,6 +152,13 @@ def check_figure(driver, button) -> None:
                                     f"the figure of the row '{row_text(button)}' is not shown decoded")
 
 
+def check_page(driver, button) -> None:
+    """The page its button shows is framed in the report's content pane."""
+    button.click()
+    WebDriverWait(driver, 20).until(lambda driver: driver.execute_script(SHOWN_PAGE),
+                                    f"the page of the row '{row_text(button)}' is not shown")
+
+
 def test_the_report_builds_and_opens_without_a_console_error(report, browser):
     html = report.read_text(errors="replace")
     assert len(html) > 10_000 and "ImageNet-CoG" in html
@@ -162,7 +175,7 @@ def test_its_categories_are_those_of_the_output_map(browser):
 
 @pytest.mark.parametrize("category", sorted(set().union(*REPORT_CATEGORIES.values())))
 def test_a_figure_and_a_table_of_each_category_open_from_the_menu(category, browser, tmp_path):
-    """Of each kind of result the category holds, the first subcategory's first one."""
+    """Of each kind of result the category holds (figure, table, page), the first subcategory's first one."""
     save_downloads_to(browser, tmp_path)
     subcategories = kinds_by_subcategory(browser, category)
     first = {}
@@ -174,5 +187,6 @@ def test_a_figure_and_a_table_of_each_category_open_from_the_menu(category, brow
         buttons = [button for button in view_buttons(browser)
                    if (kind == "table") == button.get_attribute("href").startswith("data:")]
         assert buttons, f"{category}, {subcategory}: no {kind} in the menu's results table"
-        check_table(buttons[0], tmp_path) if kind == "table" else check_figure(browser, buttons[0])
+        {"table": lambda: check_table(buttons[0], tmp_path), "figure": lambda: check_figure(browser, buttons[0]),
+         "page": lambda: check_page(browser, buttons[0])}[kind]()
     assert console_errors(browser) == []

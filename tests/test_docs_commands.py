@@ -45,7 +45,7 @@ NOT_RUN_HERE = {
     "snakemake --profile slurm": "needs a SLURM cluster; tests/test_slurm.py runs the profile on a one-node one",
     "snakemake --profile slurm --configfile config/imagenet.yaml": "needs a SLURM cluster and ImageNet",
     "snakemake --report results/report.html": "needs a finished demo run (make demo writes the report)",
-    "python -m pytest tests/test_browser_sheets.py tests/test_browser_report.py":
+    "python -m pytest tests/test_browser_sheets.py tests/test_browser_report.py tests/test_browser_leaderboard.py":
         "the browser tests themselves, on a demo build of their own (make test runs them)",
     "snakemake --cores 8 --configfile config/imagenet.yaml config/paper_models.yaml":
         "needs the 31 models' checkpoints, which only a download gives",

@@ -26,6 +26,7 @@ AGGREGATES = {
     "aggregate_probes", "result_tables", "result_figures", "result_timings",
     "result_statistics", "result_drop", "result_published", "level_sets_results",
     "finetune_results",  # the fine-tuning control's table reads the frozen probe from the summary
+    "leaderboard",  # reads the summary, and the per-concept and detection tables
 }
 # Rules that collect every analysis result of a dataset or of all datasets.
 ANALYSIS_COLLECTORS = {"analyses_agreement", "analyses_summary", "analyses_tables", "analyses_figures", "analyses", "all"}
@@ -465,15 +466,16 @@ def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, dem
     jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"results": {"baseline_model": other}}))
     # the rater sheets pick hard negatives with the baseline's features (analyses.raters.model: null);
     # the fine-tuning control fine-tunes the baseline (finetune.models: null); the concept curve's
-    # paired differences are to the baseline
+    # paired differences are to the baseline (and the leaderboard reads the curve's table)
     assert rules_of(jobs) == {"result_tables", "result_figures", "result_statistics", "rater_sheets",
-                              "finetune_backbone", "finetune_results", "concept_results", "all"} | describability_rules(demo_config)
+                              "finetune_backbone", "finetune_results", "concept_results", "leaderboard",
+                              "all"} | describability_rules(demo_config)
     # every model named, in config order (not sorted): the merged config lists the overlay's
     # keys first, and the order of models is part of the aggregates' parameters
     models = {model: ({"paper_name": "VGG19"} if model == other else {}) for model in demo_config["models"]}
     (finished_copy / "paper_name.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
     jobs = planned_jobs(finished_copy, "--configfile", str(finished_copy / "paper_name.yaml"))
-    assert rules_of(jobs) == {"result_published", "all"}
+    assert rules_of(jobs) == {"result_published", "leaderboard", "all"}
 
 
 def test_a_changed_analysis_setting_reruns_only_that_analysis(finished_copy, demo_config):

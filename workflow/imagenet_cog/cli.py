@@ -59,6 +59,9 @@ COMMANDS: dict[str, str] = {
     "results-drop": "imagenet_cog.results.drop:drop_command",
     "results-published": "imagenet_cog.results.published:published_command",
     "level-sets-results": "imagenet_cog.results.level_set_results:level_sets_results_command",
+    "results-leaderboard": "imagenet_cog.results.leaderboard:results_leaderboard_command",
+    # several runs' leaderboards merged into one page (no rule)
+    "leaderboard": "imagenet_cog.results.leaderboard:leaderboard_command",
     # analyses stage (analyses.smk)
     "analyses-kmeans": "imagenet_cog.analyses.clustering:kmeans_command",
     "analyses-geometry": "imagenet_cog.analyses.geometry:geometry_command",

@@ -187,6 +187,38 @@ rule result_published:
         + " --results-root {params.root} > {log} 2>&1"
 
 
+# Every model of the run beside the paper's published ones: 95% intervals, ranks with their
+# ties, provenance and protocol digest (docs/leaderboard.md); the page links from the report.
+rule leaderboard:
+    input:
+        unpack(leaderboard_inputs),
+    output:
+        table=tidy_report(PATHS.table(LEADERBOARD_NAME, "csv"), "leaderboard.rst", "leaderboard (long CSV)", "Leaderboard"),
+        others=PATHS.leaderboard_outputs()[1:-1],
+        page=report_output(
+            PATHS.leaderboard_page(),
+            caption="leaderboard.rst",
+            category="Tables",
+            subcategory="Leaderboard",
+            labels={"table": "leaderboard (page)", "dataset": "all"},
+        ),
+    log:
+        PATHS.log("results/leaderboard.log"),
+    conda:
+        CONDA_ENVIRONMENT
+    params:
+        root=results_root,
+        models=shlex.quote(models_json(with_paper_name=True)),
+        protocol=shlex.quote(json.dumps(run_protocol(config), sort_keys=True)),
+        detection_score=config["analyses"]["detection"]["scores"][0],
+        sources=leaderboard_sources,
+    shell:
+        python_command("results-leaderboard")
+        + " --results-root {params.root} --summary {input.summary} --seed-results {input.seeds}"
+        + " --published {input.published} --models {params.models} --protocol {params.protocol}"
+        + " --detection-score {params.detection_score} {params.sources} > {log} 2>&1"
+
+
 # Reads the benchmark files of the extraction and probe jobs, which exist once the probe
 # results (its inputs) do; they are not declared inputs because no rule lists them as outputs.
 rule result_timings:

@@ -29,6 +29,10 @@ STATISTICS_TABLES = ("paired_tests", "rank_agreement")
 DROP_NAME = "generalization_drop"
 # ours against the paper's published top-1 (results-published)
 PUBLISHED_FIGURE = "published_vs_ours"
+# every model beside the paper's (results-leaderboard): tables of these names, and the page
+LEADERBOARD_NAME = "leaderboard"
+LEADERBOARD_SAMPLES = "leaderboard_samples"
+LEADERBOARD_PROTOCOLS = "leaderboard_protocols"
 # top-1 per level of every level set (level-sets-results): a table and a figure of the same name
 LEVEL_SETS_NAME = "level_sets"
 # the fine-tuning control's table and figure (finetune-results), of the same name
@@ -373,6 +377,21 @@ class Layout:
             *(self.table(name, extension) for name in published_table_names(datasets) for extension in TABLE_FORMATS),
             *(self.figure(PUBLISHED_FIGURE, extension) for extension in FIGURE_FORMATS),
         ]
+
+    def leaderboard_outputs(self) -> list[str]:
+        """The leaderboard (results-leaderboard): its long CSV and wide Markdown tables, the
+        samples and protocols a merge re-ranks from, and its page."""
+        return [
+            self.table(LEADERBOARD_NAME, "csv"),
+            self.table(LEADERBOARD_NAME, "md"),
+            self.table(LEADERBOARD_SAMPLES, "csv"),
+            self.table(LEADERBOARD_PROTOCOLS, "json"),
+            self.leaderboard_page(),
+        ]
+
+    def leaderboard_page(self) -> str:
+        """The leaderboard's self-contained HTML page."""
+        return f"{self.root}/{LEADERBOARD_NAME}.html"
 
     def result_figures(self, kinds: Sequence[str] = ()) -> list[str]:
         return [self.figure(name, extension) for name in result_figure_names(kinds) for extension in FIGURE_FORMATS]

@@ -594,3 +594,15 @@ def concept_outputs():
     if not concept_models():
         return []
     return [*(PATHS.concept_accuracy(model) for model in concept_models()), *PATHS.concept_outputs()]
+
+
+def concept_tables(name):
+    """A function listing concept-results' CSV table ``name`` where the run makes it: a
+    leaderboard source."""
+    return lambda: [PATHS.table(name, "csv")] if concept_models() else []
+
+
+# what the results stage's leaderboard reads of this stage (functions/results.smk)
+LEADERBOARD_SOURCES["concepts"] = concept_tables(CONCEPT_TABLE)
+LEADERBOARD_SOURCES["concept_curve"] = concept_tables(CONCEPT_CURVE)
+LEADERBOARD_SOURCES["detection_seeds"] = lambda: [PATHS.detection_seeds(model) for model in detection_models()]

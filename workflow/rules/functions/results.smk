@@ -2,12 +2,14 @@
 # functions, config checks and the stage's targets (kept apart from the rules, as
 # snakemake --lint asks).
 
+import json
 import os
 import shlex
 
 from imagenet_cog.core.layout import (
     DROP_NAME,
     FIGURE_FORMATS,
+    LEADERBOARD_NAME,
     PUBLISHED_FIGURE,
     STATISTICS_TABLES,
     TABLE_FORMATS,
@@ -17,6 +19,7 @@ from imagenet_cog.core.layout import (
     result_table_names,
 )
 from imagenet_cog.results.paper import published_model_names, resolve_paper_names
+from imagenet_cog.results.protocol import run_protocol
 
 if config["results"]["baseline_model"] not in config["models"]:
     raise WorkflowError(
@@ -140,6 +143,28 @@ def published_report(name):
     )
 
 
+# The leaderboard's sources beyond the results stage's own tables: option name (its
+# command's --<name>, dashes for underscores) -> a function listing the files of this run. A
+# later stage whose files the leaderboard reads adds its entry (the analyses stage: the
+# per-concept tables, the detection seed tables); the rule's input function reads them once
+# every stage's file is read.
+LEADERBOARD_SOURCES = {"off_grid_results": off_grid_results}
+
+
+def leaderboard_inputs(wildcards):
+    return {
+        "summary": PATHS.results_summary(),
+        "seeds": PATHS.seed_results(),
+        "published": PUBLISHED_TOP1,
+        **{name: files() for name, files in LEADERBOARD_SOURCES.items()},
+    }
+
+
+def leaderboard_sources(wildcards, input):
+    """--<source> FILES of each source the run has."""
+    return " ".join(f"--{name.replace('_', '-')} {' '.join(input[name])}" for name in LEADERBOARD_SOURCES if input[name])
+
+
 def results_targets():
     """What a full run makes of this stage (rule all gathers each stage's list), the
     tables, figures and timings, and the level sets' table and figure when level sets are
@@ -153,4 +178,9 @@ def results_targets():
         if LEVEL_SET_DATASETS
         else []
     )
-    return [*PATHS.result_targets(DATASETS, TABLED_KINDS), *level_set_results, *off_grid_tables()]
+    return [
+        *PATHS.result_targets(DATASETS, TABLED_KINDS),
+        *level_set_results,
+        *off_grid_tables(),
+        *PATHS.leaderboard_outputs(),
+    ]
