@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import h5py
 import numpy as np
@@ -35,6 +36,7 @@ from imagenet_cog.core.failures import REASONS_VARIABLE, ExplainedError, reason_
 from imagenet_cog.core.io import atomic_output, write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import merge_shards, read_features, write_shard
+from imagenet_cog.plan.space import UNPRICED_BYTES, Need, run_needs, space_problems, ways_on
 from imagenet_cog.probes.search import DamagedJournalError, open_study
 from imagenet_cog.results.summary import read_probe_result
 
@@ -286,6 +288,42 @@ def test_a_journal_damaged_in_the_middle_is_named_with_its_removal(tmp_path):
     with pytest.raises(DamagedJournalError) as raised:
         open_study(str(journal), "study", 7)
     assert f"{journal}: not a readable Optuna journal" in str(raised.value) and f"rm {journal}" in str(raised.value)
+
+
+# a disk too small for the run -------------------------------------------------------------------
+
+
+def free_space(free: int):
+    """A stand-in for shutil.disk_usage: every filesystem has ``free`` bytes free."""
+    return lambda folder: SimpleNamespace(free=free)
+
+
+def test_a_run_that_does_not_fit_its_disk_is_stopped_with_both_figures_and_the_ways_on(tmp_path):
+    needs = [Need(str(tmp_path / "results"), "this run writes about 32.0 GB to results_dir results", 32e9),
+             Need(str(tmp_path), "the temporary folder needs room", 0)]
+    stops, warnings = space_problems(needs, ways_on("float32"), free_space(int(20e9)))
+    assert warnings == [] and len(stops) == 1  # one filesystem: both needs together
+    assert "32.0 GB to results_dir results" in stops[0] and "has 20.0 GB free" in stops[0]
+    assert "the filesystem at /" in stops[0]
+    for way in ("--config results_dir=", "features.dtype: float16", "--config free_space=warn"):
+        assert way in stops[0]
+    assert "float16" not in ways_on("float16")
+
+
+def test_what_a_run_still_writes_is_the_plan_and_the_unpriced_less_what_results_dir_holds(tmp_path):
+    (tmp_path / "results" / "features").mkdir(parents=True)
+    (tmp_path / "results" / "features" / "train.h5").write_bytes(b"x" * 1000)
+    written, temporary = run_needs(str(tmp_path / "results"), 5e6)
+    assert written.bytes == 5e6 + UNPRICED_BYTES - 1000 and temporary.bytes == 0
+    assert "less the 1.0 kB results_dir holds" in written.what
+    assert run_needs(str(tmp_path / "not-made-yet"), 0.0)[0].bytes == UNPRICED_BYTES
+
+
+def test_a_run_with_little_to_spare_is_warned_and_one_with_room_is_not(tmp_path):
+    needs = [Need(str(tmp_path), "this run writes about 32.0 GB", 32e9)]
+    stops, warnings = space_problems(needs, ways_on("float16"), free_space(int(33e9)))
+    assert stops == [] and len(warnings) == 1 and "has 33.0 GB free" in warnings[0]
+    assert space_problems(needs, ways_on("float16"), free_space(int(40e9))) == ([], [])
 
 
 # a bad config: rejected before any job starts -----------------------------------------------------
