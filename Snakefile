@@ -74,9 +74,12 @@ include: "workflow/rules/plan.smk"
 refuse_what_the_run_lacks()
 
 
-# Warm start (warm_start in the schema, imagenet_cog/warm_start.py): on a local run the
-# jobs fork from one process that imported torch once, instead of each importing it.
+# Before the first job: a run whose files do not fit on its disk stops (free_space in the
+# schema). Warm start (warm_start, imagenet_cog/warm_start.py): on a local run the jobs fork
+# from one process that imported torch once, instead of each importing it.
 onstart:
+    check_free_space()
+    forget_failure_reasons()
     start_warm_start()
 
 
@@ -84,8 +87,10 @@ onsuccess:
     stop_warm_start()
 
 
+# A job that failed on purpose (imagenet_cog.core.failures) is told by its reason, once.
 onerror:
     stop_warm_start()
+    show_failure_reasons()
 
 
 # Each stage's own list of what a full run makes (the rest are inputs of later stages).

@@ -13,21 +13,31 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import h5py
 import numpy as np
 import pytest
 import yaml
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
 from test_features import extract, tiny  # noqa: F401  (tiny is a fixture)
 
 from conftest import SNAKEMAKE, copy_of_demo, copy_workflow, make_world, snakemake, snakemake_environment
-from imagenet_cog.core.io import write_tsv
+from imagenet_cog import cli
+from imagenet_cog.core.failures import REASONS_VARIABLE, ExplainedError, reason_of, reasons_report
+from imagenet_cog.core.io import atomic_output, write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import merge_shards, read_features, write_shard
+from imagenet_cog.plan.space import UNPRICED_BYTES, Need, run_needs, space_problems, ways_on
+from imagenet_cog.probes.search import DamagedJournalError, open_study
 from imagenet_cog.results.summary import read_probe_result
 
 # What h5py raises when HDF5 cannot write (measured on a full 256 KB tmpfs): a RuntimeError
@@ -124,14 +134,14 @@ def test_truncated_shard_is_named_when_merging(tmp_path):
     with pytest.raises(ValueError) as raised:
         merge_shards([good, broken], tmp_path / "train.h5")
     message = str(raised.value)
-    assert str(broken) in message and "delete it and re-run" in message
+    assert f"{broken}: not a readable HDF5 file" in message and f"snakemake --cores all --forcerun {broken}" in message
     assert not (tmp_path / "train.h5").exists()
 
 
 def test_zero_byte_feature_file_is_named_when_read(tmp_path):
     empty = tmp_path / "train.h5"
     empty.write_bytes(b"")
-    with pytest.raises(ValueError, match=r"train\.h5: not a readable HDF5 file .*delete it and re-run"):
+    with pytest.raises(ValueError, match=r"train\.h5: not a readable HDF5 file .*--forcerun .*train\.h5"):
         read_features(empty)
 
 
@@ -142,7 +152,7 @@ def test_truncated_shard_behind_a_merged_file_is_named_not_read_as_zeros(tmp_pat
     cut_short(shards[1])
     with pytest.raises(ValueError) as raised:
         read_features(merged)
-    assert str(shards[1]) in str(raised.value) and "delete it and re-run" in str(raised.value)
+    assert f"--forcerun {shards[1]}" in str(raised.value)
 
 
 @pytest.mark.parametrize("content", ["", '{"test_top1": 71.2, "val_top1": '])
@@ -151,7 +161,169 @@ def test_truncated_probe_result_is_named_by_the_summary(tmp_path, content):
     result.write_text(content)
     with pytest.raises(ValueError) as raised:
         read_probe_result(result)
-    assert str(result) in str(raised.value) and "delete it and re-run its probe job" in str(raised.value)
+    assert f"{result}: not valid JSON" in str(raised.value) and f"--forcerun {result}" in str(raised.value)
+
+
+# a failed job's reason on the run's screen ------------------------------------------------------
+
+
+def full_disk_from_atomic_output(path: Path) -> OSError:
+    def fill_disk():
+        with atomic_output(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as raised:
+        fill_disk()
+    return raised.value
+
+
+def test_reasons_are_the_messages_of_errors_raised_on_purpose_and_of_a_full_disk(tmp_path):
+    assert reason_of(ExplainedError("x.h5: cut short; rebuild it")) == "x.h5: cut short; rebuild it"
+    worded = full_disk_from_atomic_output(tmp_path / "table.tsv")
+    assert reason_of(worded) == worded.strerror and worded.strerror.startswith(f"{tmp_path / 'table.tsv'}: the disk is full")
+    raw = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "results/logs/x.log")
+    assert reason_of(raw).startswith("a write failed: the disk is full (No space left on device); free space")
+    assert "the disk is full" in reason_of(RuntimeError(H5PY_DISK_FULL))
+    try:
+        try:
+            raise RuntimeError(H5PY_DISK_FULL)
+        except RuntimeError as cause:
+            raise ValueError("a library's own error") from cause
+    except ValueError as wrapped:
+        assert "the disk is full" in reason_of(wrapped)
+    assert reason_of(ValueError("an unexpected error")) is None
+    assert reason_of(KeyError("features")) is None
+
+
+def test_a_job_that_fails_on_purpose_writes_its_reason_and_keeps_the_traceback_in_its_log(tmp_path):
+    shard = small_shard(tmp_path / "shard-00000.h5")
+    cut_short(shard)
+    log, reasons = tmp_path / "merge.log", tmp_path / "reasons"
+    with open(log, "w") as stream:
+        run = subprocess.run([sys.executable, "-m", "imagenet_cog", "merge-shards", "--output", str(tmp_path / "train.h5"),
+                              str(shard)], stdout=stream, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=120,
+                             env={**snakemake_environment(), REASONS_VARIABLE: str(reasons)})
+    assert run.returncode == 1
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text and "DamagedFileError" in text
+    # named as Snakemake names it, from the run's folder
+    assert text.rstrip().endswith("--forcerun shard-00000.h5 (on SLURM: --profile slurm in place of --cores all)")
+    (written,) = reasons.iterdir()
+    entry = json.loads(written.read_text())
+    assert entry["log"] == str(log) and entry["reason"].startswith(f"{shard}: not a readable HDF5 file")
+    told = reasons_report(reasons)
+    assert told.count(entry["reason"]) == 1 and "Traceback" not in told and str(log) in told
+
+
+def test_a_reason_is_told_once_for_every_job_it_stopped(tmp_path):
+    for number, reason in enumerate(["a.h5: cut short", "a.h5: cut short", "b.h5: cut short"]):
+        (tmp_path / f"{number}.json").write_text(json.dumps(
+            {"reason": reason, "command": "python -m imagenet_cog probe", "log": f"/logs/seed-{number}.log"}))
+    told = reasons_report(tmp_path)
+    assert told.count("a.h5: cut short") == 1 and told.count("b.h5: cut short") == 1
+    assert "(/logs/seed-0.log and 1 other job)" in told and "(/logs/seed-2.log)" in told
+    assert reasons_report(tmp_path / "none") == ""
+
+
+def test_an_unexpected_error_is_raised_as_it_is_and_leaves_no_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv(REASONS_VARIABLE, str(tmp_path))
+    monkeypatch.setitem(cli.COMMANDS, "broken-command", "json:loads")
+    with pytest.raises(TypeError):
+        cli.run(["broken-command"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_feature_file_is_told_once_on_the_screen_with_the_command_that_rebuilds_it(demo_run, tmp_path):
+    """A finished demo, then a view's test split cut to half (an interrupted copy): the probe
+    reading it runs again (the file is newer) and fails; the screen says why, once, and the
+    command it gives plans the file's rebuild and what was made from it."""
+    workdir = copy_of_demo(demo_run, tmp_path / "copy")
+    layout = Layout()
+    damaged = layout.features("demo_cnn", "balanced-l1", "test")
+    cut_short(workdir / damaged)
+    failed = snakemake(workdir, layout.probe_result("demo_cnn", "balanced-l1", "all", "22"), "--cores", "1", check=False)
+    screen = failed.stdout + failed.stderr
+    assert failed.returncode != 0
+    reason = f"{damaged}: not a readable HDF5 file"
+    assert screen.count(reason) == 1 and "truncated file" in screen, screen[-3000:]
+    assert "Traceback" not in screen and "DamagedFileError" not in screen
+    log = workdir / layout.log("probes/demo_cnn/balanced-l1/shots-all/seed-22.log")
+    assert "Traceback (most recent call last)" in log.read_text() and reason in log.read_text()
+    (command,) = re.findall(r"snakemake --cores all --forcerun \S+", screen)
+    assert command == f"snakemake --cores all --forcerun {damaged}"
+    planned = snakemake(workdir, *command.split()[1:], "--dry-run").stdout
+    for rule in ("balanced_view", "probe", "balanced_results"):
+        assert re.search(rf"^{rule}\s+1$", planned, re.MULTILINE), planned
+
+
+# an Optuna journal cut short ---------------------------------------------------------------------
+
+
+def finished_trials(journal: Path, count: int) -> None:
+    study = open_study(str(journal), "study", 7)
+    for number in range(count):
+        trial = study.ask({"lr": FloatDistribution(0.1, 10.0, log=True)})
+        study.tell(trial, float(number))
+
+
+def test_a_journal_cut_mid_record_loses_that_record_only(tmp_path, caplog):
+    journal = tmp_path / "seed-7.optuna.jsonl"
+    finished_trials(journal, 3)
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:-20])  # the last trial's result, cut mid-record
+    with caplog.at_level("WARNING"):
+        study = open_study(str(journal), "study", 7)
+    assert "its last record was cut short" in caplog.text
+    assert [trial.state for trial in study.trials] == [TrialState.COMPLETE] * 2 + [TrialState.FAIL]
+    finished_trials(journal, 1)  # appended after the cut record's place, readable again
+    assert len(open_study(str(journal), "study", 7).trials) == 4
+
+
+def test_a_journal_damaged_in_the_middle_is_named_with_its_removal(tmp_path):
+    journal = tmp_path / "seed-7.optuna.jsonl"
+    finished_trials(journal, 3)
+    lines = journal.read_bytes().split(b"\n")
+    lines[2] = lines[2][:15]
+    journal.write_bytes(b"\n".join(lines))
+    with pytest.raises(DamagedJournalError) as raised:
+        open_study(str(journal), "study", 7)
+    assert f"{journal}: not a readable Optuna journal" in str(raised.value) and f"rm {journal}" in str(raised.value)
+
+
+# a disk too small for the run -------------------------------------------------------------------
+
+
+def free_space(free: int):
+    """A stand-in for shutil.disk_usage: every filesystem has ``free`` bytes free."""
+    return lambda folder: SimpleNamespace(free=free)
+
+
+def test_a_run_that_does_not_fit_its_disk_is_stopped_with_both_figures_and_the_ways_on(tmp_path):
+    needs = [Need(str(tmp_path / "results"), "this run writes about 32.0 GB to results_dir results", 32e9),
+             Need(str(tmp_path), "the temporary folder needs room", 0)]
+    stops, warnings = space_problems(needs, ways_on("float32"), free_space(int(20e9)))
+    assert warnings == [] and len(stops) == 1  # one filesystem: both needs together
+    assert "32.0 GB to results_dir results" in stops[0] and "has 20.0 GB free" in stops[0]
+    assert "the filesystem at /" in stops[0]
+    for way in ("--config results_dir=", "features.dtype: float16", "--config free_space=warn"):
+        assert way in stops[0]
+    assert "float16" not in ways_on("float16")
+
+
+def test_what_a_run_still_writes_is_the_plan_and_the_unpriced_less_what_results_dir_holds(tmp_path):
+    (tmp_path / "results" / "features").mkdir(parents=True)
+    (tmp_path / "results" / "features" / "train.h5").write_bytes(b"x" * 1000)
+    written, temporary = run_needs(str(tmp_path / "results"), 5e6)
+    assert written.bytes == 5e6 + UNPRICED_BYTES - 1000 and temporary.bytes == 0
+    assert "less the 1.0 kB results_dir holds" in written.what
+    assert run_needs(str(tmp_path / "not-made-yet"), 0.0)[0].bytes == UNPRICED_BYTES
+
+
+def test_a_run_with_little_to_spare_is_warned_and_one_with_room_is_not(tmp_path):
+    needs = [Need(str(tmp_path), "this run writes about 32.0 GB", 32e9)]
+    stops, warnings = space_problems(needs, ways_on("float16"), free_space(int(33e9)))
+    assert stops == [] and len(warnings) == 1 and "has 33.0 GB free" in warnings[0]
+    assert space_problems(needs, ways_on("float16"), free_space(int(40e9))) == ([], [])
 
 
 # a bad config: rejected before any job starts -----------------------------------------------------

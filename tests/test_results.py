@@ -174,7 +174,7 @@ def test_summary_csv_round_trips(results_root, tmp_path):
 def test_corrupt_result_names_the_file(results_root):
     path = results_root / "probes/resnet50/in1k/shots-1/seed-22.json"
     path.write_text("{not json")
-    with pytest.raises(ValueError, match="seed-22.json.*re-run its probe job"):
+    with pytest.raises(ValueError, match="seed-22.json: not valid JSON.*--forcerun .*seed-22.json"):
         load_probe_results(str(results_root), list(MODELS), DATASETS, SHOTS, SEEDS)
 
 

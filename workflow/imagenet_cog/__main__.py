@@ -6,7 +6,7 @@ from imagenet_cog.warm_start import run_warm
 # without one (or one that does not match this interpreter) it runs here, cold.
 status = run_warm(sys.argv[1:])
 if status is None:
-    from imagenet_cog.cli import main
+    from imagenet_cog.cli import run
 
-    status = main()
+    status = run()
 raise SystemExit(status)

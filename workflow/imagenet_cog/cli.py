@@ -105,3 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     module_name, function_name = COMMANDS[argv[0]].split(":")
     command = getattr(importlib.import_module(module_name), function_name)
     return int(command(argv[1:]) or 0)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """:func:`main` as a job runs it: an error raised on purpose or a full disk ends it with its
+    reason written for the run's screen, the traceback in the job's log (core.failures)."""
+    from imagenet_cog.core.failures import forget_failure, report_failure
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        status = main(argv)
+    except Exception as error:
+        if not report_failure(f"python -m imagenet_cog {argv[0]}", error):
+            raise
+        return 1
+    forget_failure()
+    return status

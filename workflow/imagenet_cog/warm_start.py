@@ -5,7 +5,7 @@ optuna), and the demo runs hundreds of them on two cores. On a local run (``warm
 the schema) the Snakefile's onstart starts one server per run that imports those libraries
 once and then forks a child per job: ``python -m imagenet_cog <command>`` connects to it,
 hands over its working directory, environment, arguments and its stdin/stdout/stderr, and
-exits with the child's status. The child runs the same ``cli.main`` a cold process would,
+exits with the child's status. The child runs the same ``cli.run`` a cold process would,
 so it computes what a cold process does (tests/test_warm_start.py compares a probe's results;
 tests/test_slurm.py the demo's, warm, with the cold SLURM jobs').
 
@@ -211,9 +211,9 @@ def _run_child(argv: list[str], cwd: str, environ: dict, streams: list[int]) -> 
     sys.argv = [str(Path(__file__).resolve().parent / "__main__.py"), *argv]
     status = 1
     try:
-        from imagenet_cog.cli import main
+        from imagenet_cog.cli import run
 
-        status = main(argv)
+        status = run(argv)
     except SystemExit as exit_request:
         code = exit_request.code
         status = code if isinstance(code, int) else (0 if code is None else 1)

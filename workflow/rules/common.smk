@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sys
 
 from imagenet_cog.core import naming
 from imagenet_cog.core.config_check import with_source
@@ -99,11 +100,19 @@ from imagenet_cog.core.undecodable import LIMIT_VARIABLE
 os.environ[LIMIT_VARIABLE] = str(config["data"]["max_undecodable_fraction"])
 
 
+# Where a job that fails on purpose (a damaged file, a full disk) writes its reason, which the
+# run's screen shows once at its end (imagenet_cog.core.failures; onstart and onerror below).
+from imagenet_cog.core.failures import REASONS_VARIABLE
+
+os.environ[REASONS_VARIABLE] = os.path.abspath(PATHS.failure_reasons())
+
+
 # Declared, so that executors which start jobs in a fresh environment (SLURM, remote
 # storage) pass them on to them.
 envvars:
     "PYTHONPATH",
     LIMIT_VARIABLE,
+    REASONS_VARIABLE,
 
 
 # What this run lacks before its jobs can run (an image root, a checkpoint, a published pickle,
@@ -196,6 +205,22 @@ def start_warm_start():
     log = PATHS.log(f"warm_start/{datetime.datetime.now():%Y-%m-%dT%H%M%S.%f}.log")
     WARM_START["server"] = start_server(python, log, preload)
     WARM_START["log"] = log
+
+
+def forget_failure_reasons():
+    """The run's start: the reasons of an earlier run's failed jobs are not this run's."""
+    from imagenet_cog.core.failures import clear_reasons
+
+    clear_reasons(PATHS.failure_reasons())
+
+
+def show_failure_reasons():
+    """The run's end after a failure: why each job failed on purpose, each reason once."""
+    from imagenet_cog.core.failures import reasons_report
+
+    told = reasons_report(PATHS.failure_reasons())
+    if told:
+        print(told, file=sys.stderr, flush=True)
 
 
 def stop_warm_start():

@@ -39,6 +39,7 @@ import torch.utils.data
 
 from imagenet_cog.core.command_line import add_compute_options, setup_logging
 from imagenet_cog.core.device import resolve_device
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import read_tsv, write_tsv
 from imagenet_cog.core.undecodable import UndecodableImages, UndecodableImagesError
 from imagenet_cog.features.extract import (
@@ -63,7 +64,7 @@ ASSIGNMENT_COLUMNS = ("path", "cluster")
 CLUSTER_PREFIX = "cluster-"
 
 
-class CaptionInputError(ValueError):
+class CaptionInputError(ExplainedError, ValueError):
     """An input file is not what the command reads; the message names it and the fix."""
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.features.store import open_feature_file, read_features
 
 
-class AnalysisInputError(ValueError):
+class AnalysisInputError(ExplainedError, ValueError):
     """The features or settings cannot support the requested analysis."""
 
 

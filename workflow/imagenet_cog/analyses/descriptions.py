@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import read_tsv
 
 GLOSS = "gloss"
@@ -30,7 +31,7 @@ SOURCE_TITLES = {GLOSS: "WordNet gloss", AUTO: "Automatic description"}
 AUTO_COLUMNS = ("group", "description", "score", "captions")
 
 
-class DescriptionError(ValueError):
+class DescriptionError(ExplainedError, ValueError):
     """A descriptions file that cannot give every concept asked for; the message names it."""
 
 

@@ -58,6 +58,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from imagenet_cog.core.archives import ArchiveError, ImageFiles
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import (
     atomic_directory,
     read_lines,
@@ -92,7 +93,7 @@ JPEG_QUALITY = 85
 INDEX_PAGE = "index.html"
 
 
-class RaterError(ValueError):
+class RaterError(ExplainedError, ValueError):
     """Input that cannot give sheets or scores; the message names the file or setting."""
 
 

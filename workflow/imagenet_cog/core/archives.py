@@ -52,6 +52,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.image_layouts import PARQUET_ROW_LAYOUTS
 from imagenet_cog.core.io import atomic_output
 
@@ -67,7 +68,7 @@ LOCATION_COLUMNS = ("offset", "size", "archive", "member", "row_group", "row")
 MEMBER_CHUNK_ROWS = 16384
 
 
-class ArchiveError(ValueError):
+class ArchiveError(ExplainedError, ValueError):
     """An archive or index that cannot be used; the message names the file and the fix."""
 
 
@@ -80,7 +81,7 @@ class IndexMismatchError(ArchiveError):
     belongs to other archives."""
 
 
-class TruncatedMemberError(OSError):
+class TruncatedMemberError(ExplainedError, OSError):
     """A member's data runs past the end of its archive (an interrupted download). An
     ``OSError`` like an unreadable file: extraction flags the image as invalid."""
 

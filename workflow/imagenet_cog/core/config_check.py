@@ -24,6 +24,8 @@ from typing import Any, Iterable, Sequence
 import jsonschema
 import yaml
 
+from imagenet_cog.core.failures import ExplainedError
+
 ORDERED_PAIR = "orderedPair"
 COMMAND_LINE = "--config"
 SHOWN_CHARACTERS = 80
@@ -34,7 +36,7 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 LACKS_SHOWN = 3  # a kind with more lacks is told by its first message and the others' names
 
 
-class ConfigError(ValueError):
+class ConfigError(ExplainedError, ValueError):
     """The config breaks its schema; the message names the file, the key and the fix."""
 
 

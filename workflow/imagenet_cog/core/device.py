@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from imagenet_cog.core.failures import ExplainedError
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
-class DeviceError(RuntimeError):
+class DeviceError(ExplainedError, RuntimeError):
     """The device asked for is not there."""
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_cog.core.archives import GZIP_MAGIC, WNID, ImageIndex, is_image_name
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.image_layouts import (
     ARCHIVE_LAYOUTS,
     FOLDERS,
@@ -74,7 +75,7 @@ PART_ARCHIVES = {
 PARTS = ("train", "val")
 
 
-class ImageRootError(ValueError):
+class ImageRootError(ExplainedError, ValueError):
     """An image root that does not hold what its settings say; the message names the setting
     and the fix."""
 

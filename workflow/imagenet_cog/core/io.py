@@ -36,6 +36,8 @@ DEFAULT_DIRECTORY_MODE = DEFAULT_FILE_MODE | (DEFAULT_FILE_MODE & 0o444) >> 2
 
 
 PARTIAL_SUFFIX = ".partial"
+# Free bytes under which a filesystem counts as full: a write that fails there filled it to the block.
+FULL_BELOW = 1 << 20
 
 
 def partial_writes(path: str | os.PathLike) -> list[Path]:
@@ -76,8 +78,9 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
             temporary_path.chmod(DEFAULT_FILE_MODE)
         os.replace(temporary_path, destination)
     except Exception as error:
+        full = is_disk_full(error) or filesystem_full(destination.parent)  # before the partial file goes
         temporary_path.unlink(missing_ok=True)
-        if is_disk_full(error):
+        if full:
             raise OSError(
                 errno.ENOSPC,
                 f"{destination}: the disk is full (no space left in {destination.parent}); "
@@ -110,6 +113,15 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def filesystem_full(folder: str | os.PathLike) -> bool:
+    """Whether ``folder``'s filesystem is full: a write failed so is taken for a full disk even
+    where the library said otherwise (torch.save's "unexpected pos", measured on a full tmpfs)."""
+    try:
+        return shutil.disk_usage(folder).free < FULL_BELOW
+    except OSError:
+        return False
 
 
 def is_disk_full(error: Exception) -> bool:

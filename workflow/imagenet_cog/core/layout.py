@@ -125,6 +125,10 @@ class Layout:
         """Snakemake's benchmark files of the extraction, probe and other timed jobs."""
         return self.log("benchmarks")
 
+    def failure_reasons(self) -> str:
+        """Why this run's jobs failed on purpose, a JSON file per job log (core.failures)."""
+        return self.log("reasons")
+
     # plan stage ---------------------------------------------------------------------
     def plan(self) -> str:
         """stage, model, jobs, images_read, bytes_written, trial_epochs, gpu_hours, rates."""

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import read_tsv, write_tsv
 
 COLUMNS = ("label", "wnid", "name", "lemmas", "rule")
@@ -25,7 +26,7 @@ DATASET_COLUMN = "dataset"
 WNID = re.compile(r"^n[0-9]{8}$")
 
 
-class NamesTableError(ValueError):
+class NamesTableError(ExplainedError, ValueError):
     """A names table that cannot give one name per concept."""
 
 

@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_cog.core.failures import ExplainedError
 
-class UnsafePickleError(pickle.UnpicklingError):
+
+class UnsafePickleError(ExplainedError, pickle.UnpicklingError):
     """A data pickle asks for an object the reader does not build."""
 
 

@@ -20,6 +20,8 @@ import os
 
 from PIL import Image
 
+from imagenet_cog.core.failures import ExplainedError
+
 log = logging.getLogger("imagenet_cog.core.undecodable")
 
 DECODER_ERRORS = (OSError, SyntaxError, EOFError, Image.DecompressionBombError)
@@ -28,7 +30,7 @@ LIMIT_VARIABLE = "IMAGENET_COG_MAX_UNDECODABLE_FRACTION"
 NAMED = 5
 
 
-class UndecodableImagesError(RuntimeError):
+class UndecodableImagesError(ExplainedError, RuntimeError):
     """More images failed to decode than the limit allows; the message names them and the fix."""
 
 

@@ -28,6 +28,8 @@ import re
 import tarfile
 from pathlib import Path
 
+from imagenet_cog.core.failures import ExplainedError
+
 WNID = re.compile(r"^n[0-9]{8}$")
 VAL_STEM = re.compile(r"^ILSVRC2012_val_([0-9]{8})$")
 DEVKIT_NAMES = ("ILSVRC2012_devkit_t12.tar.gz", "ILSVRC2012_devkit_t12.tgz", "ILSVRC2012_devkit_t12")
@@ -37,7 +39,7 @@ META = "data/meta.mat"
 CLASS_MAP = "data/map_clsloc.txt"
 
 
-class LabelError(ValueError):
+class LabelError(ExplainedError, ValueError):
     """Validation labels that cannot be read; the message names the file and the fix."""
 
 

@@ -39,6 +39,7 @@ import numpy as np
 
 import imagenet_cog
 from imagenet_cog.core.command_line import setup_logging
+from imagenet_cog.core.failures import DamagedFileError
 from imagenet_cog.core.io import atomic_output
 
 log = logging.getLogger("imagenet_cog.features.store")
@@ -93,10 +94,7 @@ def open_feature_file(path: str | os.PathLike):
     except FileNotFoundError:
         raise
     except OSError as error:
-        raise ValueError(
-            f"{path}: not a readable HDF5 file ({error}); a crashed job or an interrupted "
-            f"copy cut it short: delete it and re-run Snakemake, which rebuilds it."
-        ) from error
+        raise DamagedFileError(path, f"not a readable HDF5 file ({error})") from error
 
 
 def read_attributes(handle) -> dict[str, Any]:
@@ -123,7 +121,7 @@ def merge_shards(shards: Sequence[str | os.PathLike], output: str | os.PathLike)
         with open_feature_file(shard) as handle:
             missing = [name for name in (*ROW_DATASETS, "path") if name not in handle]
             if missing:
-                raise ValueError(f"{shard}: not a feature shard (no {', '.join(missing)}); delete it and re-run.")
+                raise DamagedFileError(shard, f"not a feature shard (no {', '.join(missing)})")
             infos.append({
                 "path": Path(shard),
                 "attrs": dict(handle.attrs),
@@ -194,7 +192,7 @@ def read_labels(path: str | os.PathLike) -> np.ndarray:
     with open_feature_file(path) as handle:
         missing = [name for name in ("labels", "valid") if name not in handle]
         if missing:
-            raise ValueError(f"{path}: not a feature file (no {', '.join(missing)})")
+            raise DamagedFileError(path, f"not a feature file (no {', '.join(missing)})")
         valid = handle["valid"][...].astype(bool)
         return handle["labels"][...].astype(np.int64)[valid]
 
@@ -218,7 +216,7 @@ def read_features(path: str | os.PathLike, rows: np.ndarray | None = None) -> Fe
     with open_feature_file(path) as handle:
         missing = [name for name in (*ROW_DATASETS, "path") if name not in handle]
         if missing:
-            raise ValueError(f"{path}: not a feature file (no {', '.join(missing)})")
+            raise DamagedFileError(path, f"not a feature file (no {', '.join(missing)})")
         if handle["features"].is_virtual:
             _check_virtual_sources(handle["features"], path)
         valid = handle["valid"][...].astype(bool)

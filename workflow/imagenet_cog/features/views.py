@@ -22,6 +22,7 @@ from typing import Sequence
 import h5py
 import numpy as np
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import atomic_output, read_lines, read_tsv
 from imagenet_cog.core.sampling import spread
 from imagenet_cog.features.store import (
@@ -31,7 +32,7 @@ from imagenet_cog.features.store import (
 )
 
 
-class ViewError(ValueError):
+class ViewError(ExplainedError, ValueError):
     """The view cannot be built from its sources."""
 
 

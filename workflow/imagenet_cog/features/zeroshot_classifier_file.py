@@ -21,6 +21,7 @@ import h5py
 import numpy as np
 
 from imagenet_cog.core.io import atomic_output
+from imagenet_cog.features.store import open_feature_file
 
 PROVENANCE = ("model", "arch", "weights", "open_clip_version", "templates", "names_sha256")
 
@@ -56,7 +57,7 @@ def write_classifier(path: str | os.PathLike, classifier: ZeroShotClassifier) ->
 
 
 def read_classifier(path: str | os.PathLike) -> ZeroShotClassifier:
-    with h5py.File(path, "r") as handle:
+    with open_feature_file(path) as handle:  # one cut short is named with its rebuild
         return ZeroShotClassifier(handle["classifier"][...], list(handle["wnid"].asstr()[...]),
                                   list(handle["name"].asstr()[...]), float(handle.attrs["logit_scale"]),
                                   {key: str(handle.attrs[key]) for key in PROVENANCE})

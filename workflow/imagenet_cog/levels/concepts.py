@@ -16,6 +16,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import read_lines, read_tsv, write_tsv
 from imagenet_cog.levels.wordnet import NounGraph, load_noun_graph
 
@@ -30,7 +31,7 @@ TIMM_FILES = {
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 
 
-class ConceptError(ValueError):
+class ConceptError(ExplainedError, ValueError):
     """A concept list or count file is missing or malformed."""
 
 

@@ -30,6 +30,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import read_tsv, write_lines, write_tsv
 from imagenet_cog.core.naming import gap_name, level_name, level_names
 from imagenet_cog.core.pickles import read_data_pickle
@@ -38,7 +39,7 @@ from imagenet_cog.levels.similarity import Taxonomy, max_lin_similarity
 from imagenet_cog.levels.wordnet import NounGraph, load_noun_graph
 
 
-class LevelError(ValueError):
+class LevelError(ExplainedError, ValueError):
     """The levels cannot be built as configured."""
 
 

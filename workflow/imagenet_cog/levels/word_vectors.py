@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.levels.similarity import NearestReference
 
 SETTING = "level_sets.word2vec.embeddings"
@@ -26,7 +27,7 @@ SETTING = "level_sets.word2vec.embeddings"
 MIN_CONCEPT_COVERAGE = 0.5
 
 
-class WordVectorError(ValueError):
+class WordVectorError(ExplainedError, ValueError):
     """The word vectors cannot be used as configured."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import atomic_directory
 
 DEBIAN_DICT_DIR = Path("/usr/share/wordnet")
@@ -65,7 +66,7 @@ MISSING_WORDNET_HELP = (
 )
 
 
-class WordNetError(RuntimeError):
+class WordNetError(ExplainedError, RuntimeError):
     """WordNet is missing, incomplete or not version 3.0."""
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import atomic_output
 
 # The generic fallback for checkpoints no layout of CHECKPOINT_LAYOUTS describes: key
@@ -43,7 +44,7 @@ HEAD_PREFIXES = ("fc.", "head.", "heads.", "projection_head.", "projector.", "pr
                  "predictor.", "classifier.", "AuxLogits.", "queue", "mlp.")
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(ExplainedError, ValueError):
     """A checkpoint's keys do not fit the network of its registry entry."""
 
 
@@ -228,7 +229,7 @@ def map_checkpoint_keys(state: dict[str, Any], expected: set[str]) -> tuple[dict
     return mapped, best, unexpected
 
 
-class UnsafeCheckpoint(ValueError):
+class UnsafeCheckpoint(ExplainedError, ValueError):
     """A checkpoint holds Python objects that tensors-only loading does not build."""
 
 

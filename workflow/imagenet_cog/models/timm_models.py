@@ -53,6 +53,7 @@ import torch
 from timm.data import resolve_data_config
 from timm.models import get_pretrained_cfg, split_model_name_tag
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.models.checkpoints import CheckpointMismatch, map_checkpoint_keys, read_checkpoint, unwrap_state_dict
 from imagenet_cog.models.tokens import TokenChoice
 
@@ -67,7 +68,7 @@ NEAR = 0.8
 EMA_CONTAINERS = ("state_dict_ema", "model_ema")
 
 
-class PretrainedWeightsUnavailable(RuntimeError):
+class PretrainedWeightsUnavailable(ExplainedError, RuntimeError):
     """timm could not fetch a model's pretrained weights (no internet, no cached copy)."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import write_text
 from imagenet_cog.plan.cost import (
     EXTRACTION_DEVICE_KEY,
@@ -30,7 +31,7 @@ from imagenet_cog.probes.kinds import KINDS
 MEASURED, PROJECTION = "measured", "projection"
 
 
-class RatesError(ValueError):
+class RatesError(ExplainedError, ValueError):
     pass
 
 

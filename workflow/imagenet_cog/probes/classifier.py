@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 
 from imagenet_cog.core.device import resolve_device
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import classifier_beside
 from imagenet_cog.features.store import image_wnid, open_feature_file, read_features, read_labels
@@ -39,7 +41,7 @@ from imagenet_cog.probes.search import SearchSettings, contiguous_labels, final_
 log = logging.getLogger("imagenet_cog.probes.classifier")
 
 
-class ClassifierError(ValueError):
+class ClassifierError(ExplainedError, ValueError):
     """A classifier cannot be kept or used as asked."""
 
 
@@ -136,7 +138,7 @@ def load_or_refit(result_json: str | Path, train_features: str | Path, device: s
     if path.is_file():
         try:
             kept = read_classifier(path)
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:  # cut short: refitted
             log.warning("%s unreadable (%s): refitting", path, error)
         else:
             if matches(kept, result):

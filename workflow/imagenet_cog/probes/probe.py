@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import LINEAR, PCA
 from imagenet_cog.features.store import read_features, read_labels
@@ -99,7 +100,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-class SettingsError(ValueError):
+class SettingsError(ExplainedError, ValueError):
     """A probes setting the command cannot run with; the message says what to fix in config.yaml."""
 
 

@@ -62,6 +62,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import shlex
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -78,6 +80,7 @@ from optuna.trial import TrialState
 
 import imagenet_cog
 from imagenet_cog.core.device import float32_matmul_precision, resolve_device
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.naming import LINEAR, PCA, pca_kind
 from imagenet_cog.probes.fused_step import resolve_fused, step_description
 from imagenet_cog.probes.kinds import KINDS, SEARCHED_KINDS
@@ -96,7 +99,11 @@ log = logging.getLogger("imagenet_cog.probes.search")
 VALIDATION_STREAM, SEARCH_SHOTS_STREAM, FINAL_SHOTS_STREAM, FINAL_FIT_STREAM, PROPOSAL_STREAM = range(5)
 
 
-class ProbeDataError(ValueError):
+class DamagedJournalError(ExplainedError, ValueError):
+    """A study's journal Optuna cannot read."""
+
+
+class ProbeDataError(ExplainedError, ValueError):
     """The features cannot support the requested probe (too few samples, unknown classes)."""
 
 
@@ -262,13 +269,37 @@ def open_study(journal: str, name: str, seed: int):
     if lock.is_symlink() or lock.exists():
         log.warning("%s: removing the lock a killed job left", lock)
         lock.unlink()
-    storage = JournalStorage(JournalFileBackend(str(path)))
-    study = optuna.create_study(
-        study_name=name, storage=storage, sampler=trial_sampler(seed, 0), direction="maximize", load_if_exists=True
-    )
+    drop_cut_record(path)
+    try:
+        storage = JournalStorage(JournalFileBackend(str(path)))
+        study = optuna.create_study(
+            study_name=name, storage=storage, sampler=trial_sampler(seed, 0), direction="maximize", load_if_exists=True
+        )
+    except ValueError as error:  # a record in the middle is not JSON: not a journal Optuna wrote
+        raise DamagedJournalError(
+            f"{journal}: not a readable Optuna journal ({error}); delete it (rm {shlex.quote(journal)}) and re-run "
+            "Snakemake: the search starts over and ends with the result it would have had"
+        ) from error
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
         study.tell(trial.number, state=TrialState.FAIL)
     return study
+
+
+def drop_cut_record(path: Path) -> None:
+    """A journal whose last record was cut short (a kill in the middle of a write, an interrupted
+    copy) loses that record, as if the kill had come before the write: Optuna would append the
+    next record to its half and then fail to read the journal back."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as stream:
+        stream.seek(-1, os.SEEK_END)
+        if stream.read(1) == b"\n":
+            return
+        stream.seek(0)
+        whole = stream.read()
+        stream.truncate(whole.rfind(b"\n") + 1)
+    log.warning("%s: its last record was cut short (%d bytes); dropped, its trial runs again", path,
+                len(whole) - whole.rfind(b"\n") - 1)
 
 
 def trial_sampler(seed: int, position: int) -> optuna.samplers.TPESampler:

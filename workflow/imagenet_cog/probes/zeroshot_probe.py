@@ -37,6 +37,7 @@ import torch
 import imagenet_cog
 from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.device import DeviceError, resolve_device
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT
 from imagenet_cog.features.store import read_features
@@ -47,7 +48,7 @@ from imagenet_cog.probes.zeroshot import SCORE_BLOCK, zeroshot_accuracy, zerosho
 log = logging.getLogger("imagenet_cog.probes.zeroshot_probe")
 
 
-class ZeroShotInputError(ValueError):
+class ZeroShotInputError(ExplainedError, ValueError):
     """Inputs that do not belong together (the message names the files and the fix)."""
 
 

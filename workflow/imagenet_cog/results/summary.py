@@ -49,6 +49,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from imagenet_cog.core.failures import DamagedFileError, ExplainedError
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import LINEAR, level_set_of
@@ -72,17 +73,19 @@ def model_label(name: str, metadata: dict) -> str:
 
 
 # probe results -> summary ----------------------------------------------------------------
+class StaleResultError(ExplainedError, ValueError):
+    """A probe result written by another version of the probe stage."""
+
+
 def read_probe_result(path: Path) -> dict:
     try:
         with open(path) as stream:
             result = json.load(stream)
     except json.JSONDecodeError as error:
-        raise ValueError(
-            f"{path}: not valid JSON ({error}); delete it and re-run its probe job."
-        ) from error
+        raise DamagedFileError(path, f"not valid JSON ({error})") from error
     missing = [key for key in REQUIRED_RESULT_KEYS if key not in result]
     if missing:
-        raise ValueError(
+        raise StaleResultError(
             f"{path}: probe result lacks {', '.join(missing)}; it was written by another "
             f"version of the probe stage: delete it and re-run its probe job."
         )

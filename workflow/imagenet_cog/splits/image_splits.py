@@ -32,6 +32,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from imagenet_cog.core.archives import WNID, ArchiveError, is_image_name
+from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.image_layouts import ARCHIVE_LAYOUTS, FOLDERS, LAYOUT_NAMES
 from imagenet_cog.core.image_roots import ConceptImages, ImageRoot, ImageRootError
 from imagenet_cog.core.io import read_lines, write_tsv
@@ -43,7 +44,7 @@ SPLIT_ORDER = ("train", "test")
 HEADER = ("path", "wnid", "label", "split")
 
 
-class SplitError(ValueError):
+class SplitError(ExplainedError, ValueError):
     """Input that cannot give a valid split; the message names the file and the fix."""
 
 
