@@ -370,6 +370,8 @@ def serve_command(argv: list[str] | None = None) -> int:
           f"{time.perf_counter() - started:.1f} s; serving {arguments.socket}", file=sys.stderr, flush=True)
     import gc
 
+    # what was imported stays out of the collector's reach in every fork: a job's collections
+    # neither walk those objects nor write to them (which would copy their pages)
     gc.freeze()
     server.serve()
     return 0
