@@ -47,11 +47,11 @@ IMPORT_TIME_ENVIRONMENT = (
     "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "PYTHONPATH", "PYTHONHASHSEED", "LD_LIBRARY_PATH",
     "LD_PRELOAD", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE", "MPLBACKEND", "MPLCONFIGDIR",
 )
-# The probes' and features' libraries, then the tables' and figures' (every results and analyses
-# job imports pandas, scipy.stats or seaborn: ~3 s of imports before a second of work). pyplot
-# is imported, its backend not chosen: core.plots chooses Agg in the child, as in a cold job.
-BASE_PRELOAD = ("numpy", "h5py", "optuna", "torch", "torchvision",
-                "pandas", "scipy.stats", "sklearn.metrics", "matplotlib.pyplot", "seaborn")
+BASE_PRELOAD = ("numpy", "h5py", "optuna", "torch", "torchvision")
+# What a run's results and analyses jobs import (pandas, scipy.stats or seaborn: ~3 s of imports
+# before a second of work), preloaded by the run's server beside the models' libraries. pyplot is
+# imported, its backend not chosen: core.plots chooses Agg in the child, as in a cold job.
+TABLES_AND_FIGURES_PRELOAD = ("pandas", "scipy.stats", "sklearn.metrics", "matplotlib.pyplot", "seaborn")
 _PR_SET_PDEATHSIG = 1
 _LENGTH = struct.Struct("!I")
 _INTEGER = struct.Struct("!i")

@@ -188,7 +188,7 @@ def warm_start_wanted():
 
 
 def start_warm_start():
-    from imagenet_cog.warm_start import start_server
+    from imagenet_cog.warm_start import TABLES_AND_FIGURES_PRELOAD, start_server
     from imagenet_cog.models.registry import is_open_clip_arch, is_timm_arch
 
     if not warm_start_wanted():
@@ -200,7 +200,7 @@ def start_warm_start():
     uses_open_clip = any(is_open_clip_arch(arch) for arch in archs)
     # open_clip builds its image towers with timm
     uses_timm = uses_open_clip or any(is_timm_arch(arch) for arch in archs)
-    preload = (["timm"] if uses_timm else []) + (["open_clip"] if uses_open_clip else [])
+    preload = [*TABLES_AND_FIGURES_PRELOAD] + (["timm"] if uses_timm else []) + (["open_clip"] if uses_open_clip else [])
     # one log a run, as Snakemake's own: a run leaves the logs of the runs before it untouched
     log = PATHS.log(f"warm_start/{datetime.datetime.now():%Y-%m-%dT%H%M%S.%f}.log")
     WARM_START["server"] = start_server(python, log, preload)
