@@ -30,8 +30,13 @@ def in1k_images(tmp_path_factory) -> Path:
 def test_same_seed_same_weights_and_they_load_as_a_checkpoint(in1k_images, tmp_path, one_torch_thread):
     first, second = tmp_path / "a.pt", tmp_path / "b.pt"
     scores = pretrain(in1k_images, CONCEPTS, first, epochs=3, batch_size=8, learning_rate=1e-3, seed=0)
-    pretrain(in1k_images, CONCEPTS, second, epochs=3, batch_size=8, learning_rate=1e-3, seed=0)
+    pretrain(in1k_images, CONCEPTS, second, epochs=3, batch_size=8, learning_rate=1e-3, seed=0,
+             kept_epochs={2: tmp_path / "epoch-2.pt"})
     assert scores["train_top1"] > 1 / len(CONCEPTS)
+    # keeping an epoch's weights changes nothing of the training; they are what two epochs give
+    assert first.read_bytes() == second.read_bytes()
+    pretrain(in1k_images, CONCEPTS, tmp_path / "two.pt", epochs=2, batch_size=8, learning_rate=1e-3, seed=0)
+    assert (tmp_path / "epoch-2.pt").read_bytes() == (tmp_path / "two.pt").read_bytes()
     states = [torch.load(path, weights_only=True)["state_dict"] for path in (first, second)]
     assert all(torch.equal(states[0][key], states[1][key]) for key in states[0])
     model = build_model(ModelSpec("demo_cnn", "demo_cnn", str(first)))
@@ -43,6 +48,13 @@ def test_same_seed_same_weights_and_they_load_as_a_checkpoint(in1k_images, tmp_p
     # the loaded backbone is the trained one, not the seeded initialisation
     trained = states[0]["features.0.weight"]
     assert torch.equal(model.network.features[0].weight, trained)
+
+
+def test_a_kept_epoch_must_come_before_the_last(in1k_images, tmp_path):
+    with pytest.raises(ValueError, match=r"must lie in 1..2"):
+        pretrain(in1k_images, CONCEPTS, tmp_path / "a.pt", epochs=3, batch_size=8, learning_rate=1e-3, seed=0,
+                 kept_epochs={3: tmp_path / "epoch-3.pt"})
+    assert not (tmp_path / "a.pt").exists()
 
 
 def test_too_few_concepts_is_a_clear_error(in1k_images, tmp_path):

@@ -345,8 +345,12 @@ def models_json(with_paper_name=False, models=None):
 
 def workflow_checkpoints():
     """Checkpoints that this workflow's own jobs write, which a model may name as its weights
-    before they exist; in demo mode the demo's pretrained network."""
-    return {PATHS.demo_checkpoint()} if config["mode"] == "demo" else set()
+    before they exist; in demo mode the demo's pretrained network and the epochs its
+    pretraining keeps (demo.pretraining.keep_epochs)."""
+    if config["mode"] != "demo":
+        return set()
+    kept = config["demo"]["pretraining"]["keep_epochs"]
+    return {PATHS.demo_checkpoint(), *(PATHS.demo_epoch_checkpoint(epoch) for epoch in kept)}
 
 
 def made_by_workflow(model):

@@ -51,7 +51,8 @@ rule pretrain_demo_model:
         images=PATHS.demo_images(naming.IN1K),
         concepts=PATHS.demo_pretraining_concepts(),
     output:
-        PATHS.demo_checkpoint(),
+        checkpoint=PATHS.demo_checkpoint(),
+        kept_epochs=[PATHS.demo_epoch_checkpoint(epoch) for epoch in KEPT_EPOCHS],
     log:
         PATHS.log("demo/pretrain_demo_model.log"),
     benchmark:
@@ -60,11 +61,13 @@ rule pretrain_demo_model:
         CONDA_ENVIRONMENT
     params:
         pretraining=config["demo"]["pretraining"],
+        kept_epochs=KEPT_EPOCHS,
     shell:
-        python_command("pretrain-demo") + " --images {input.images} --concepts {input.concepts} --output {output}"
+        python_command("pretrain-demo") + " --images {input.images} --concepts {input.concepts} --output {output.checkpoint}"
         " --epochs {params.pretraining[epochs]} --batch-size {params.pretraining[batch_size]}"
         " --learning-rate {params.pretraining[learning_rate]} --seed {params.pretraining[seed]}"
-        " --texture-jitter {params.pretraining[texture_jitter]} --threads {threads} > {log} 2>&1"
+        " --texture-jitter {params.pretraining[texture_jitter]} --threads {threads}"
+        " --keep-epochs {params.kept_epochs} --epoch-outputs {output.kept_epochs} > {log} 2>&1"
 
 
 if config["mode"] == "demo":

@@ -224,6 +224,10 @@ class Layout:
         """The demo's small network pretrained on the demo's IN-1K images (rule pretrain_demo_model)."""
         return f"{self.root}/demo/pretrained/demo_cnn.pt"
 
+    def demo_epoch_checkpoint(self, epoch: int) -> str:
+        """The demo network's weights after ``epoch`` epochs of its pretraining (demo.pretraining.keep_epochs)."""
+        return f"{self.root}/demo/pretrained/demo_cnn-epoch-{epoch}.pt"
+
     def demo_preview(self) -> str:
         """A few generated images of each demo dataset, one row per dataset (for the report)."""
         return f"{self.root}/demo/preview.png"

@@ -80,8 +80,13 @@ def texture_jitter(count: int, size: int, probability: float, rng):
 
 def pretrain(images: Path, concepts: Sequence[str], output: Path, *, epochs: int, batch_size: int,
              learning_rate: float, seed: int, texture_jitter_probability: float = TEXTURE_JITTER,
-             threads: int = 1) -> dict[str, float]:
-    """Train, write the checkpoint, return the last epoch's train and the val top-1."""
+             threads: int = 1, kept_epochs: dict[int, Path] | None = None) -> dict[str, float]:
+    """Train, write the checkpoint, return the last epoch's train and the val top-1.
+    ``kept_epochs`` maps epochs to files that receive the weights after that epoch too: the
+    run's checkpoints, evaluated as a series (the training itself is the same)."""
+    kept_epochs = kept_epochs or {}
+    if any(not 1 <= epoch < epochs for epoch in kept_epochs):
+        raise ValueError(f"kept epochs {sorted(kept_epochs)} must lie in 1..{epochs - 1} (the last epoch is the checkpoint itself)")
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(seed)
@@ -117,15 +122,26 @@ def pretrain(images: Path, concepts: Sequence[str], output: Path, *, epochs: int
         train_top1 = correct / len(train_labels)
         log.info("epoch %d/%d: loss %.3f, train top-1 %.1f%% (%.1f s)", epoch, epochs,
                  total_loss / len(train_labels), 100 * train_top1, time.perf_counter() - started)
+        if epoch in kept_epochs:
+            save_checkpoint(network, concepts, kept_epochs[epoch], epochs=epoch, seed=seed,
+                            texture_jitter_probability=texture_jitter_probability,
+                            val_top1=accuracy(network, val_pixels, val_labels, batch_size))
     val_top1 = accuracy(network, val_pixels, val_labels, batch_size)
     log.info("IN-1K val top-1 %.1f%% (chance %.1f%%)", 100 * val_top1, 100 / len(concepts))
+    save_checkpoint(network, concepts, output, epochs=epochs, seed=seed,
+                    texture_jitter_probability=texture_jitter_probability, val_top1=val_top1)
+    return {"train_top1": train_top1, "val_top1": val_top1}
+
+
+def save_checkpoint(network, concepts: Sequence[str], output: Path, *, epochs: int, seed: int,
+                    texture_jitter_probability: float, val_top1: float) -> None:
+    """The network's weights after ``epochs`` epochs, with how they were trained."""
     # Saved through an open file: given a path, torch names the archive's records after it (the
     # random temporary name), so equal weights would give files, and weights identities, that differ.
     with atomic_output(output) as temporary, open(temporary, "wb") as stream:
         torch.save({"state_dict": network.state_dict(), "concepts": list(concepts), "epochs": epochs,
                     "seed": seed, "texture_jitter": texture_jitter_probability, "val_top1": val_top1}, stream)
-    log.info("checkpoint written to %s", output)
-    return {"train_top1": train_top1, "val_top1": val_top1}
+    log.info("checkpoint after %d epochs (IN-1K val top-1 %.1f%%) written to %s", epochs, 100 * val_top1, output)
 
 
 def pretrain_demo_command(argv: Sequence[str]) -> int:
@@ -140,12 +156,17 @@ def pretrain_demo_command(argv: Sequence[str]) -> int:
     parser.add_argument("--texture-jitter", type=float, default=TEXTURE_JITTER,
                         help="share of training images given a random texture (0: none)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--keep-epochs", type=int, nargs="*", default=[],
+                        help="epochs after which the weights are written too (to --epoch-outputs, in order)")
+    parser.add_argument("--epoch-outputs", nargs="*", default=[], help="one checkpoint file per --keep-epochs")
     args = parser.parse_args(argv)
+    if len(args.keep_epochs) != len(args.epoch_outputs):
+        parser.error(f"--keep-epochs names {len(args.keep_epochs)} epochs, --epoch-outputs {len(args.epoch_outputs)} files")
     setup_logging()
     concepts = read_lines(args.concepts)
     if len(concepts) < 2:
         raise SystemExit(f"error: {args.concepts} lists {len(concepts)} IN-1K concept(s); pretraining needs 2 or more.")
     pretrain(Path(args.images), concepts, Path(args.output), epochs=args.epochs, batch_size=args.batch_size,
              learning_rate=args.learning_rate, seed=args.seed, texture_jitter_probability=args.texture_jitter,
-             threads=args.threads)
+             threads=args.threads, kept_epochs=dict(zip(args.keep_epochs, map(Path, args.epoch_outputs))))
     return 0

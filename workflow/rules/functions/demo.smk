@@ -26,3 +26,12 @@ def demo_level_datasets():
 
 def demo_level_lists():
     return [PATHS.level_concepts(dataset) for dataset in demo_level_datasets()]
+
+
+# the pretraining's checkpoints kept besides its last (demo.pretraining.keep_epochs)
+KEPT_EPOCHS = sorted(config["demo"]["pretraining"]["keep_epochs"])
+if any(epoch >= config["demo"]["pretraining"]["epochs"] for epoch in KEPT_EPOCHS):
+    raise WorkflowError(
+        f"config.yaml: demo.pretraining.keep_epochs {KEPT_EPOCHS} must come before the last epoch "
+        f"({config['demo']['pretraining']['epochs']}), whose weights are the checkpoint itself; fix the list."
+    )

@@ -78,8 +78,12 @@ def feature_shards(wildcards):
 def model_weights_identity(model):
     """Changes exactly when a model's weights do (a checkpoint's sha256 is read once)."""
     if made_by_workflow(model):
-        # Its digest is unknown until it is made: the settings that make it stand in for it.
-        settings = json.dumps({"demo": demo_world_settings(), "pretraining": config["demo"]["pretraining"]}, sort_keys=True)
+        # Its digest is unknown until it is made: the settings that make it, and which of the
+        # files they make it is (the last epoch's or a kept one's), stand in for it.
+        made = {"demo": demo_world_settings(), "pretraining": config["demo"]["pretraining"]}
+        if model_spec(model).weights != PATHS.demo_checkpoint():
+            made["checkpoint"] = os.path.basename(model_spec(model).weights)
+        settings = json.dumps(made, sort_keys=True)
         return f"made by the workflow from {hashlib.sha256(settings.encode()).hexdigest()[:16]}"
     return weights_identity(model_spec(model))
 
