@@ -559,7 +559,9 @@ def test_a_timm_model_by_name_runs_end_to_end_and_its_preprocessing_is_its_ident
     from imagenet_cog.models.registry import ModelSpec, planned_preprocessing
 
     added, layout = "vit_tiny", Layout()
-    settings = overlay(finished_copy, {"models": {added: TIMM_MODEL}})
+    # one probe job per seed: the resident job would probe every N and seed for the one result read
+    one_probe = {"probes": {"group": "seed"}}
+    settings = overlay(finished_copy, {"models": {added: TIMM_MODEL}, **one_probe})
     seed = demo_config["probes"]["seeds"][0]
     targets = [layout.features(added, "in1k", split) for split in ("train", "test")] + [
         layout.probe_result(added, "in1k", "all", str(seed))]
@@ -589,16 +591,16 @@ def test_a_timm_model_by_name_runs_end_to_end_and_its_preprocessing_is_its_ident
     torch.testing.assert_close(features, expected, rtol=2e-3, atol=2e-3)
 
     assert planned_jobs(finished_copy, *targets, "--configfile", settings) == []
-    model_preprocessing = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "preprocessing": "model"}}})
+    model_preprocessing = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "preprocessing": "model"}}, **one_probe})
     jobs = planned_jobs(finished_copy, *targets, "--configfile", model_preprocessing)
-    assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(demo_config)}
+    assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(one_probe)}
     assert {w["model"] for _, w in jobs} == {added}
     # the tokens read are the features' identity too; pre_logits written out is the default
-    spelled_out = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "tokens": "pre_logits", "blocks": 1}}})
+    spelled_out = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "tokens": "pre_logits", "blocks": 1}}, **one_probe})
     assert planned_jobs(finished_copy, *targets, "--configfile", spelled_out) == []
-    tokens = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "tokens": "cls+avgpool", "blocks": 2}}})
+    tokens = overlay(finished_copy, {"models": {added: {**TIMM_MODEL, "tokens": "cls+avgpool", "blocks": 2}}, **one_probe})
     jobs = planned_jobs(finished_copy, *targets, "--configfile", tokens)
-    assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(demo_config)}
+    assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(one_probe)}
 
 
 # level sets --------------------------------------------------------------------------------
