@@ -6,6 +6,7 @@ recomputation."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 
@@ -74,7 +75,10 @@ def write_world(root, seeds, kinds=KINDS, shots_list=SHOTS):
 
 
 def run_command(layout, series, seeds, *extra, kinds=KINDS, shots=SHOTS):
-    text = json.dumps({series.name: dataclasses.asdict(series)})
+    # as the rule writes it: no checkpoint's path
+    checkpoints = [{key: value for key, value in dataclasses.asdict(checkpoint).items() if key != "path"}
+                   for checkpoint in series.checkpoints]
+    text = json.dumps({series.name: {"step_unit": series.step_unit, "checkpoints": checkpoints}})
     return series_results_command(["--results-root", layout.root, "--series", text, "--kinds", *kinds,
                                    "--datasets", *DATASETS, "--shots", *shots, "--seeds", *seeds, *extra])
 
@@ -145,8 +149,12 @@ def test_the_summary_finds_the_best_step_and_tests_the_final_one_against_it(thre
             assert row.p_value == pytest.approx(test.pvalue) and row.t == pytest.approx(test.statistic)
             p_values.append((row.Index, test.pvalue))
         distinct = cell[cell["step"] != 40].groupby("step")["test_top1"].mean()
-        rho = stats.spearmanr([RANKS[step] for step in distinct.index], distinct.to_numpy())
-        assert row.rankme_spearman == pytest.approx(rho.statistic) and row.rankme_steps == 3
+        rho = stats.spearmanr([RANKS[step] for step in distinct.index], distinct.to_numpy()).statistic
+        assert row.rankme_spearman == pytest.approx(rho) and row.rankme_steps == 3
+        # the exact permutation p-value of three checkpoints: the share of the 6 orders at least as correlated
+        orders = [stats.spearmanr([RANKS[step] for step in distinct.index], order).statistic
+                  for order in itertools.permutations(distinct.to_numpy())]
+        assert row.rankme_p_value == pytest.approx(np.mean(np.abs(orders) >= abs(rho) - 1e-12))
     assert p_values, "no tested row"
     adjusted = holm([p for _, p in p_values])
     for (index, _), p_holm in zip(p_values, adjusted):

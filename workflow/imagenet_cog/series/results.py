@@ -31,6 +31,11 @@ from .table import series_from_json, series_table
 log = logging.getLogger("imagenet_cog.series.results")
 
 SLOPE_COLUMNS = ["model", "value", "ci95_low", "ci95_high"]
+# the tables' columns of top-1 points (and RankMe) and of slopes, as their Markdown and LaTeX show them
+STEP_POINTS = ["top1_mean", "top1_ci95_low", "top1_ci95_high", "top5_mean", "in1k_top1_mean", "gap_in1k", "effective_rank"]
+STEP_SLOPES = ["concept_slope", "concept_slope_ci95_low", "concept_slope_ci95_high"]
+SUMMARY_POINTS = ["best_top1", "best_ci95_low", "best_ci95_high", "final_top1", "final_ci95_low", "final_ci95_high",
+                  "final_minus_best", "diff_ci95_low", "diff_ci95_high"]
 
 
 def curve_slopes(path: Path | None) -> pd.DataFrame:
@@ -60,8 +65,7 @@ def write_outputs(layout: Layout, table: pd.DataFrame, steps: pd.DataFrame, summ
         f"protocol: {protocol}.",
         ["A step with same_as set holds the results of the identical checkpoint it names.",
          "Concept slope: top-1 points per 0.1 Lin similarity, 95% bootstrap interval over concepts (docs/series.md)."],
-        {column: ".2f" for column in steps.columns if column.startswith(("top1", "top5", "in1k", "gap", "effective"))}
-        | {column: ".3f" for column in steps.columns if column.startswith("concept_slope")},
+        {column: ".2f" for column in STEP_POINTS} | {column: ".3f" for column in STEP_SLOPES},
     )
     write_tidy_table(
         layout, SERIES_SUMMARY, summary,
@@ -70,8 +74,7 @@ def write_outputs(layout: Layout, table: pd.DataFrame, steps: pd.DataFrame, summ
         ["The best step is chosen on the test images' top-1: it describes the series, it is no held-out estimate, "
          "and the final-below-best test (one-sided paired t over seeds, Holm-corrected) is optimistic for it "
          "(docs/series.md). Hyperparameters are chosen on validation rows."],
-        {column: ".2f" for column in summary.columns if column.startswith(("best_", "final_", "diff_"))
-         and column != "final_below_best" and column != "best_selected_on"}
+        {column: ".2f" for column in SUMMARY_POINTS}
         | {"t": ".2f", "p_value": ".3g", "p_holm": ".3g", "rankme_spearman": ".2f", "rankme_p_value": ".3g"},
     )
 

@@ -42,11 +42,12 @@ class MissingSeriesResultError(ExplainedError, FileNotFoundError):
 
 
 def series_from_json(text: str) -> list[Series]:
-    """The series of ``--series``: a JSON object, name -> the fields of a ``Series`` (its
-    checkpoints a list of ``SeriesCheckpoint`` fields), as the rule file writes it."""
+    """The series of ``--series``: a JSON object, name -> ``step_unit`` and ``checkpoints``, a
+    list of ``SeriesCheckpoint`` fields, as the rule file writes it (without the files' paths,
+    which no table reads: they are left empty)."""
     return [
         Series(name=name, step_unit=entry["step_unit"],
-               checkpoints=tuple(sorted((SeriesCheckpoint(**checkpoint) for checkpoint in entry["checkpoints"]),
+               checkpoints=tuple(sorted((SeriesCheckpoint(**{"path": "", **checkpoint}) for checkpoint in entry["checkpoints"]),
                                         key=lambda checkpoint: checkpoint.step)))
         for name, entry in json.loads(text).items()
     ]

@@ -61,7 +61,16 @@ def series_results_inputs(wildcards):
 
 
 def series_json():
-    return json.dumps({name: dataclasses.asdict(series) for name, series in SERIES.items()}, sort_keys=True)
+    """The series for series-results, each checkpoint's step, model and stand-in: not its file's
+    path, so that a renamed or moved checkpoint changes no param and reruns no table."""
+    entries = {}
+    for name, series in SERIES.items():
+        checkpoints = [
+            {key: value for key, value in dataclasses.asdict(checkpoint).items() if key != "path"}
+            for checkpoint in series.checkpoints
+        ]
+        entries[name] = {"step_unit": series.step_unit, "checkpoints": checkpoints}
+    return json.dumps(entries, sort_keys=True)
 
 
 def series_results_arguments(wildcards):
