@@ -9,6 +9,8 @@
 #   results  tables, figures and the Snakemake report
 #   analyses k-means, alignment/uniformity, learnability and clustering agreement per model x
 #            dataset; forced-choice sheets for human raters
+#   series   a training run's checkpoints as one series: RankMe per checkpoint, top-1 per level
+#            against step, the best step and the final checkpoint against it
 #   variants class-balanced, IN-1K-blurred and the label-noise audit
 #   finetune the fine-tuning control: backbones trained on each dataset, the frozen probe
 #            relative to them (finetune.enabled)
@@ -66,6 +68,7 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/results.smk"
 include: "workflow/rules/analyses.smk"
+include: "workflow/rules/series.smk"
 include: "workflow/rules/variants.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/plan.smk"
@@ -103,5 +106,6 @@ rule all:
         probes_targets(),
         results_targets(),
         analyses_targets(),
+        series_targets(),
         variants_targets(),
         finetune_targets(),

@@ -5,7 +5,8 @@
 No single configuration runs every rule: the demo extracts a shard a job and probes a
 dataset a job (extract_features, probe_resident), other groupings run extract_split and
 probe_seeds, only real data indexes and checks the roots (index_images, preflight,
-pool_concepts), and plan and needed_synsets run when asked for by name. So the graph is the
+pool_concepts), plan and needed_synsets run when asked for by name, and the demo names no
+checkpoint series (its baseline's effective_rank file is named instead). So the graph is the
 union of Snakemake's ``--rulegraph`` over the VIEWS below, in a scratch copy of the workflow
 where the demo has run up to its split tables (the checkpoint after which the features,
 probes and results jobs are known). The real-data view names tar layouts over empty roots:
@@ -26,19 +27,26 @@ from pathlib import Path
 
 import yaml
 
+from imagenet_cog.core.layout import Layout
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 RULES = REPOSITORY / "workflow" / "rules"
 COPIED = ["Snakefile", "config.yaml", "config", "workflow", "resources", "envs"]
 # stage order of the Snakefile's includes, and a colour each
 STAGES = {
     "levels": "#e8f1fa", "demo": "#f3f3f3", "splits": "#eef7ee", "features": "#fdf3e3", "probes": "#fbe9e9",
-    "results": "#f1ebf8", "analyses": "#e9f6f6", "variants": "#f8f4e1", "finetune": "#eaf3e8", "plan": "#f4f4ec",
+    "results": "#f1ebf8", "analyses": "#e9f6f6", "series": "#eef0fa", "variants": "#f8f4e1", "finetune": "#eaf3e8",
+    "plan": "#f4f4ec",
 }
-STAGE_TARGETS = ["levels", "features", "probes", "tables", "figures", "analyses", "raters", "describability", "captions", "finetune"]
+STAGE_TARGETS = ["levels", "features", "probes", "tables", "figures", "analyses", "raters", "describability", "captions", "finetune",
+                 "series_results"]
+# the demo names no checkpoint series: RankMe of its baseline model stands for a checkpoint's
+DEMO = yaml.safe_load((REPOSITORY / "config.yaml").read_text())
+EFFECTIVE_RANK = Layout(DEMO.get("results_dir", "results").rstrip("/")).effective_rank(DEMO["results"]["baseline_model"])
 REAL_DATA_ROOTS = {"in21k_layout": "tars", "in1k_layout": "tars", "in21k_root": "roots/in21k", "in1k_root": "roots/in1k"}
 # (config files laid over config.yaml, settings laid over them, targets)
 VIEWS = [
-    ([], {}, ["all", *STAGE_TARGETS]),
+    ([], {}, ["all", *STAGE_TARGETS, EFFECTIVE_RANK]),
     ([], {"probes": {"group": "shots"}, "features": {"group": "split"}}, ["all"]),
     (["config/imagenet.yaml"], {"data": REAL_DATA_ROOTS}, ["preflight", "needed_synsets", "plan"]),
 ]

@@ -80,6 +80,9 @@ COMMANDS: dict[str, str] = {
     "auto-descriptions": "imagenet_cog.analyses.captions:auto_descriptions_command",
     "model-describability": "imagenet_cog.analyses.describability:model_describability_command",
     "model-describability-table": "imagenet_cog.analyses.describability_table:table_command",
+    # series stage (series.smk): a training run's checkpoints as one series
+    "effective-rank": "imagenet_cog.series.effective_rank:effective_rank_command",
+    "series-results": "imagenet_cog.series.results:series_results_command",
     # variants stage (variants.smk): class-balanced, IN-1K-blurred, label-noise audit
     "balanced-split": "imagenet_cog.variants.balanced:balanced_split_command",
     "balanced-view": "imagenet_cog.variants.balanced:balanced_view_command",

@@ -42,6 +42,12 @@ FINETUNE_NAME = "finetune"
 CONCEPT_TABLE = "concepts"
 CONCEPT_CURVE = "concept_curve"
 CONCEPT_OUTLIERS = "concept_outliers"
+# a checkpoint series' results (series-results): the long table (CSV only: a row per checkpoint,
+# probe kind, dataset, N and seed), the numbers at each step, the verdicts per level, the figure
+SERIES_TABLE = "series"
+SERIES_STEPS = "series_steps"
+SERIES_SUMMARY = "series_summary"
+SERIES_FIGURE = "series"
 
 
 def classifier_beside(result_json: str) -> str:
@@ -476,3 +482,16 @@ class Layout:
 
     def analysis_figures(self, analyses: list[str]) -> list[str]:
         return [self.figure(name, extension) for name in analysis_figure_names(analyses) for extension in FIGURE_FORMATS]
+
+    # series stage -----------------------------------------------------------------
+    def effective_rank(self, model: str) -> str:
+        """RankMe of a model's IN-1K training features (JSON; series/effective_rank.py)."""
+        return f"{self.root}/series/{model}/effective_rank.json"
+
+    def series_outputs(self) -> list[str]:
+        """series-results' tables and figure."""
+        return [
+            self.table(SERIES_TABLE, "csv"),
+            *(self.table(name, extension) for name in (SERIES_STEPS, SERIES_SUMMARY) for extension in TABLE_FORMATS),
+            *(self.figure(SERIES_FIGURE, extension) for extension in FIGURE_FORMATS),
+        ]

@@ -92,6 +92,11 @@ def read_probe_result(path: Path) -> dict:
     return result
 
 
+def deviation_names(result: dict) -> str:
+    """The protocol deviations a probe result names, sorted and ";"-joined (empty: the paper's protocol)."""
+    return ";".join(sorted({deviation["name"] for deviation in result.get("protocol_deviations") or []}))
+
+
 def load_probe_results(
     root: str, models: Sequence[str], datasets: Sequence[str], shots: Sequence[str], seeds: Sequence[str],
     kind: str = LINEAR,
@@ -117,7 +122,7 @@ def load_probe_results(
                         "test_top5": float(result["test_top5"]),
                         "random_weights": bool(result["random_weights"]),
                         "probe_s": float(timings.get("total_s", math.nan)) / together,
-                        DEVIATIONS_COLUMN: ";".join(sorted({d["name"] for d in result.get("protocol_deviations") or []})),
+                        DEVIATIONS_COLUMN: deviation_names(result),
                     })
     columns = ["model", "probe", "dataset", "shots", "seed", "test_top1", "test_top5", "random_weights", "probe_s",
                DEVIATIONS_COLUMN]
