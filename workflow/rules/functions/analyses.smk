@@ -202,7 +202,7 @@ def analyses_targets():
         *model_describability_outputs(),
         *detection_outputs(),
         *concept_outputs(),
-        *(PATHS.concept_accuracy(model) for model in series_concept_models()),
+        *(PATHS.concept_accuracy(model) for model in series_concept_models() if model not in concept_models()),
     ]
 
 
@@ -527,11 +527,11 @@ if concept_models() and "all" not in SHOTS:
 
 
 def series_concept_models():
-    """The series checkpoints of the series protocol whose per-concept accuracy is scored
-    (series.concepts: the curve's slope per step); the concept results table the others only."""
+    """The series checkpoints whose per-concept accuracy is scored (series.concepts: the curve's
+    slope per step); the concept results table takes the result models only."""
     if not concept_levels():
         return []
-    return [model for model, series in SERIES_REDUCED.items() if series.protocol.concepts and "all" in series.protocol.shots]
+    return [model for model, series in SERIES_CHECKPOINTS.items() if series.protocol.concepts]
 
 
 for series in SERIES.values():
@@ -571,7 +571,7 @@ def concept_dataset_options(wildcards):
 
 
 def concept_model_pattern():
-    return "|".join(re.escape(model) for model in concept_models() + series_concept_models()) or "(?!)"
+    return "|".join(re.escape(model) for model in {*concept_models(), *series_concept_models()}) or "(?!)"
 
 
 def concept_level_sets():

@@ -341,10 +341,11 @@ def series_probe_settings(model):
 
 
 def series_probe_results():
-    """Every series checkpoint's probes of the series protocol (the full protocol's steps are
-    result models: probes_targets has theirs)."""
+    """Every series checkpoint's probes of the series protocol; a step of the full protocol's
+    too (the series' N beside the run's, with the run's trials), so that every step of the
+    series has the series' numbers."""
     paths = []
-    for model, series in SERIES_REDUCED.items():
+    for model, series in SERIES_CHECKPOINTS.items():
         protocol = series.protocol
         paths += probe_results(models=[model], shots=list(protocol.shots), seeds=protocol.probe_seeds(SEEDS))
         if protocol.knn:
