@@ -93,7 +93,9 @@ for series_name, series_entry in [(name, entry) for name, entry in config["model
             series_name,
             series_entry,
             config["series"],
-            file_sha256,
+            # a job's own reading of the Snakefile (on SLURM, every job's) runs one model: it skips
+            # digesting every checkpoint for duplicates, which only the run's planning needs
+            file_sha256 if workflow.is_main_process else os.path.realpath,
             checkpoints_dir=config["checkpoints_dir"],
             made_by_workflow=workflow_checkpoints(),
         )
