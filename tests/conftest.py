@@ -11,6 +11,7 @@ change a private copy of it (copy_of_demo).
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -67,6 +68,32 @@ def snakemake(workdir: Path, *arguments: str, check: bool = True, timeout: int =
             f"{result.stdout[-5000:]}\n{result.stderr[-10000:]}"
         )
     return result
+
+
+JOB_HEADER = re.compile(r"^\s*(?:rule|localrule|checkpoint|localcheckpoint) (\w+):\s*$")
+WILDCARDS = re.compile(r"^\s*wildcards: (.*)$")
+
+
+def planned_jobs(workdir: Path, *arguments: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job a dry run of ``snakemake *arguments`` plans."""
+    return dry_run(workdir, *arguments)[0]
+
+
+def dry_run(workdir: Path, *arguments: str) -> tuple[list[tuple[str, dict[str, str]]], subprocess.CompletedProcess]:
+    """(rule, wildcards) of every job a dry run of ``snakemake *arguments`` plans, and its result."""
+    result = snakemake(workdir, "--cores", "2", "--dry-run", *arguments)
+    jobs: list[tuple[str, dict[str, str]]] = []
+    for line in result.stdout.splitlines():
+        header = JOB_HEADER.match(line)
+        if header:
+            jobs.append((header.group(1), {}))
+            continue
+        wildcards = WILDCARDS.match(line)
+        if wildcards and jobs:
+            jobs[-1][1].update(pair.split("=", 1) for pair in wildcards.group(1).split(", "))
+    if not jobs and "Nothing to be done" not in result.stdout + result.stderr:
+        raise AssertionError(f"no jobs parsed from the dry run:\n{result.stdout[-3000:]}")
+    return jobs, result
 
 
 def refused_overlay(workdir: Path, settings: dict, name: str = "overlay.yaml") -> str:

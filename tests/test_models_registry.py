@@ -129,6 +129,14 @@ def test_checkpoint_of_another_network_names_file_and_keys(tmp_path):
     assert "other shapes" in message
 
 
+def test_a_series_checkpoint_of_another_network_names_its_step_and_file(tmp_path):
+    checkpoint = tmp_path / "checkpoint40.pth"
+    torch.save(torchvision.models.resnet18().state_dict(), checkpoint)
+    with pytest.raises(CheckpointMismatch) as failure:
+        build_model(ModelSpec("dino@40", "demo_cnn", str(checkpoint)))
+    assert str(failure.value).startswith(f"model 'dino@40' (series dino, step 40): checkpoint {checkpoint} does not fit")
+
+
 def test_checkpoint_with_foreign_keys_is_refused(tmp_path):
     state = _reference_resnet50(seed=1).state_dict()
     state["layer5.0.conv1.weight"] = torch.zeros(1)

@@ -394,3 +394,28 @@ def test_plan_prices_the_concept_curve_by_hand(tmp_path):
     off, _ = plan_rows(small_config(analyses={"concepts": {"enabled": False}}), IMAGE_COUNTS, None,
                        read_rates(rates_file(tmp_path)), gpus=1)
     assert not [row for row in off if row.stage == "concepts"]
+
+
+def test_plan_prices_a_series_per_checkpoint_and_in_all(tmp_path):
+    """A series checkpoint of the series protocol is priced by it (N = all on one seed, two
+    trials: here the run's fewer), in a row of its own, and the series in all; a model priced
+    as a result model is as it was."""
+    rates = read_rates(rates_file(tmp_path))
+    without, _ = plan_rows(small_config(), IMAGE_COUNTS, None, rates, gpus=1)
+    config = small_config()
+    config["models"].update({"s@1": {"arch": "resnet50"}, "s@2": {"arch": "resnet50"}})  # as common.smk adds them
+    protocol = {"series": "s", "name": "series", "shots": ["all"], "seeds": ["1"], "trials": 2, "knn_probe": False,
+                "concepts": False}
+    config["series_checkpoints"] = {"s@1": protocol, "s@2": protocol}
+    rows, notes = plan_rows(config, IMAGE_COUNTS, None, rates, gpus=1)
+    by_stage = {(row.stage, row.model): row for row in rows}
+    one, all_of_them = by_stage[("series s", "s@1")], by_stage[("series s", "all 2 checkpoints")]
+    extraction = by_stage[("extraction", "m")]
+    # the extraction of m's datasets, and 2 datasets x 1 N x 1 seed, each (2 trials + final fit) x 3 epochs
+    assert (one.jobs, one.images_read, one.trial_epochs) == (extraction.jobs + 2, extraction.images_read, 18)
+    assert all_of_them.jobs == 2 * one.jobs and all_of_them.seconds == pytest.approx(2 * one.seconds)
+    assert not any(row.model.startswith("s@") for row in rows if not row.stage.startswith("series"))
+    assert [row.values() for row in rows if row.model == "m"] == [row.values() for row in without if row.model == "m"]
+    total, before = by_stage[("total", "all models")], next(row for row in without if row.stage == "total")
+    assert total.seconds == pytest.approx(before.seconds + 2 * one.seconds)
+    assert any(note.startswith("series:") for note in notes)

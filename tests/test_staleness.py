@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import copy_of_demo, other_kind_probe_count, other_kind_probes_per_dataset, snakemake, stage_model_names
+from conftest import (
+    copy_of_demo,
+    other_kind_probe_count,
+    other_kind_probes_per_dataset,
+    planned_jobs,
+    snakemake,
+    stage_model_names,
+)
 from imagenet_cog.core.layout import Layout
 
 pytestmark = pytest.mark.e2e
@@ -41,27 +48,6 @@ COLLECTORS = AGGREGATES | ANALYSIS_COLLECTORS | {
 # Rules of one (model, dataset) that read its features.
 FEATURE_READERS = {"probe", "analyses_kmeans", "analyses_alignment_uniformity", "analyses_learnability"}
 ANALYSES = ("kmeans", "alignment_uniformity", "learnability")
-JOB_HEADER = re.compile(r"^\s*(?:rule|localrule|checkpoint|localcheckpoint) (\w+):\s*$")
-WILDCARDS = re.compile(r"^\s*wildcards: (.*)$")
-
-
-def planned_jobs(workdir: Path, *arguments: str) -> list[tuple[str, dict[str, str]]]:
-    """(rule, wildcards) of every job a dry run of ``snakemake *arguments`` plans."""
-    result = snakemake(workdir, "--cores", "2", "--dry-run", *arguments)
-    jobs: list[tuple[str, dict[str, str]]] = []
-    for line in result.stdout.splitlines():
-        header = JOB_HEADER.match(line)
-        if header:
-            jobs.append((header.group(1), {}))
-            continue
-        wildcards = WILDCARDS.match(line)
-        if wildcards and jobs:
-            jobs[-1][1].update(pair.split("=", 1) for pair in wildcards.group(1).split(", "))
-    if not jobs and "Nothing to be done" not in result.stdout + result.stderr:
-        raise AssertionError(f"no jobs parsed from the dry run:\n{result.stdout[-3000:]}")
-    return jobs
-
-
 def rules_of(jobs) -> set[str]:
     return {rule for rule, _ in jobs}
 

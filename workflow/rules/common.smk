@@ -37,14 +37,94 @@ for section, key in (
     config[section][key] = shipped_file(config[section][key])
 
 
+# Every output, log and benchmark of this run, under its own folder (results_dir).
+PATHS = Layout(config["results_dir"].rstrip("/"))
+# What this run lacks before its jobs can run (an image root, a checkpoint, a published pickle,
+# a names table, word vectors): each stage notes its own (note_lack) while the Snakefile is read,
+# and the Snakefile refuses them all in one message at its end (refuse_what_the_run_lacks), in
+# a dry run as in a real one, before any job or input function meets them one job at a time.
+# `snakemake plan` and `snakemake needed_synsets` price a run before its downloads: let through.
+RUN_LACKS = {}
+PRICING_RULES = ("plan", "needed_synsets")
+
+
+def note_lack(kind, name, check, *arguments):
+    """``check(*arguments)``, its WorkflowError noted as something the run lacks (``kind``:
+    "image roots", "checkpoints", ...; ``name``: which one) rather than raised now."""
+    try:
+        return check(*arguments)
+    except WorkflowError as error:
+        note_missing(kind, name, str(error))
+
+
+def note_missing(kind, name, message):
+    RUN_LACKS.setdefault(kind, []).append((name, message))
+
+
+# Checkpoints that this workflow's own jobs write, which a model (or a series' {step: path} map)
+# may name as its weights before they exist: in demo mode the demo's pretrained network and the
+# epochs its pretraining keeps (demo.pretraining.keep_epochs).
+WORKFLOW_CHECKPOINTS = (
+    {PATHS.demo_checkpoint(), *map(PATHS.demo_epoch_checkpoint, config["demo"]["pretraining"]["keep_epochs"])}
+    if config["mode"] == "demo"
+    else set()
+)
+
+
+def workflow_checkpoints():
+    return WORKFLOW_CHECKPOINTS
+
+
+# A training run's checkpoints as a series (models.<name>.checkpoints; imagenet_cog.models.series):
+# each evaluated checkpoint becomes a model <name>@<step> of config["models"], the series entry
+# itself none; SERIES holds each series (its steps, duplicates, protocol) for the stages that
+# plan and table it. A checkpoint's path never reaches a job's command: the jobs find it in
+# their environment (SERIES_WEIGHTS_VARIABLE), so that a moved folder reruns nothing.
+from imagenet_cog.models.series import WEIGHTS_VARIABLE as SERIES_WEIGHTS_VARIABLE
+from imagenet_cog.models.registry import file_sha256
+from imagenet_cog.models.series import SeriesError, checkpoint_entry, expand_series, is_series_entry, weights_variable
+
+SERIES = {}
+for series_name, series_entry in [(name, entry) for name, entry in config["models"].items() if is_series_entry(entry)]:
+    try:
+        # the schema fills weights in every entry: refused only where a config file sets it
+        if any("weights" in ((settings.get("models") or {}).get(series_name) or {}) for _, settings in CONFIG_SOURCES):
+            raise SeriesError(
+                f"config.yaml: model '{series_name}' names both weights and checkpoints; a series' weights are its "
+                "checkpoints: remove weights."
+            )
+        series, lacks = expand_series(
+            series_name,
+            series_entry,
+            config["series"],
+            # a job's own reading of the Snakefile (on SLURM, every job's) runs one model: it skips
+            # digesting every checkpoint for duplicates, which only the run's planning needs
+            file_sha256 if workflow.is_main_process else os.path.realpath,
+            checkpoints_dir=config["checkpoints_dir"],
+            made_by_workflow=workflow_checkpoints(),
+        )
+    except SeriesError as error:
+        raise WorkflowError(with_source(str(error), ["models", series_name], CONFIG_SOURCES))
+    for lack in lacks:
+        note_missing("checkpoints", series_name, with_source(f"config.yaml: {lack}", ["models", series_name], CONFIG_SOURCES))
+    SERIES[series_name] = series
+    del config["models"][series_name]
+    config["models"].update({checkpoint.model: checkpoint_entry(series_entry, checkpoint) for checkpoint in series.evaluated()})
+# Every evaluated series checkpoint, and those that take the series protocol alone: model -> its series
+SERIES_CHECKPOINTS = {checkpoint.model: series for series in SERIES.values() for checkpoint in series.evaluated()}
+SERIES_REDUCED = {checkpoint.model: series for series in SERIES.values() for checkpoint in series.reduced()}
+os.environ[SERIES_WEIGHTS_VARIABLE] = weights_variable(SERIES.values())
+if workflow.is_main_process:
+    for series in SERIES.values():
+        for line in series.screen_lines():
+            print(line, file=sys.stderr, flush=True)
+
 MODELS = list(config["models"])
 DATASETS = list(config["datasets"])
 LEVEL_NAMES = naming.level_names(config["levels"]["num_levels"])
 SPLITS = ["train", "test"]
 SHOTS = [str(shots) for shots in config["probes"]["shots"]]
 SEEDS = [str(seed) for seed in config["probes"]["seeds"]]
-# Every output, log and benchmark of this run, under its own folder (results_dir).
-PATHS = Layout(config["results_dir"].rstrip("/"))
 # One environment for every rule (--sdm conda); the package itself comes from the checkout.
 CONDA_ENVIRONMENT = "../../envs/imagenet-cog.yaml"
 
@@ -113,28 +193,7 @@ envvars:
     "PYTHONPATH",
     LIMIT_VARIABLE,
     REASONS_VARIABLE,
-
-
-# What this run lacks before its jobs can run (an image root, a checkpoint, a published pickle,
-# a names table, word vectors): each stage notes its own (note_lack) while the Snakefile is read,
-# and the Snakefile refuses them all in one message at its end (refuse_what_the_run_lacks), in
-# a dry run as in a real one, before any job or input function meets them one job at a time.
-# `snakemake plan` and `snakemake needed_synsets` price a run before its downloads: let through.
-RUN_LACKS = {}
-PRICING_RULES = ("plan", "needed_synsets")
-
-
-def note_lack(kind, name, check, *arguments):
-    """``check(*arguments)``, its WorkflowError noted as something the run lacks (``kind``:
-    "image roots", "checkpoints", ...; ``name``: which one) rather than raised now."""
-    try:
-        return check(*arguments)
-    except WorkflowError as error:
-        note_missing(kind, name, str(error))
-
-
-def note_missing(kind, name, message):
-    RUN_LACKS.setdefault(kind, []).append((name, message))
+    SERIES_WEIGHTS_VARIABLE,
 
 
 def command_line_request():
@@ -231,9 +290,18 @@ def stop_warm_start():
 
 
 def result_models():
-    """The models the probes target, tables and figures cover: results.models, else all."""
+    """The models the probes target, tables and figures cover: results.models, else all but
+    the series checkpoints of the series protocol alone (SERIES_REDUCED)."""
     selected = config["results"]["models"]
-    return MODELS if selected is None else defined_models("results.models", selected)
+    if selected is None:
+        return [model for model in MODELS if model not in SERIES_REDUCED]
+    reduced = [model for model in selected if model in SERIES_REDUCED]
+    if reduced:
+        raise WorkflowError(
+            f"results.models names {', '.join(reduced)}, a series checkpoint of the series protocol; name its step in "
+            "series.full_protocol_steps (or the series' own) to give it the full protocol."
+        )
+    return defined_models("results.models", selected)
 
 
 def defined_models(key, selected):
@@ -327,13 +395,16 @@ NOT_FOR_RESULTS = ("trusted_globals",)
 def models_json(with_paper_name=False, models=None):
     """Config entries of ``models`` (default: the models the results cover), for the
     aggregation commands; the paper_name only for the comparison with published numbers, so
-    that setting one re-runs that comparison alone."""
+    that setting one re-runs that comparison alone; a series checkpoint's without its path
+    (its content is its identity: a moved folder reruns nothing)."""
     return json.dumps(
         {
             model: {
                 key: value
                 for key, value in config["models"][model].items()
-                if (with_paper_name or key != "paper_name") and key not in NOT_FOR_RESULTS
+                if (with_paper_name or key != "paper_name")
+                and key not in NOT_FOR_RESULTS
+                and not (key == "weights" and model in SERIES_CHECKPOINTS)
             }
             for model in (result_models() if models is None else models)
         }
@@ -343,14 +414,12 @@ def models_json(with_paper_name=False, models=None):
 # models (imagenet_cog.models): built by the features stage, sized by the probes stage ------
 
 
-def workflow_checkpoints():
-    """Checkpoints that this workflow's own jobs write, which a model may name as its weights
-    before they exist; in demo mode the demo's pretrained network and the epochs its
-    pretraining keeps (demo.pretraining.keep_epochs)."""
-    if config["mode"] != "demo":
-        return set()
-    kept = config["demo"]["pretraining"]["keep_epochs"]
-    return {PATHS.demo_checkpoint(), *(PATHS.demo_epoch_checkpoint(epoch) for epoch in kept)}
+def command_weights(model):
+    """A model's weights as its jobs' commands take them: a series checkpoint's by its model
+    (the file is in the jobs' environment, SERIES_WEIGHTS_VARIABLE), any other's as configured."""
+    from imagenet_cog.models.series import series_weights
+
+    return series_weights(model) if model in SERIES_CHECKPOINTS else model_spec(model).weights
 
 
 def made_by_workflow(model):

@@ -33,7 +33,7 @@ rule finetune_backbone:
         runtime=finetune_minutes,
     params:
         arch=lambda wildcards: model_spec(wildcards.model).arch,
-        weights=lambda wildcards: model_spec(wildcards.model).weights,
+        weights=lambda wildcards: command_weights(wildcards.model),
         # staleness-only: new weights (a checkpoint's digest) fine-tune again
         settings_weights=lambda wildcards: model_weights_identity(wildcards.model),
         options=extract_command_options,

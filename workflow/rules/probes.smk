@@ -61,6 +61,7 @@ if PROBE_GROUP == "shots":
             PATHS.log("benchmarks/probes/{model}/{dataset}/shots-{shots}/seeds.tsv")
         wildcard_constraints:
             dataset="|".join(DATASETS),
+            model=GRID_MODEL_PATTERN,
         conda:
             CONDA_ENVIRONMENT
         threads: PROBE_THREADS
@@ -92,6 +93,7 @@ if PROBE_GROUP == "dataset":
             PATHS.log("benchmarks/probes/{model}/{dataset}/resident.tsv")
         wildcard_constraints:
             dataset="|".join(DATASETS),
+            model=GRID_MODEL_PATTERN,
         conda:
             CONDA_ENVIRONMENT
         threads: PROBE_THREADS

@@ -44,6 +44,7 @@ from imagenet_cog.core.sampling import derived_rng
 from imagenet_cog.models.open_clip_catalogue import EMBEDDING, POOLED
 from imagenet_cog.models.open_clip_text import TextModel, build_text_model
 from imagenet_cog.models.registry import ModelSpec, is_open_clip_arch, weights_identity
+from imagenet_cog.models.series import resolve_weights
 from imagenet_cog.models.timm_models import PretrainedWeightsUnavailable
 
 from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
@@ -126,7 +127,7 @@ def accuracy_records(rows: Sequence[Mapping[str, object]], sources: Sequence[str
 # the model's side -----------------------------------------------------------------------
 def text_tower_spec(args: argparse.Namespace) -> ModelSpec:
     """The model's spec; refused unless it is an open_clip model giving its image embedding."""
-    entry = {"arch": args.arch, "weights": args.weights, "trusted_globals": args.trusted_globals}
+    entry = {"arch": args.arch, "weights": resolve_weights(args.weights), "trusted_globals": args.trusted_globals}
     spec = ModelSpec.from_config(args.model_name, {**entry, **({"image_features": args.image_features}
                                                                 if args.image_features else {})})
     if not is_open_clip_arch(spec.arch):

@@ -49,6 +49,7 @@ from imagenet_cog.core.undecodable import DECODER_ERRORS, UndecodableImages, Und
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, write_shard
 from imagenet_cog.models.registry import LoadedModel, ModelSpec, Preprocessing, build_model, weights_identity
+from imagenet_cog.models.series import resolve_weights
 from imagenet_cog.models.tokens import TOKEN_CHOICES
 
 MIXED_PRECISION_TOLERANCE = 1e-2
@@ -451,7 +452,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def model_spec_of(args: argparse.Namespace) -> ModelSpec:
-    return ModelSpec(args.model_name, args.arch, args.weights, args.factory or None, args.preprocessing, args.input_size,
+    return ModelSpec(args.model_name, args.arch, resolve_weights(args.weights), args.factory or None, args.preprocessing, args.input_size,
                      tuple(args.trusted_globals), args.image_features, args.tokens, args.blocks)
 
 

@@ -25,6 +25,7 @@ from imagenet_cog.core.names_table import NamesTableError, foreign_concepts, rea
 from imagenet_cog.features.zeroshot_classifier_file import ZeroShotClassifier, read_provenance, write_classifier
 from imagenet_cog.models.open_clip_text import TEMPLATE_SETS, build_text_model, text_classifier
 from imagenet_cog.models.registry import ModelSpec, file_sha256, weights_identity
+from imagenet_cog.models.series import resolve_weights
 from imagenet_cog.models.timm_models import PretrainedWeightsUnavailable
 
 log = logging.getLogger("imagenet_cog.features.zeroshot_classifier")
@@ -54,7 +55,7 @@ def zeroshot_classifier_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     setup_logging(to_stdout=True)
     try:
-        spec = ModelSpec.from_config(args.model_name, {"arch": args.arch, "weights": args.weights,
+        spec = ModelSpec.from_config(args.model_name, {"arch": args.arch, "weights": resolve_weights(args.weights),
                                                        "trusted_globals": args.trusted_globals})
         names = read_names_table(args.names)
         check_concepts(args, names)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -49,8 +50,9 @@ from typing import Any, Callable, Collection
 
 import yaml
 
-from imagenet_cog.models.checkpoints import check_checkpoint_safety, load_checkpoint
+from imagenet_cog.models.checkpoints import CheckpointMismatch, check_checkpoint_safety, load_checkpoint
 from imagenet_cog.models.open_clip_catalogue import EMBEDDING, image_features_read, random_weights_plan
+from imagenet_cog.models.series import series_of_model
 from imagenet_cog.models.tokens import TokenChoice
 
 # The paper's 31 models, in the workflow's folder (where Snakemake runs, next to config.yaml):
@@ -420,6 +422,14 @@ def random_seed(weights: str) -> int | None:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
+    """A file's sha256, read once per process while its size and modification time stay (a
+    series' checkpoint is digested for its duplicates and for its identity)."""
+    status = os.stat(path)
+    return _file_sha256(os.path.realpath(path), status.st_size, status.st_mtime_ns)
+
+
+@functools.cache
+def _file_sha256(path: str, size: int, modified_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):
@@ -609,6 +619,17 @@ def seed_torch(spec: ModelSpec) -> int | None:
     return seed
 
 
+def loaded_checkpoint(spec: ModelSpec, network) -> str:
+    """The checkpoint loaded into ``network``; one that does not fit is refused naming the model
+    (a series checkpoint's step with it, imagenet_cog.models.series)."""
+    try:
+        return load_checkpoint(network, spec.weights, spec.trusted_globals)
+    except CheckpointMismatch as error:
+        step = series_of_model(spec.name)
+        owner = f"model '{spec.name}'" + (f" (series {step[0]}, step {step[1]})" if step else "")
+        raise CheckpointMismatch(f"{owner}: {error}") from None
+
+
 def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
     """Build, load and cut the backbone of ``spec``; the feature size is measured."""
     import torch
@@ -639,7 +660,7 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
         network = BUILDERS[architecture.library](architecture, pretrained=spec.weights == "pretrained")
         preprocessing = architecture.preprocessing
         if seed is None and spec.weights != "pretrained":
-            notes.append(load_checkpoint(network, spec.weights, spec.trusted_globals))
+            notes.append(loaded_checkpoint(spec, network))
     network.eval()
     for parameter in network.parameters():
         parameter.requires_grad_(False)

@@ -20,6 +20,7 @@ from imagenet_cog.plan.cost import (
     EXTRACTION_HOST_KEY,
     FINETUNE_RATE_KEYS,
     OFF_GRID_RATE_KEYS,
+    OWN_JOB_KINDS,
     OWN_RATE_KEYS,
     RATE_KEYS,
     arch_rate,
@@ -35,7 +36,7 @@ from imagenet_cog.plan.cost import (
 )
 from imagenet_cog.plan.measured import compare_command_part
 from imagenet_cog.plan.rates import Rates, read_rates
-from imagenet_cog.plan.work import model_widths, probed_datasets
+from imagenet_cog.plan.work import ProbedDatasets, model_widths, probed_datasets
 from imagenet_cog.probes.kinds import KINDS
 
 COLUMNS = ("stage", "model", "jobs", "images_read", "bytes_written", "trial_epochs", "gpu_hours", "rates")
@@ -250,7 +251,8 @@ def concept_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> li
     levels = [data for data in datasets if is_level(data.name)]
     if not settings.get("enabled", True) or not levels:
         return []
-    models = settings.get("models") or config["results"]["models"] or list(widths)
+    series = config.get(SERIES_CHECKPOINTS) or {}
+    models = settings.get("models") or config["results"]["models"] or [model for model in widths if model not in series]
     test, classes = sum(data.test for data in levels), max(data.classes for data in levels)
     projected = set(rates.projected_keys(CONCEPT_RATE_KEYS))
     rows = []
@@ -260,6 +262,49 @@ def concept_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> li
         rows.append(Row(CONCEPT_STAGE, model, 1, 0, RESULT_BYTES, 0, seconds, projected_rates=projected,
                         longest_job_s=seconds))
     return rows
+
+
+# the plan config's series checkpoints of the series protocol alone: model -> its series and
+# protocol (imagenet_cog.models.series.SeriesProtocol.deviation, with "series" its name)
+SERIES_CHECKPOINTS = "series_checkpoints"
+
+
+def series_stage(series: str) -> str:
+    return f"series {series}"
+
+
+def series_checkpoint_row(model: str, arch: str, dim: int, protocol: dict, config: dict, datasets: list,
+                          rates: Rates) -> Row:
+    """A series checkpoint's one row: its extraction, its linear probes at the series' N, seeds
+    and trials (one job a run), its k-NN and its per-concept accuracy."""
+    probes = {**config["probes"], "shots": protocol["shots"], "seeds": protocol["seeds"],
+              "trials": protocol["trials"], "group": "seed"}
+    own = tuple(OWN_JOB_KINDS) if protocol["knn_probe"] else ()
+    groups = [ProbedDatasets("series", datasets, probes, True, own)]
+    row = Row(series_stage(protocol["series"]), model)
+    for part in model_rows(model, arch, dim, groups, config["features"], rates):
+        merge(row, part)
+    levels = [data for data in datasets if is_level(data.name)]
+    if protocol["concepts"] and levels:
+        seconds = concept_seconds(sum(data.test for data in levels), dim, max(data.classes for data in levels),
+                                  len(protocol["seeds"]), config["features"]["dtype"], rates.values)
+        merge(row, Row(row.stage, model, 1, 0, RESULT_BYTES, 0, seconds,
+                       projected_rates=set(rates.projected_keys(CONCEPT_RATE_KEYS)), longest_job_s=seconds))
+    return row
+
+
+def series_rows(config: dict, datasets: list, widths: dict, rates: Rates) -> tuple[list[Row], list[Row]]:
+    """A row per series checkpoint of the series protocol, and a row per series: all of them."""
+    checkpoints = config.get(SERIES_CHECKPOINTS) or {}
+    rows = [series_checkpoint_row(model, *widths[model], protocol, config, datasets, rates)
+            for model, protocol in checkpoints.items() if model in widths]
+    sums: dict[str, Row] = {}
+    for row in rows:
+        merge(sums.setdefault(row.stage, Row(row.stage, "")), row)
+    for stage, row in sums.items():
+        count = sum(1 for one in rows if one.stage == stage)
+        row.model = f"all {count} checkpoint{'s' if count > 1 else ''}"
+    return rows, list(sums.values())
 
 
 def merge(into: Row, row: Row) -> None:
@@ -318,16 +363,19 @@ def priced_rows(config: dict, image_counts: Path, split_summary: Path | None, ra
     widths, unpriced = model_widths(config["models"])
     rows = []
     for model, (arch, dim) in widths.items():
-        rows += model_rows(model, arch, dim, groups, config["features"], rates)
+        if model not in (config.get(SERIES_CHECKPOINTS) or {}):
+            rows += model_rows(model, arch, dim, groups, config["features"], rates)
+    checkpoints, series_sums = series_rows(config, groups[0].datasets, widths, rates)
     finetuned, finetune_notes = finetune_rows(config, groups[0].datasets, widths, rates)
     off_grid, off_grid_notes = off_grid_rows(config, groups[0].datasets, widths, rates)
     captioned, caption_notes = caption_rows(config, groups[0].datasets, rates)
     detected, detection_notes = detection_rows(config, groups[0].datasets, widths, rates)
     concepts = concept_rows(config, groups[0].datasets, widths, rates)
-    rows += finetuned + off_grid + captioned + detected + concepts
+    rows += finetuned + off_grid + captioned + detected + concepts + checkpoints
     total = Row("total", "all models", bytes_written=TABLE_BYTES)
     for row in rows:
         merge(total, row)
+    rows += series_sums
     wall = Row(f"wall time on {gpus} GPU{'s' if gpus > 1 else ''}", "all models",
                projected_rates=set(total.projected_rates), wall=True)
     # jobs spread over the GPUs, but no faster than the longest single job
@@ -343,6 +391,9 @@ def priced_rows(config: dict, image_counts: Path, split_summary: Path | None, ra
         notes.append(f"projected rates (not measured on {rates.device}): {', '.join(used)}")
     notes += [f"not priced: model {model}: {why}" for model, why in unpriced.items()]
     notes += finetune_notes + off_grid_notes + caption_notes + detection_notes + not_priced(config, rates)
+    if series_sums:
+        notes.append("series: each checkpoint of the series protocol in a row (extraction, probes, k-NN, per-concept "
+                     "accuracy), each series in all in a row of its own (not added again to the total)")
     return rows + [total, wall], notes
 
 

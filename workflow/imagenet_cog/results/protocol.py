@@ -57,6 +57,17 @@ def run_protocol(config: dict) -> dict:
     return protocol
 
 
+def series_protocol(config: dict, deviation: dict) -> dict:
+    """The protocol of a series' checkpoints of the series protocol alone: the run's, its probes
+    at the series' N, seeds and trials, the deviation named (``deviation``:
+    ``imagenet_cog.models.series.SeriesProtocol.deviation``); its digest differs from the run's."""
+    protocol = run_protocol(config)
+    probes = protocol["probes"]
+    probes.update(shots=list(deviation["shots"]), seeds=list(deviation["seeds"]), trials=deviation["trials"])
+    protocol["deviations"] = [deviation]
+    return protocol
+
+
 def digest(protocol: dict) -> str:
     text = json.dumps(protocol, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARACTERS]

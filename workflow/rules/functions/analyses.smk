@@ -202,6 +202,7 @@ def analyses_targets():
         *model_describability_outputs(),
         *detection_outputs(),
         *concept_outputs(),
+        *(PATHS.concept_accuracy(model) for model in series_concept_models() if model not in concept_models()),
     ]
 
 
@@ -363,7 +364,7 @@ def describability_model_options(model):
     from imagenet_cog.models.registry import extract_options
 
     spec = model_spec(model)
-    return shlex.join(["--arch", spec.arch, "--weights", spec.weights, *extract_options(spec)])
+    return shlex.join(["--arch", spec.arch, "--weights", command_weights(model), *extract_options(spec)])
 
 
 def describability_results():
@@ -525,9 +526,27 @@ if concept_models() and "all" not in SHOTS:
     )
 
 
+def series_concept_models():
+    """The series checkpoints whose per-concept accuracy is scored (series.concepts: the curve's
+    slope per step); the concept results table takes the result models only."""
+    if not concept_levels():
+        return []
+    return [model for model, series in SERIES_CHECKPOINTS.items() if series.protocol.concepts]
+
+
+for series in SERIES.values():
+    if series.protocol.concepts and concept_levels() and "all" not in series.protocol.shots:
+        raise WorkflowError(
+            f"config.yaml: series {series.name}'s per-concept accuracy (series.concepts) reads the N = all probes' "
+            "classifiers, but series.shots has no 'all'; add it, or set series.concepts to false."
+        )
+
+
 def concept_datasets(model):
     """dataset -> probe seeds scored for ``model``: Lin's levels, and the level-set datasets
-    when the model is probed on them at N = all."""
+    when the model is probed on them at N = all; a series checkpoint's levels on its seeds."""
+    if model in SERIES_REDUCED:
+        return {dataset: SERIES_REDUCED[model].protocol.probe_seeds(SEEDS) for dataset in concept_levels()}
     datasets = {dataset: SEEDS for dataset in concept_levels()}
     if model in LEVEL_SET_MODELS and "all" in LEVEL_SET_SHOTS:
         datasets |= {dataset: LEVEL_SET_SEEDS for dataset in LEVEL_SET_DATASETS}
@@ -552,7 +571,7 @@ def concept_dataset_options(wildcards):
 
 
 def concept_model_pattern():
-    return "|".join(re.escape(model) for model in concept_models()) or "(?!)"
+    return "|".join(re.escape(model) for model in {*concept_models(), *series_concept_models()}) or "(?!)"
 
 
 def concept_level_sets():

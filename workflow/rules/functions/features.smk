@@ -41,7 +41,7 @@ EXTRACTION_RESOURCES = dict(
 SHARD_EXTRACTION_MINUTES = 15 + config["features"]["shard_size"] // 400
 EXTRACTION_PARAMS = dict(
     arch=lambda wildcards: model_spec(wildcards.model).arch,
-    weights=lambda wildcards: model_spec(wildcards.model).weights,
+    weights=lambda wildcards: command_weights(wildcards.model),
     # staleness-only: new weights (a checkpoint's digest) or a new preprocessing re-extract
     settings_weights=lambda wildcards: model_weights_identity(wildcards.model),
     settings_preprocessing=lambda wildcards: model_preprocessing(wildcards.model),
@@ -159,7 +159,7 @@ def features_targets(wildcards):
     extracted = [
         SimpleNamespace(model=model, dataset=dataset, split=split)
         for model, datasets in (
-            *((model, DATASETS) for model in result_models()),
+            *((model, DATASETS) for model in [*result_models(), *SERIES_REDUCED]),
             *((model, [naming.POOL]) for model in (LEVEL_SET_MODELS if POOL_NEEDED else [])),
             *((model, BLURRED_DATASETS) for model in BLURRED_MODELS),
         )

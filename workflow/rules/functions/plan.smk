@@ -5,6 +5,8 @@ import json
 import shlex
 import sys
 
+from imagenet_cog.plan.table import SERIES_CHECKPOINTS as SERIES_PLAN_KEY
+
 
 def plan_config_json():
     """The settings the cost model reads; the data roots and checkpoints are not among them,
@@ -27,7 +29,12 @@ def plan_config_json():
         # the baseline: the fine-tuned model when finetune.models is null
         "results",
     )
-    return json.dumps({section: config.get(section) for section in sections}, sort_keys=True)
+    settings = {section: config.get(section) for section in sections}
+    # the series checkpoints of the series protocol alone, each priced by it (plan/table.py)
+    settings[SERIES_PLAN_KEY] = {
+        model: {"series": series.name, **series.protocol.deviation(config["probes"])} for model, series in SERIES_REDUCED.items()
+    }
+    return json.dumps(settings, sort_keys=True)
 
 
 def plan_arguments():

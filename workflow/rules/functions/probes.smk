@@ -3,6 +3,7 @@
 # snakemake --lint asks).
 
 import functools
+import re
 from collections import namedtuple
 from types import SimpleNamespace
 
@@ -174,13 +175,15 @@ def linear_probe_runs(group, wildcards):
 def linear_probe_params(group):
     """The linear probe params of ``group`` (seed, shots, dataset): each run's study journal, the seeds
     and N the command is given, and the settings (params.probes, lr_range, wd_range: this
-    rule's settings in the sense of docs/architecture.md, "Staleness-only params")."""
+    rule's settings in the sense of docs/architecture.md, "Staleness-only params"). A run with
+    series takes each model's settings (series_probe_settings: the same dict for every other
+    model, so that no finished probe reruns)."""
     params = {
         "study": lambda wildcards: " ".join(
             PATHS.probe_study(wildcards.model, wildcards.dataset, shot, seed)
             for shot, seed in linear_probe_runs(group, wildcards)
         ),
-        "probes": SHARED_PROBE_SETTINGS,
+        "probes": (lambda wildcards: series_probe_settings(wildcards.model)) if SERIES_REDUCED else SHARED_PROBE_SETTINGS,
         "lr_range": LINEAR_LR_RANGE,
         "wd_range": LINEAR_WD_RANGE,
     }
@@ -316,8 +319,53 @@ def level_set_probe_results(models=None):
 def probes_targets():
     """What a full run makes of this stage (rule all gathers each stage's list), the linear
     and other kinds' probes of the whole grid and the level sets' probes (the variants'
-    probes are in variants_targets)."""
-    return all_probe_results(models=result_models()) + level_set_probe_results(models=result_models())
+    probes are in variants_targets), and the series checkpoints' probes."""
+    return all_probe_results(models=result_models()) + level_set_probe_results(models=result_models()) + series_probe_results()
+
+
+# series checkpoints (models.<name>.checkpoints, common.smk's SERIES) ------------------------
+#
+# A checkpoint of the series protocol alone (SERIES_REDUCED) is probed on the run's datasets:
+# the linear probe at series.shots on the first series.seeds of probes.seeds with at most
+# series.trials trials, each run a `probe` job (the grouped rules make the run's whole grid: their
+# models are the others, GRID_MODEL_PATTERN), and the kinds with jobs of their own (series.knn: the
+# k-NN) on the run's grid, which their one job per dataset scores at once.
+GRID_MODEL_PATTERN = "|".join(re.escape(model) for model in MODELS if model not in SERIES_REDUCED) or "(?!)"
+
+
+def series_probe_settings(model):
+    """A model's linear probe settings: a series checkpoint's with its series' trials."""
+    if model not in SERIES_REDUCED:
+        return SHARED_PROBE_SETTINGS
+    return {**SHARED_PROBE_SETTINGS, "trials": SERIES_REDUCED[model].protocol.probe_trials(config["probes"]["trials"])}
+
+
+def series_probe_results():
+    """Every series checkpoint's probes of the series protocol; a step of the full protocol's
+    too (the series' N beside the run's, with the run's trials), so that every step of the
+    series has the series' numbers."""
+    paths = []
+    for model, series in SERIES_CHECKPOINTS.items():
+        protocol = series.protocol
+        paths += probe_results(models=[model], shots=list(protocol.shots), seeds=protocol.probe_seeds(SEEDS))
+        if protocol.knn:
+            paths += probe_results(models=[model], kinds=[kind.name for kind in OWN_JOB_KINDS])
+    return paths
+
+
+def check_series_trials():
+    """probes.two_stage's finalists are among each search's trials, a series' fewer ones too."""
+    two_stage = config["probes"]["two_stage"]
+    for series in SERIES.values():
+        trials = series.protocol.probe_trials(config["probes"]["trials"])
+        if two_stage is not None and two_stage["finalists"] > trials:
+            raise WorkflowError(
+                f"config.yaml: probes.two_stage keeps {two_stage['finalists']} finalists, more than the {trials} "
+                f"trials of series {series.name}; raise series.trials or lower the finalists."
+            )
+
+
+check_series_trials()
 
 
 # job sizes -------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ rule zeroshot_classifier:
         mem_mb=4000,
     params:
         arch=lambda wildcards: model_spec(wildcards.model).arch,
-        weights=lambda wildcards: model_spec(wildcards.model).weights,
+        weights=lambda wildcards: command_weights(wildcards.model),
         trusted=lambda wildcards: trusted_globals_option(wildcards.model),
         # staleness-only: new weights rebuild the classifier
         settings_weights=lambda wildcards: model_weights_identity(wildcards.model),

@@ -1,0 +1,83 @@
+"""A training run's checkpoints as a series in a finished demo: what the workflow plans for it.
+
+One private copy of the finished demo gains a series of the demo network's checkpoints (random
+initialisations saved as safetensors files, ~1 MB each; one copied, a duplicate), and one
+checkpoint's features of one split are made. Then the folder is moved, the files renamed, the
+pattern edited to match and a later checkpoint added: the dry run plans the series'
+checkpoints' jobs and nothing else (no finished job of the demo runs again), none of the made
+jobs again (a checkpoint is its content, not its path), and the later checkpoint's own jobs,
+as many as an unfinished checkpoint's. The per-checkpoint jobs are the series protocol's:
+the linear probe at series.shots on its first seed, the k-NN, the per-concept accuracy.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+
+import pytest
+import yaml
+from safetensors.torch import save_file
+
+from conftest import copy_of_demo, dry_run, snakemake
+from imagenet_cog.core.layout import Layout
+from imagenet_cog.models.registry import ModelSpec, build_model
+
+pytestmark = pytest.mark.e2e
+
+SERIES = "dino"
+
+
+def save_checkpoint(path, seed: int) -> None:
+    """The demo network's random initialisation of ``seed`` as a safetensors file: planning
+    reads its tensors' safety without importing torch, as it cannot for a torch file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(build_model(ModelSpec(SERIES, "demo_cnn", f"random:{seed}")).network.state_dict(), path)
+
+
+def overlay(workdir, pattern: str) -> str:
+    # warm_start: never: the one real run here makes two jobs, fewer than a server's imports pay for
+    settings = {"models": {SERIES: {"arch": "demo_cnn", "checkpoints": pattern, "step_unit": "epoch"}},
+                "series": {"settle_seconds": 0, "full_protocol_steps": []}, "warm_start": "never"}
+    (workdir / "series.yaml").write_text(yaml.safe_dump(settings))
+    return "series.yaml"
+
+
+@pytest.fixture(scope="module")
+def workdir(demo_run, tmp_path_factory):
+    workdir = copy_of_demo(demo_run, tmp_path_factory.mktemp("series") / "demo")
+    for step, seed in ((1, 1), (2, 2)):
+        save_checkpoint(workdir / f"runs/dino/checkpoint{step}.safetensors", seed)
+    shutil.copy(workdir / "runs/dino/checkpoint1.safetensors", workdir / "runs/dino/checkpoint3.safetensors")
+    return workdir
+
+
+def test_a_series_plans_its_checkpoints_jobs_and_a_moved_folder_reruns_nothing(workdir):
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    # one checkpoint's features of one split, made
+    made = Layout("results").features("dino@1", "l1", "test")
+    snakemake(workdir, made, "--cores", "2", "--configfile", overlay(workdir, "runs/dino/checkpoint{step}.safetensors"))
+
+    moved = workdir / "elsewhere" / "dino-run"
+    shutil.move(workdir / "runs/dino", moved)
+    for step in (1, 2, 3):
+        (moved / f"checkpoint{step}.safetensors").rename(moved / f"epoch_{step:03d}.safetensors")
+    save_checkpoint(moved / "epoch_004.safetensors", 4)
+    jobs, result = dry_run(workdir, "--configfile", overlay(workdir, str(moved / "epoch_{step}.safetensors")))
+    # every planned job is a checkpoint's: the finished demo stays current; dino@3 is dino@1's content
+    by_model = Counter(wildcards.get("model") for rule, wildcards in jobs if rule != "all")
+    assert set(by_model) == {"dino@1", "dino@2", "dino@4"}
+    assert "series dino: dino@3 has the content of dino@1" in result.stderr
+    # the made jobs stay made; the later checkpoint plans its own jobs, as many as dino@2's
+    assert not [w for rule, w in jobs if w.get("model") == "dino@1" and w.get("dataset") == "l1" and w.get("split") == "test"]
+    assert by_model["dino@1"] == by_model["dino@2"] - 2
+    assert by_model["dino@4"] == by_model["dino@2"]
+    # the series protocol: the linear probe at N = all and 8 on the first seed, one job a run;
+    # the k-NN; the per-concept accuracy; nothing of the other stages
+    datasets = config["datasets"]
+    probes = {(w["dataset"], w["shots"], w["seed"]) for rule, w in jobs if rule == "probe" and w["model"] == "dino@2"}
+    first_seed = str(config["probes"]["seeds"][0])
+    assert probes == {(dataset, shots, first_seed) for dataset in datasets for shots in ("all", "8")}
+    assert Counter(rule for rule, w in jobs if w.get("model") == "dino@2") == {
+        "extract_features": 2 * len(datasets), "merge_features": 2 * len(datasets), "probe": 2 * len(datasets),
+        "probe_knn": len(datasets), "analyses_concepts": 1}
