@@ -126,8 +126,11 @@ def test_a_pattern_matching_no_file_names_the_pattern_and_its_folder(tmp_path):
 
 def test_a_map_step_whose_file_is_missing_is_named(tmp_path):
     _, lacks = expanded("dino", entry({5: str(tmp_path / "gone.pth")}), SETTINGS)
-    assert lacks == [f"model 'dino': checkpoint of step 5, {tmp_path / 'gone.pth'}, is not there; "
-                     "fix its path or wait for it."]
+    assert lacks == [f"model 'dino': the checkpoints of step 5 ({tmp_path / 'gone.pth'}) are not there; "
+                     "fix their paths or wait for them."]
+    # one line for the series: the first three named, the count of the others
+    _, lacks = expanded("dino", entry({step: str(tmp_path / f"gone{step}.pth") for step in range(1, 6)}), SETTINGS)
+    assert len(lacks) == 1 and "step 3 (" in lacks[0] and "step 4" not in lacks[0] and "and 2 more" in lacks[0]
 
 
 @pytest.mark.parametrize("pattern, found", [
@@ -203,10 +206,45 @@ def test_the_series_protocol_is_the_runs_with_the_deviation_named():
     config = check_config(read_yaml(REPOSITORY / "config.yaml"),
                           load_schema(REPOSITORY / "workflow/schemas/config.schema.yaml"))
     deviation = SeriesProtocol.of(config["series"]).deviation(config["probes"])
-    assert deviation == {"name": "series", "shots": ["all", "8"], "seeds": ["22"], "trials": 6, "knn_probe": True,
+    shots = [str(shots) for shots in config["series"]["shots"]]
+    assert deviation == {"name": "series", "shots": shots, "seeds": ["22"], "trials": 6, "knn_probe": True,
                          "concepts": True}
     protocol = series_protocol(config, deviation)
     run = run_protocol(config)
-    assert protocol["probes"] == {**run["probes"], "shots": ["all", "8"], "seeds": ["22"], "trials": 6}
+    assert protocol["probes"] == {**run["probes"], "shots": shots, "seeds": ["22"], "trials": 6}
     assert protocol["deviations"] == [deviation] and "deviations" not in run
     assert digest(protocol) != digest(run)
+
+
+def stand_in_config(series_entry, final_weights, **changes) -> dict:
+    """The config keys stand_in_models reads: the series and a configured model, 'final'."""
+    config = {"models": {"dino": series_entry, "final": {"arch": "demo_cnn", "weights": final_weights, "label": "final"},
+                         "random": {"arch": "demo_cnn", "weights": "random"}},
+              "series": SETTINGS, "probes": {"shots": [1, 8, "all"], "kinds": ["linear", "knn"], "kind_models": {"knn": None}},
+              "analyses": {"concepts": {"enabled": True, "models": None}}, "results": {"models": None},
+              "checkpoints_dir": None}
+    for section, values in changes.items():
+        config[section] = {**config[section], **values}
+    return config
+
+
+def test_a_configured_model_of_the_same_content_stands_for_a_checkpoint(tmp_path):
+    from imagenet_cog.models.series import stand_in_models
+
+    for step in (10, 20):
+        written(tmp_path, f"run/checkpoint{step}.pth", f"step {step}".encode())
+    final = written(tmp_path, "final.pth", b"step 20")
+    series_entry = entry(str(tmp_path / "run/checkpoint{step}.pth"))
+    stand_ins = stand_in_models(series_entry, stand_in_config(series_entry, final), file_sha256, own_job_kinds=["knn"])
+    assert stand_ins == {file_sha256(final): "final"}
+    series, _ = expanded("dino", series_entry, SETTINGS, stand_ins=stand_ins)
+    assert [(checkpoint.step, checkpoint.same_as) for checkpoint in series.checkpoints] == [(10, None), (20, "final")]
+    assert [checkpoint.model for checkpoint in series.evaluated()] == ["dino@10"]
+    # a model whose runs do not cover the series protocol, or another network, stands for nothing
+    uncovered = stand_in_config(series_entry, final, probes={"shots": [1, "all"]})
+    assert stand_in_models(series_entry, uncovered, file_sha256) == {}
+    no_knn = stand_in_config(series_entry, final, probes={"kind_models": {"knn": ["random"]}})
+    assert stand_in_models(series_entry, no_knn, file_sha256, own_job_kinds=["knn"]) == {}
+    assert stand_in_models(series_entry, stand_in_config(series_entry, final, analyses={"concepts": {
+        "enabled": True, "models": ["random"]}}), file_sha256) == {}
+    assert stand_in_models({**series_entry, "arch": "resnet50"}, stand_in_config(series_entry, final), file_sha256) == {}

@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ import pytest
 from scipy import stats
 
 from imagenet_cog.core.io import write_json
-from imagenet_cog.core.layout import CONCEPT_CURVE, SERIES_STEPS, SERIES_SUMMARY, SERIES_TABLE, Layout
+from imagenet_cog.core.layout import SERIES_STEPS, SERIES_SUMMARY, SERIES_TABLE, Layout
 from imagenet_cog.models.series import Series, SeriesCheckpoint, checkpoint_model
 from imagenet_cog.results.statistics import holm
 from imagenet_cog.series.results import series_results_command
@@ -66,28 +67,74 @@ def write_world(root, seeds, kinds=KINDS, shots_list=SHOTS):
                         top1 = MEANS[dataset][index] - (5.0 if kind == "knn" else 0.0) - (10.0 if shots != "all" else 0.0)
                         write_json(layout.probe_result(checkpoint.model, dataset, shots, seed, kind),
                                    probe_result(checkpoint.model, dataset, shots, seed, kind, top1 + noise))
-    curve = pd.DataFrame([{"model": checkpoint.model, "statistic": statistic, "value": value,
-                           "ci95_low": value - 0.5, "ci95_high": value + 0.5}
-                          for position, checkpoint in enumerate(series.evaluated())
-                          for statistic, value in (("slope", 1.0 + position), ("crossing", 0.3))])
-    curve.to_csv(layout.table(CONCEPT_CURVE, "csv"), index=False) if (root / "tables").mkdir() is None else None
+    write_concepts(layout, series)
     return layout, series, seeds
 
 
-def run_command(layout, series, seeds, *extra, kinds=KINDS, shots=SHOTS):
-    # as the rule writes it: no checkpoint's path
+# the per-concept curve: CONCEPTS concepts a level at similarities spread over each level's span,
+# each checkpoint's accuracy rising with similarity by its own slope (more with training)
+CONCEPTS, TESTED = 8, 20
+SPANS = {"l1": (0.7, 0.9), "l5": (0.2, 0.4)}
+
+
+def concept_similarities() -> dict[tuple[str, str], float]:
+    return {(level, f"n{index + (100 if level == 'l5' else 0):08d}"): float(low + (high - low) * index / (CONCEPTS - 1))
+            for level, (low, high) in SPANS.items() for index in range(CONCEPTS)}
+
+
+def write_concepts(layout, series):
+    """analyses-concepts' seed table of each evaluated checkpoint (one seed) and Lin's ranking."""
+    concepts = concept_similarities()
+    ranking = Path(layout.ranking())
+    ranking.parent.mkdir(parents=True, exist_ok=True)
+    ranking.write_text("rank\twnid\tname\tsim_in1k\tnearest_in1k_wnid\tnearest_in1k_name\tlevel\n" + "".join(
+        f"{rank}\t{wnid}\tconcept {wnid}\t{similarity}\tn09999999\tseen\t{level}\n"
+        for rank, ((level, wnid), similarity) in enumerate(sorted(concepts.items(), key=lambda item: -item[1]), 1)))
+    for position, checkpoint in enumerate(series.evaluated()):
+        rows = [{"model": checkpoint.model, "dataset": level, "seed": "0", "wnid": wnid, "n_test": TESTED,
+                 "top1_correct": correct(position, similarity), "top5_correct": TESTED, "confused_wnid": "",
+                 "confused_count": 0}
+                for (level, wnid), similarity in concepts.items()]
+        path = Path(layout.concept_accuracy(checkpoint.model))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(path, sep="\t", index=False)
+
+
+def correct(position: int, similarity: float) -> int:
+    return int(round(TESTED * min(1.0, 0.1 + (0.3 + 0.2 * position) * similarity)))
+
+
+def expected_slope(position: int) -> float:
+    """The least-squares slope of a checkpoint's curve, in top-1 points per 0.1 similarity."""
+    concepts = concept_similarities()
+    x = np.array(list(concepts.values()))
+    y = np.array([100.0 * correct(position, similarity) / TESTED for similarity in concepts.values()])
+    return float(np.polyfit(x, y, 1)[0]) * 0.1
+
+
+def series_json(series, kinds, shots, seeds):
+    # as the rule writes it: no checkpoint's path; the N and seeds each kind ran
     checkpoints = [{key: value for key, value in dataclasses.asdict(checkpoint).items() if key != "path"}
                    for checkpoint in series.checkpoints]
-    text = json.dumps({series.name: {"step_unit": series.step_unit, "checkpoints": checkpoints}})
-    return series_results_command(["--results-root", layout.root, "--series", text, "--kinds", *kinds,
-                                   "--datasets", *DATASETS, "--shots", *shots, "--seeds", *seeds, *extra])
+    grid = {kind: {"shots": list(shots), "seeds": list(seeds)} for kind in kinds}
+    return json.dumps({series.name: {"step_unit": series.step_unit, "checkpoints": checkpoints, "grid": grid}})
+
+
+def run_command(layout, series, seeds, *extra, kinds=KINDS, shots=SHOTS):
+    return series_results_command(["--results-root", layout.root, "--series", series_json(series, kinds, shots, seeds),
+                                   "--datasets", *DATASETS, *extra])
+
+
+def curve_options(layout, series):
+    return ["--concept-tables", *(layout.concept_accuracy(checkpoint.model) for checkpoint in series.evaluated()),
+            "--ranking", layout.ranking(), "--levels", *SPANS, "--resamples", "200"]
 
 
 @pytest.fixture(scope="module")
 def three_seeds(tmp_path_factory):
     root = tmp_path_factory.mktemp("series")
     layout, series, seeds = write_world(root, ("0", "1", "2"))
-    assert run_command(layout, series, seeds, "--concept-curve", layout.table(CONCEPT_CURVE, "csv")) == 0
+    assert run_command(layout, series, seeds, *curve_options(layout, series)) == 0
     return layout, {name: read_table(layout, name) for name in (SERIES_TABLE, SERIES_STEPS, SERIES_SUMMARY)}
 
 
@@ -122,11 +169,12 @@ def test_each_step_holds_the_mean_interval_gap_and_slope(three_seeds):
     low, high = stats.t.interval(0.95, 2, loc=l5.mean(), scale=stats.sem(l5))
     assert (row["top1_mean"], row["top1_ci95_low"], row["top1_ci95_high"]) == pytest.approx((l5.mean(), low, high))
     assert row["gap_in1k"] == pytest.approx(l5.mean() - in1k.mean())
-    assert row["concept_slope"] == 2.0 and row["effective_rank"] == RANKS[20]
+    assert row["concept_slope"] == pytest.approx(expected_slope(1)) and row["effective_rank"] == RANKS[20]
+    assert row["concept_slope_ci95_low"] <= row["concept_slope"] <= row["concept_slope_ci95_high"]
     # the curve is the linear N = all classifiers': no slope on other rows; a copied step has its stand-in's
     assert steps[steps["probe"] != "linear"]["concept_slope"].isna().all()
     final = steps[(steps["probe"] == "linear") & (steps["shots"] == "all") & (steps["step"] == 40)]
-    assert set(final["concept_slope"]) == {3.0}
+    assert list(final["concept_slope"]) == pytest.approx([expected_slope(2)] * len(final))
 
 
 def test_the_summary_finds_the_best_step_and_tests_the_final_one_against_it(three_seeds):
@@ -175,6 +223,7 @@ def test_the_figure_and_markdown_are_written(three_seeds):
 def test_one_seed_is_not_testable_and_a_missing_result_is_named(tmp_path):
     layout, series, seeds = write_world(tmp_path, ("0",), ONE_SEED_GRID["kinds"], ONE_SEED_GRID["shots"])
     assert run_command(layout, series, seeds, "--no-effective-rank", **ONE_SEED_GRID) == 0
+    assert read_table(layout, SERIES_STEPS)["concept_slope"].isna().all()
     summary = read_table(layout, SERIES_SUMMARY)
     assert set(summary[summary["best_step"] != 30]["note"]) == {"not testable: one seed"}
     assert set(summary["rankme_note"]) == {"fewer than 3 checkpoints with RankMe"}

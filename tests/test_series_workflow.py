@@ -37,7 +37,9 @@ def save_checkpoint(path, seed: int) -> None:
 
 def overlay(workdir, pattern: str) -> str:
     # warm_start: never: the one real run here makes two jobs, fewer than a server's imports pay for
-    settings = {"models": {SERIES: {"arch": "demo_cnn", "checkpoints": pattern, "step_unit": "epoch"}},
+    # the series protocol's default N (the demo's own series probes N = all alone)
+    entry = {"arch": "demo_cnn", "checkpoints": pattern, "step_unit": "epoch", "series": {"shots": ["all", 8]}}
+    settings = {"models": {SERIES: entry},
                 "series": {"settle_seconds": 0, "full_protocol_steps": []}, "warm_start": "never"}
     (workdir / "series.yaml").write_text(yaml.safe_dump(settings))
     return "series.yaml"
@@ -65,8 +67,10 @@ def test_a_series_plans_its_checkpoints_jobs_and_a_moved_folder_reruns_nothing(w
     save_checkpoint(moved / "epoch_004.safetensors", 4)
     jobs, result = dry_run(workdir, "--configfile", overlay(workdir, str(moved / "epoch_{step}.safetensors")))
     # every planned job is a checkpoint's: the finished demo stays current; dino@3 is dino@1's content
-    by_model = Counter(wildcards.get("model") for rule, wildcards in jobs if rule != "all")
+    by_model = Counter(wildcards["model"] for rule, wildcards in jobs if "model" in wildcards)
     assert set(by_model) == {"dino@1", "dino@2", "dino@4"}
+    # and the series' tables, which read every checkpoint
+    assert {rule for rule, wildcards in jobs if "model" not in wildcards} == {"all", "series_results"}
     assert "series dino: dino@3 has the content of dino@1" in result.stderr
     # the made jobs stay made; the later checkpoint plans its own jobs, as many as dino@2's
     assert not [w for rule, w in jobs if w.get("model") == "dino@1" and w.get("dataset") == "l1" and w.get("split") == "test"]
@@ -80,4 +84,4 @@ def test_a_series_plans_its_checkpoints_jobs_and_a_moved_folder_reruns_nothing(w
     assert probes == {(dataset, shots, first_seed) for dataset in datasets for shots in ("all", "8")}
     assert Counter(rule for rule, w in jobs if w.get("model") == "dino@2") == {
         "extract_features": 2 * len(datasets), "merge_features": 2 * len(datasets), "probe": 2 * len(datasets),
-        "probe_knn": len(datasets), "analyses_concepts": 1}
+        "probe_knn": len(datasets), "analyses_concepts": 1, "effective_rank": 1}

@@ -82,8 +82,19 @@ def workflow_checkpoints():
 # their environment (SERIES_WEIGHTS_VARIABLE), so that a moved folder reruns nothing.
 from imagenet_cog.models.series import WEIGHTS_VARIABLE as SERIES_WEIGHTS_VARIABLE
 from imagenet_cog.models.registry import file_sha256
-from imagenet_cog.models.series import SeriesError, checkpoint_entry, expand_series, is_series_entry, weights_variable
+from imagenet_cog.models.series import (
+    SeriesError,
+    checkpoint_entry,
+    expand_series,
+    is_series_entry,
+    stand_in_models,
+    weights_variable,
+)
 
+from imagenet_cog.probes.kinds import KINDS as PROBE_KIND_REGISTRY
+
+# the kinds a series runs with jobs of their own (series.knn): a model standing in must run them too
+OWN_JOB_KIND_NAMES = [kind.name for kind in PROBE_KIND_REGISTRY.values() if kind.own_job]
 SERIES = {}
 for series_name, series_entry in [(name, entry) for name, entry in config["models"].items() if is_series_entry(entry)]:
     try:
@@ -93,15 +104,19 @@ for series_name, series_entry in [(name, entry) for name, entry in config["model
                 f"config.yaml: model '{series_name}' names both weights and checkpoints; a series' weights are its "
                 "checkpoints: remove weights."
             )
+        # a job's own reading of the Snakefile (on SLURM, every job's) runs one model: it skips
+        # digesting every checkpoint for duplicates, which only the run's planning needs
+        digest = file_sha256 if workflow.is_main_process else os.path.realpath
         series, lacks = expand_series(
             series_name,
             series_entry,
             config["series"],
-            # a job's own reading of the Snakefile (on SLURM, every job's) runs one model: it skips
-            # digesting every checkpoint for duplicates, which only the run's planning needs
-            file_sha256 if workflow.is_main_process else os.path.realpath,
+            digest,
             checkpoints_dir=config["checkpoints_dir"],
             made_by_workflow=workflow_checkpoints(),
+            stand_ins=stand_in_models(
+                series_entry, config, digest, own_job_kinds=OWN_JOB_KIND_NAMES, made_by_workflow=workflow_checkpoints()
+            ),
         )
     except SeriesError as error:
         raise WorkflowError(with_source(str(error), ["models", series_name], CONFIG_SOURCES))

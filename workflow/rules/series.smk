@@ -50,4 +50,4 @@ rule series_results:
     params:
         arguments=series_results_arguments,
     shell:
-        python_command("series-results") + " {params.arguments} > {log} 2>&1"
+        python_command("series-results") + " {params.arguments} --concept-tables {input.concepts} > {log} 2>&1"

@@ -41,6 +41,9 @@ STEP_FIELD = "step"
 LAST_STEP = "last"
 # the keys of a series entry that are not keys of its checkpoints' models
 SERIES_ENTRY_KEYS = ("checkpoints", "step_unit", "series", "weights")
+# keys of a models: entry that describe the model rather than make its features
+DESCRIPTIVE_KEYS = ("label", "category", "paper_name", "paper_category", "params_millions", "extra_data", "source",
+                    "published_file")
 # a series checkpoint's weights on a command line: the file is in the jobs' environment
 SERIES_WEIGHTS_PREFIX = "series:"
 WEIGHTS_VARIABLE = "IMAGENET_COG_SERIES_CHECKPOINTS"
@@ -237,8 +240,14 @@ def missing_checkpoints(name: str, entry: Mapping[str, Any], files: Mapping[int,
         there = "which exists" if os.path.isdir(folder) else "which does not exist"
         return [f"model '{name}': checkpoints '{pattern}' matches no file in {folder} ({there}); "
                 f"fix the pattern, or run again once the training run wrote a checkpoint."]
-    return [f"model '{name}': checkpoint of step {step}, {path}, is not there; fix its path or wait for it."
-            for step, path in sorted(files.items()) if path not in made_by_workflow and not os.path.isfile(path)]
+    absent = [(step, path) for step, path in sorted(files.items())
+              if path not in made_by_workflow and not os.path.isfile(path)]
+    if not absent:
+        return []
+    # one line for the series, however many of its files are not there
+    named = ", ".join(f"step {step} ({path})" for step, path in absent[:3])
+    more = f" and {len(absent) - 3} more" if len(absent) > 3 else ""
+    return [f"model '{name}': the checkpoints of {named}{more} are not there; fix their paths or wait for them."]
 
 
 def settled(path: str, settle_seconds: float, now: float) -> bool:
@@ -253,12 +262,49 @@ def full_steps(protocol: SeriesProtocol, steps: list[int]) -> tuple[set[int], tu
     return named & set(steps), tuple(sorted(named - set(steps)))
 
 
+def stand_in_models(entry: Mapping[str, Any], config: Mapping[str, Any], digest: Callable[[str], str], *,
+                    own_job_kinds: Collection[str] = (), made_by_workflow: Collection[str] = ()) -> dict[str, str]:
+    """The configured models whose results can stand for a checkpoint of the series ``entry``
+    with the same content, by that content's identity: a result model of the same network
+    (every other key of its entry alike) whose runs cover the series protocol (its N among
+    probes.shots, the kinds with jobs of their own, ``own_job_kinds`` (the k-NN), and the
+    per-concept accuracy among the model's stages). The usual case: a run's final checkpoint,
+    configured as a model of its own, is the series' last step."""
+    protocol = SeriesProtocol.of(config["series"], entry.get("series"))
+    network = {key: value for key, value in entry.items() if key not in (*SERIES_ENTRY_KEYS, *DESCRIPTIVE_KEYS)}
+
+    def probed_by(kind: str, model: str) -> bool:
+        listed = config["probes"]["kind_models"].get(kind)
+        return kind in config["probes"]["kinds"] and (listed is None or model in listed)
+
+    concept_models = config["analyses"]["concepts"]["models"] if config["analyses"]["concepts"]["enabled"] else []
+    selected = config["results"]["models"]
+    stand_ins = {}
+    for model, other in config["models"].items():
+        weights = str(other.get("weights", ""))
+        covered = (
+            set(protocol.shots) <= {str(shots) for shots in config["probes"]["shots"]}
+            and (not protocol.knn or all(probed_by(kind, model) for kind in own_job_kinds))
+            and (not protocol.concepts or concept_models is None or model in concept_models)
+            and (selected is None or model in selected)
+        )
+        same_network = {key: value for key, value in other.items() if key not in ("weights", *DESCRIPTIVE_KEYS)} == network
+        if "checkpoints" in other or not covered or not same_network:
+            continue
+        weights = weights if weights in made_by_workflow else under(config["checkpoints_dir"], weights)
+        if weights in made_by_workflow or os.path.isfile(weights):
+            stand_ins.setdefault(weights if weights in made_by_workflow else digest(weights), model)
+    return stand_ins
+
+
 def expand_series(name: str, entry: Mapping[str, Any], settings: Mapping[str, Any], digest: Callable[[str], str], *,
                   checkpoints_dir: str | None = None, made_by_workflow: Collection[str] = (),
-                  now: float | None = None) -> tuple[Series, list[str]]:
+                  now: float | None = None, stand_ins: Mapping[str, str] | None = None) -> tuple[Series, list[str]]:
     """The series of the ``models:`` entry ``name`` (``settings``: the config's ``series``
     section) and what the run lacks of it (messages; the series then has what is there).
-    ``digest`` gives a file's content identity (the registry's file_sha256, as weights identities)."""
+    ``digest`` gives a file's content identity (the registry's file_sha256, as weights identities);
+    ``stand_ins`` the configured models whose results stand for a checkpoint of their content
+    (:func:`stand_in_models`)."""
     now = time.time() if now is None else now
     protocol = SeriesProtocol.of(settings, entry.get("series"))
     files, passed_over = listed_checkpoints(name, entry, checkpoints_dir, made_by_workflow)
@@ -269,7 +315,7 @@ def expand_series(name: str, entry: Mapping[str, Any], settings: Mapping[str, An
     kept = {step: path for step, path in sorted(present.items()) if path not in unsettled}
     steps = sorted(kept)
     full, unknown = full_steps(protocol, steps)
-    first_of: dict[str, str] = {}
+    first_of: dict[str, str] = dict(stand_ins or {})
     same_as: dict[int, str | None] = {}
     for step in steps:
         # a workflow-made checkpoint is not there yet: its content is its own

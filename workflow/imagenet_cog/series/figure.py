@@ -15,6 +15,8 @@ import seaborn as sns
 from imagenet_cog.core import plots
 from imagenet_cog.core.naming import IN1K, dataset_title, shots_title
 
+from .summary import repeats
+
 ROW_KEYS = ["series", "probe", "shots"]
 
 
@@ -28,7 +30,7 @@ def dataset_colours(datasets: list[str]) -> dict[str, tuple]:
 def draw_dataset(ax, rows: pd.DataFrame, value: str, colour, label: str, band: bool) -> None:
     rows = rows.sort_values("step")
     ax.plot(rows["step"], rows[value], color=colour, label=label, linewidth=1.2)
-    evaluated = rows["same_as"] == ""
+    evaluated = ~repeats(rows)
     ax.scatter(rows["step"][evaluated], rows[value][evaluated], color=colour, s=12, zorder=3)
     ax.scatter(rows["step"][~evaluated], rows[value][~evaluated], facecolors="white", edgecolors=[colour], s=12, zorder=3)
     if band and rows["top1_ci95_low"].notna().any():

@@ -2,9 +2,11 @@
 verdicts per level and its figure (:mod:`.table`, :mod:`.summary`, :mod:`.figure`).
 
 Writes ``tables/series.csv``, ``tables/series_steps.*``, ``tables/series_summary.*`` and
-``figures/series.*`` under ``--results-root``. The series' grid (``--kinds``, ``--datasets``,
-``--shots``, ``--seeds``) is the protocol its checkpoints ran, stated in the tables' captions;
-``--concept-curve`` (``tables/concept_curve.csv``) gives the per-concept curve's slopes.
+``figures/series.*`` under ``--results-root``. Each series' grid (in ``--series``: the N and
+seeds each probe kind ran, on ``--datasets``) is the protocol its checkpoints ran, stated in the
+tables' captions; ``--concept-tables`` (the checkpoints' ``analyses-concepts`` tables) give
+each checkpoint's per-concept curve and its slope, fitted as ``concept-results`` fits the
+result models' (:mod:`imagenet_cog.analyses.concept_report`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,21 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from imagenet_cog.analyses.concept_curve import interval
+from imagenet_cog.analyses.concept_report import (
+    concept_table,
+    curve_points,
+    fit_models,
+    per_concept,
+    read_seed_tables,
+    similarities,
+)
 from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.core.io import atomic_output
 from imagenet_cog.core.layout import SERIES_FIGURE, SERIES_STEPS, SERIES_SUMMARY, SERIES_TABLE, Layout
-from imagenet_cog.core.naming import LINEAR
 from imagenet_cog.core.plots import save_figure, set_theme
 from imagenet_cog.core.tables import write_tidy_table
+from imagenet_cog.models.series import Series
 
 from .figure import series_figure
 from .summary import series_summary, step_numbers
@@ -38,21 +49,27 @@ SUMMARY_POINTS = ["best_top1", "best_ci95_low", "best_ci95_high", "final_top1", 
                   "final_minus_best", "diff_ci95_low", "diff_ci95_high"]
 
 
-def curve_slopes(path: Path | None) -> pd.DataFrame:
-    """The slope rows of concept-results' curve table (none without one)."""
-    if path is None:
+def concept_slopes(seed_tables: Sequence[Path], ranking: Path, levels: Sequence[str], resamples: int,
+                   seed: int) -> pd.DataFrame:
+    """Each checkpoint's per-concept curve over Lin's ``levels``: its slope with the 95% interval
+    of ``resamples`` bootstrap draws of concepts (none without tables)."""
+    if not seed_tables:
         return pd.DataFrame(columns=SLOPE_COLUMNS)
-    curve = pd.read_csv(path, dtype={"model": str})
-    missing = [column for column in ["statistic", *SLOPE_COLUMNS] if column not in curve.columns]
-    if missing:
-        raise ValueError(f"{path}: not concept-results' curve table (lacks {', '.join(missing)}); rebuild it with "
-                         "snakemake concept_results.")
-    return curve[curve["statistic"] == "slope"][SLOPE_COLUMNS]
+    lin, _ = similarities(ranking, {})
+    points = curve_points(concept_table(per_concept(read_seed_tables(seed_tables)), lin, {}, {}), levels)
+    rows = []
+    for model, curve in fit_models(points, {}, resamples, seed).items():
+        low, high = interval(curve.resampled["slope"])
+        rows.append({"model": model, "value": curve.statistics["slope"], "ci95_low": low, "ci95_high": high})
+    return pd.DataFrame(rows, columns=SLOPE_COLUMNS)
 
 
-def protocol_text(grid: dict[str, Sequence[str]]) -> str:
-    return (f"probes {', '.join(grid['kinds'])} at N = {', '.join(grid['shots'])}, "
-            f"seeds {', '.join(grid['seeds'])}")
+def protocol_text(series: Sequence[tuple[Series, dict]]) -> str:
+    return "; ".join(
+        f"{one.name}: " + ", ".join(f"{kind} at N = {', '.join(runs['shots'])}, seeds {', '.join(runs['seeds'])}"
+                                     for kind, runs in grid.items())
+        for one, grid in series
+    )
 
 
 def write_outputs(layout: Layout, table: pd.DataFrame, steps: pd.DataFrame, summary: pd.DataFrame, protocol: str) -> None:
@@ -82,12 +99,15 @@ def write_outputs(layout: Layout, table: pd.DataFrame, steps: pd.DataFrame, summ
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog series-results", description=__doc__.split("\n")[0])
     parser.add_argument("--results-root", required=True)
-    parser.add_argument("--series", required=True, help="JSON: series name -> step_unit and checkpoints (the rule's)")
-    parser.add_argument("--kinds", nargs="+", default=[LINEAR])
+    parser.add_argument("--series", required=True,
+                        help="JSON: series name -> step_unit, checkpoints and grid (probe kind -> shots, seeds), the rule's")
     parser.add_argument("--datasets", nargs="+", required=True)
-    parser.add_argument("--shots", nargs="+", required=True)
-    parser.add_argument("--seeds", nargs="+", required=True)
-    parser.add_argument("--concept-curve", type=Path, help="tables/concept_curve.csv (concept-results)")
+    parser.add_argument("--concept-tables", nargs="*", type=Path, default=[],
+                        help="the checkpoints' per-concept accuracy tables (analyses-concepts)")
+    parser.add_argument("--ranking", type=Path, help="levels/ranking.tsv (Lin), with --concept-tables")
+    parser.add_argument("--levels", nargs="*", default=[], help="Lin's levels, the curve's concepts")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap draws of the slope's interval")
+    parser.add_argument("--seed", type=int, default=0, help="of the bootstrap draws")
     parser.add_argument("--no-effective-rank", action="store_true", help="leave RankMe out (none computed)")
     return parser
 
@@ -96,11 +116,12 @@ def series_results_command(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     setup_logging()
     layout = Layout(args.results_root)
-    grid = {"kinds": args.kinds, "datasets": args.datasets, "shots": args.shots, "seeds": args.seeds}
-    table = series_table(layout, series_from_json(args.series), grid, ranks=not args.no_effective_rank)
-    steps = step_numbers(table, curve_slopes(args.concept_curve))
+    series = series_from_json(args.series)
+    table = series_table(layout, series, args.datasets, ranks=not args.no_effective_rank)
+    slopes = concept_slopes(args.concept_tables, args.ranking, args.levels, args.resamples, args.seed)
+    steps = step_numbers(table, slopes)
     summary = series_summary(table, steps)
-    write_outputs(layout, table, steps, summary, protocol_text(grid))
+    write_outputs(layout, table, steps, summary, protocol_text(series))
     set_theme()
     fig = series_figure(steps, summary)
     save_figure(fig, layout, SERIES_FIGURE)

@@ -119,9 +119,15 @@ def stand_in(step: pd.Series) -> str:
     return step["same_as"] or step["model"]
 
 
+def repeats(steps: pd.DataFrame) -> pd.Series:
+    """The steps whose checkpoint repeats an earlier step's content (``same_as`` names a step of
+    the series): counted once. A step a configured model stands for is a checkpoint of its own."""
+    return steps["same_as"].isin(steps["model"])
+
+
 def rank_correlation(steps: pd.DataFrame) -> dict:
     """Spearman's rho between RankMe and the mean top-1 over the distinct checkpoints of one group."""
-    distinct = steps[steps["same_as"] == ""].dropna(subset=["effective_rank", "top1_mean"])
+    distinct = steps[~repeats(steps)].dropna(subset=["effective_rank", "top1_mean"])
     row = {"rankme_steps": len(distinct)}
     if len(distinct) < MIN_SPEARMAN_STEPS:
         return {**row, "rankme_note": f"fewer than {MIN_SPEARMAN_STEPS} checkpoints with RankMe"}
@@ -146,7 +152,7 @@ def series_summary(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     step_groups = dict(list(steps.groupby(GROUP, sort=False)))
     for key, group in table.groupby(GROUP, sort=False):
         group_steps = step_groups[key]
-        rows.append({**dict(zip(GROUP, key)), "n_steps": int((group_steps["same_as"] == "").sum()),
+        rows.append({**dict(zip(GROUP, key)), "n_steps": int((~repeats(group_steps)).sum()),
                      "n_seeds": int(group["seed"].nunique()),
                      **final_against_best(group, group_steps), **rank_correlation(group_steps)})
     summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -41,14 +41,16 @@ class MissingSeriesResultError(ExplainedError, FileNotFoundError):
     """A checkpoint's result file the series' table needs is not there."""
 
 
-def series_from_json(text: str) -> list[Series]:
-    """The series of ``--series``: a JSON object, name -> ``step_unit`` and ``checkpoints``, a
-    list of ``SeriesCheckpoint`` fields, as the rule file writes it (without the files' paths,
-    which no table reads: they are left empty)."""
+def series_from_json(text: str) -> list[tuple[Series, dict]]:
+    """The series of ``--series``: a JSON object, name -> ``step_unit``, ``checkpoints`` (a list
+    of ``SeriesCheckpoint`` fields, without the files' paths, which no table reads: they are left
+    empty) and ``grid`` (probe kind -> the ``shots`` and ``seeds`` its checkpoints ran), as the
+    rule file writes it; each series with its grid."""
     return [
-        Series(name=name, step_unit=entry["step_unit"],
-               checkpoints=tuple(sorted((SeriesCheckpoint(**{"path": "", **checkpoint}) for checkpoint in entry["checkpoints"]),
-                                        key=lambda checkpoint: checkpoint.step)))
+        (Series(name=name, step_unit=entry["step_unit"],
+                checkpoints=tuple(sorted((SeriesCheckpoint(**{"path": "", **checkpoint}) for checkpoint in entry["checkpoints"]),
+                                         key=lambda checkpoint: checkpoint.step))),
+         entry["grid"])
         for name, entry in json.loads(text).items()
     ]
 
@@ -70,17 +72,17 @@ def read_effective_rank(layout: Layout, model: str) -> float:
     return float(json.loads(path.read_text())["effective_rank"])
 
 
-def series_rows(layout: Layout, series: Series, grid: dict[str, Sequence[str]], ranks: bool) -> list[dict]:
-    """The rows of one series on ``grid`` (kinds, datasets, shots, seeds), each checkpoint's in
-    step order; with ``ranks``, each checkpoint's RankMe beside them."""
+def series_rows(layout: Layout, series: Series, grid: dict[str, dict], datasets: Sequence[str], ranks: bool) -> list[dict]:
+    """The rows of one series on ``grid`` (probe kind -> its shots and seeds) and ``datasets``,
+    each checkpoint's in step order; with ``ranks``, each checkpoint's RankMe beside them."""
     rows = []
     for checkpoint in series.checkpoints:
         source = evaluated_as(checkpoint)
         rank = read_effective_rank(layout, source) if ranks else math.nan
-        for kind in grid["kinds"]:
-            for dataset in grid["datasets"]:
-                for shots in grid["shots"]:
-                    for seed in grid["seeds"]:
+        for kind, runs in grid.items():
+            for dataset in datasets:
+                for shots in runs["shots"]:
+                    for seed in runs["seeds"]:
                         result = read_probe_result(needed(Path(layout.probe_result(source, dataset, shots, seed, kind))))
                         rows.append({
                             "series": series.name, "step": checkpoint.step, "step_unit": series.step_unit,
@@ -93,8 +95,8 @@ def series_rows(layout: Layout, series: Series, grid: dict[str, Sequence[str]], 
     return rows
 
 
-def series_table(layout: Layout, series: Sequence[Series], grid: dict[str, Sequence[str]], ranks: bool = True) -> pd.DataFrame:
-    """Every series' rows (see the module docstring)."""
-    rows = [row for one in series for row in series_rows(layout, one, grid, ranks)]
+def series_table(layout: Layout, series: Sequence[tuple[Series, dict]], datasets: Sequence[str],
+                 ranks: bool = True) -> pd.DataFrame:
+    """Every series' rows, each on its own grid (see the module docstring)."""
+    rows = [row for one, grid in series for row in series_rows(layout, one, grid, datasets, ranks)]
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
-

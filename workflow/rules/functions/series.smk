@@ -6,19 +6,7 @@ import dataclasses
 import json
 import shlex
 
-from imagenet_cog.core.layout import (
-    CONCEPT_CURVE,
-    SERIES_FIGURE,
-    SERIES_STEPS,
-    SERIES_SUMMARY,
-    SERIES_TABLE,
-    TABLE_FORMATS,
-)
-
-# The config's checkpoint series, {name: imagenet_cog.models.series.Series}, each checkpoint
-# a model of its own (<series>@<step>). common.smk defines it where the config names series;
-# until then this stand-in holds none, and the stage plans nothing.
-SERIES = globals().get("SERIES", {})
+from imagenet_cog.core.layout import SERIES_FIGURE, SERIES_STEPS, SERIES_SUMMARY, SERIES_TABLE, TABLE_FORMATS
 
 # RankMe's sample of IN-1K training rows: the paper's size (more rows than any feature width
 # here, docs/series.md) and a fixed seed, so that every checkpoint is read on the same images.
@@ -26,61 +14,71 @@ EFFECTIVE_RANK_ROWS = 25600
 EFFECTIVE_RANK_SEED = 0
 
 
-def series_grid():
-    """What a series' checkpoints are probed on and its tables read: the probe kinds on the
-    linear probe's grid, the run's datasets, N and seeds."""
-    return {"kinds": LINEAR_GRID_KINDS, "datasets": DATASETS, "shots": SHOTS, "seeds": SEEDS}
+def series_grid(series):
+    """What a series' checkpoints were probed on (functions/probes.smk, series_probe_results):
+    the linear probe at the series' N and seeds, the kinds with jobs of their own (the k-NN) on
+    the run's grid; each kind's N and seeds."""
+    protocol = series.protocol
+    grid = {naming.LINEAR: {"shots": list(protocol.shots), "seeds": protocol.probe_seeds(SEEDS)}}
+    if protocol.knn:
+        grid.update({kind.name: {"shots": SHOTS, "seeds": SEEDS} for kind in OWN_JOB_KINDS})
+    return grid
 
 
-def evaluated_series_models():
-    """The model of every checkpoint evaluated as itself (a checkpoint identical to an earlier
-    one is not: its stand-in's files serve it)."""
-    return [checkpoint.model for series in SERIES.values() for checkpoint in series.evaluated()]
+def series_sources(series):
+    """The models whose results a series' checkpoints read: each checkpoint's own, or the model
+    whose identical content stands for it (an earlier step, or a configured model)."""
+    return list(dict.fromkeys(checkpoint.same_as or checkpoint.model for checkpoint in series.checkpoints))
+
+
+def series_source_models():
+    return list(dict.fromkeys(model for series in SERIES.values() for model in series_sources(series)))
 
 
 def series_curve_models():
-    """The series' models the per-concept curve covers (analyses.concepts)."""
-    return [model for model in evaluated_series_models() if model in concept_models()]
+    """The series' models whose per-concept accuracy gives a step its curve's slope."""
+    scored = {*series_concept_models(), *concept_models()}
+    return [model for model in series_source_models() if model in scored]
 
 
 def series_results_inputs(wildcards):
-    grid = series_grid()
-    models = evaluated_series_models()
     return {
         "probes": [
             PATHS.probe_result(model, dataset, shots, seed, kind)
-            for model in models
-            for kind in grid["kinds"]
-            for dataset in grid["datasets"]
-            for shots in grid["shots"]
-            for seed in grid["seeds"]
+            for series in SERIES.values()
+            for model in series_sources(series)
+            for kind, runs in series_grid(series).items()
+            for dataset in DATASETS
+            for shots in runs["shots"]
+            for seed in runs["seeds"]
         ],
-        "ranks": [PATHS.effective_rank(model) for model in models],
-        "curve": [PATHS.table(CONCEPT_CURVE, "csv")] if series_curve_models() else [],
+        "ranks": [PATHS.effective_rank(model) for model in series_source_models()],
+        "concepts": [PATHS.concept_accuracy(model) for model in series_curve_models()],
+        "ranking": [PATHS.ranking()] if series_curve_models() else [],
     }
 
 
 def series_json():
-    """The series for series-results, each checkpoint's step, model and stand-in: not its file's
-    path, so that a renamed or moved checkpoint changes no param and reruns no table."""
+    """The series for series-results, each checkpoint's step, model and stand-in and the grid
+    they ran: not a file's path, so that a renamed or moved checkpoint reruns no table."""
     entries = {}
     for name, series in SERIES.items():
         checkpoints = [
             {key: value for key, value in dataclasses.asdict(checkpoint).items() if key != "path"}
             for checkpoint in series.checkpoints
         ]
-        entries[name] = {"step_unit": series.step_unit, "checkpoints": checkpoints}
+        entries[name] = {"step_unit": series.step_unit, "checkpoints": checkpoints, "grid": series_grid(series)}
     return json.dumps(entries, sort_keys=True)
 
 
 def series_results_arguments(wildcards):
-    grid = series_grid()
-    curve = f" --concept-curve {PATHS.table(CONCEPT_CURVE, 'csv')}" if series_curve_models() else ""
-    return (
-        f"--results-root {PATHS.root} --series {shlex.quote(series_json())} --kinds {' '.join(grid['kinds'])}"
-        f" --datasets {' '.join(grid['datasets'])} --shots {' '.join(grid['shots'])}"
-        f" --seeds {' '.join(grid['seeds'])}{curve}"
+    # the per-concept curve's slope of each checkpoint, drawn as concept-results draws the run's
+    curve = (
+        f" --ranking {PATHS.ranking()} --levels {' '.join(concept_levels())} --resamples {CONCEPTS_CONFIG['resamples']} --seed {CONCEPTS_CONFIG['seed']}"
+        if series_curve_models()
+        else ""
     )
+    return f"--results-root {PATHS.root} --series {shlex.quote(series_json())} --datasets {' '.join(DATASETS)}{curve}"
 
 
 def series_report(name, extension, caption, labels):
@@ -93,4 +91,4 @@ def series_targets():
     """Every series' RankMe per checkpoint, tables and figure; none when the config names no series."""
     if not SERIES:
         return []
-    return [*(PATHS.effective_rank(model) for model in evaluated_series_models()), *PATHS.series_outputs()]
+    return [*(PATHS.effective_rank(model) for model in series_source_models()), *PATHS.series_outputs()]
