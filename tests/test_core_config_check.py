@@ -179,7 +179,8 @@ def test_what_a_run_lacks_is_told_once_all_together_before_any_job(workflow_copy
     (workflow_copy / "before.yaml").write_text(yaml.safe_dump(before_downloads))
     for target in ("plan", "needed_synsets"):
         assert snakemake(workflow_copy, target, "--dry-run", "--cores", "1", "--configfile", "before.yaml").returncode == 0
-    assert "checkpoints (2)" in refused_overlay(workflow_copy, before_downloads)  # the demo's and mine
+    # the demo's network, its pretraining's checkpoints (one line for the series) and mine
+    assert "checkpoints (3)" in refused_overlay(workflow_copy, before_downloads)
 
 
 def test_many_lacks_of_one_kind_are_told_by_the_first_and_the_others_names():

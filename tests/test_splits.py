@@ -299,8 +299,8 @@ def test_rules_split_imagenet_folders_by_draw_and_by_published_pickle(tmp_path):
     workdir = copy_workflow(tmp_path / "workflow-copy")
     in21k, in1k = tmp_path / "in21k", tmp_path / "in1k"
     settings = (
-        # the demo's pretrained network is made only in demo mode
-        "models: {demo_cnn: null, demo_clip: null}\nresults: {baseline_model: demo_cnn_random}\n"
+        # the demo's pretrained network and its checkpoints are made only in demo mode
+        "models: {demo_cnn: null, demo_clip: null, demo_cnn_training: null}\nresults: {baseline_model: demo_cnn_random}\n"
         # without the demo's image-text model, no zero-shot probe; the demo's stage lists name
         # demo_cnn: these stages run for the model left
         "probes: {kinds: [linear, knn], kind_models: {knn: null}}\nlabel_audit: {models: null}\n"
