@@ -4,9 +4,10 @@ The demo, cut down to one model, one level, one seed and two shot counts, runs t
 `snakemake --profile slurm` (every rule a SLURM job, the levels stage grouped) up to the probes'
 summary, one rule shape of each stage it proves (levels, demo world, splits, shard extraction and
 merge, the resident probe, the summary; not the results stage's tables and figures, which are
-shapes the summary's already are), and must give the outputs of the local demo run (the
-`demo_run` fixture). Every SLURM job starts Snakemake twice (the job, then its step), seconds
-each, so the run keeps one job of each shape: nine jobs, where the demo's six datasets made 39.
+shapes the summary's already are) and a series checkpoint's shard, and must give the outputs of
+the local demo run (the `demo_run` fixture). Every SLURM job starts Snakemake twice (the job, then its step), seconds
+each, so the run keeps one job of each shape: eleven jobs (a series checkpoint's shard and merge among
+them), where the demo's six datasets made 39.
 
 * byte-equal: the level lists of every level, the ranking, the split tables (pure functions of
   config);
@@ -50,11 +51,27 @@ ACCURACY_TOLERANCE = 1e-6
 FEATURE_TOLERANCE = 1e-3
 
 
+# A series of one checkpoint (a random initialisation saved as a file): its shard of the level's
+# test split is a SLURM job that finds the file through the job's environment, not its command.
+SERIES, SERIES_PATTERN = "demo_cnn_run", "runs/demo_cnn/checkpoint{step}.safetensors"
+SERIES_MODEL = f"{SERIES}@1"
+
+
 def reduce_demo(config_file: Path) -> None:
-    """The demo with one model, one level, one seed, two shot counts, linear probes only. (``--config``
-    cannot do this: it merges into the models table and passes numbers as strings.)"""
+    """The demo with one model, one level, one seed, two shot counts, linear probes only, and a
+    series of one checkpoint. (``--config`` cannot do this: it merges into the models table and
+    passes numbers as strings.)"""
+    from safetensors.torch import save_file
+
+    from imagenet_cog.models.registry import ModelSpec, build_model
+
     config = yaml.safe_load(config_file.read_text())
-    config["models"] = {MODEL: config["models"][MODEL]}
+    config["models"] = {MODEL: config["models"][MODEL],
+                        SERIES: {"arch": "demo_cnn", "checkpoints": SERIES_PATTERN, "step_unit": "epoch"}}
+    checkpoint = config_file.parent / SERIES_PATTERN.format(step=1)
+    checkpoint.parent.mkdir(parents=True)
+    save_file(build_model(ModelSpec(SERIES, "demo_cnn", "random:3")).network.state_dict(), checkpoint)
+    config["series"] = {"settle_seconds": 0}
     config["datasets"] = [LEVEL]
     config["probes"]["seeds"] = [int(SEED)]
     config["probes"]["shots"] = [shots if shots == "all" else int(shots) for shots in SHOTS]
@@ -106,6 +123,7 @@ def slurm_run(tmp_path_factory):
         command = [
             "timeout", "-s", "INT", "-k", "10", str(RUN_LIMIT_S),
             str(SNAKEMAKE), "--profile", "slurm", "--jobs", "4", "--verbose", Layout().results_summary(),
+            Layout().features(SERIES_MODEL, LEVEL, "test"),
         ]
         environment = {
             **cluster.environment,
@@ -153,6 +171,20 @@ def test_every_rule_ran_as_a_slurm_job(slurm_run):
         for shots in SHOTS:
             assert (workdir / layout.probe_result(MODEL, dataset, shots, SEED)).is_file()
     assert (workdir / layout.results_summary()).is_file()
+
+
+def test_a_series_checkpoint_is_extracted_by_a_slurm_job_from_the_file_its_environment_names(slurm_run):
+    import h5py
+
+    from imagenet_cog.models.registry import file_sha256
+
+    workdir, output = slurm_run
+    calls = [line for line in output.splitlines() if "sbatch call:" in line and "rule_extract_features" in line]
+    # the level's two shards of the model, and the checkpoint's one
+    assert len(calls) == 3 and f"model={SERIES_MODEL}" in output, "\n".join(calls)
+    with h5py.File(workdir / Layout().features(SERIES_MODEL, LEVEL, "test")) as handle:
+        assert handle.attrs["weights"].startswith(f"sha256:{file_sha256(str(workdir / SERIES_PATTERN.format(step=1)))}+")
+        assert handle["features"].shape[0] > 0
 
 
 def test_levels_and_splits_are_byte_equal_to_the_local_run(slurm_run, demo_run):
