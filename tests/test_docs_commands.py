@@ -41,6 +41,8 @@ INLINE_COMMAND = re.compile(r"`((?:snakemake|make|python -m imagenet_cog) [^`]*)
 CHEAP_TARGETS = {"plan", "needed_synsets"}
 REAL_RUN_CONFIG = "config/imagenet.yaml"
 
+# the scale rehearsal's add-on files (docs/scale.md): every stage but fine-tuning
+REHEARSAL_ADD_ONS = "config/level_sets.yaml config/balanced.yaml config/label_audit.yaml config/analyses.yaml"
 NOT_RUN_HERE = {
     "snakemake --profile slurm": "needs a SLURM cluster; tests/test_slurm.py runs the profile on a one-node one",
     "snakemake --profile slurm --configfile config/imagenet.yaml": "needs a SLURM cluster and ImageNet",
@@ -64,14 +66,15 @@ NOT_RUN_HERE = {
     "python convert.py r50_1x_sk0/model.ckpt-250228": "another repository's script, on a download",
     "git clone https://github.com/chigur/byol-convert && cd byol-convert": "a download",
     "python convert.py pretrain_res50x1.pkl pretrain_res50x1.pth.tar": "another repository's script, on a download",
-    "snakemake needed_synsets --cores 1 --configfile config/imagenet.yaml rehearsal.yaml":
+    "snakemake needed_synsets --cores 1 --configfile config/imagenet.yaml config/level_sets.yaml rehearsal.yaml":
         "the scale rehearsal's overlay, its content shown beside it (tests/test_imagenet_tars.py plans needed_synsets)",
     "snakemake results-rehearsal/splits/summary.tsv results-rehearsal/splits/preflight.tsv --cores 2 --configfile "
-    "config/imagenet.yaml rehearsal.yaml": "needs the rehearsal's 7.6 GB world (benchmarks/scale_world.py)",
-    "snakemake -n --cores 8 --configfile config/imagenet.yaml config/paper_models.yaml rehearsal.yaml":
+    f"config/imagenet.yaml {REHEARSAL_ADD_ONS} rehearsal.yaml": "needs the rehearsal's 7.6 GB world (benchmarks/scale_world.py)",
+    f"snakemake -n --cores 8 --configfile config/imagenet.yaml {REHEARSAL_ADD_ONS} config/paper_models.yaml rehearsal.yaml":
         "needs the rehearsal's split tables, 400 MB of them",
     "snakemake --report results-rehearsal/report.html --cores 1 --configfile config/imagenet.yaml "
-    "config/paper_models.yaml rehearsal.yaml report-only.yaml": "needs the rehearsal's finished results stage",
+    f"{REHEARSAL_ADD_ONS} config/paper_models.yaml rehearsal.yaml report-only.yaml":
+        "needs the rehearsal's finished results stage",
 }
 # checked by their --help: as written they read checkpoints, the network or a paper-size world
 HELP_CHECKED = ("python -m imagenet_cog ", "hf ", "python benchmarks/")

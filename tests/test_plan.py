@@ -329,7 +329,7 @@ def test_plan_target_before_any_download(tmp_path):
     models = {row["model"] for row in rows} - {"all models"}
     assert len(models) == 31
     resnet = next(row for row in rows if row["stage"] == "extraction" and row["model"] == "resnet50")
-    # IN-1K's 1,331,167 images and five levels of ~1.18M and the pool, 2048-d float16 features
+    # IN-1K's 1,331,167 images and five levels of ~1.18M (the main protocol: no pool), 2048-d float16 features
     assert 7_000_000 < int(resnet["images_read"]) < 7_500_000
     assert int(resnet["bytes_written"]) == int(resnet["images_read"]) * 2048 * 2
     assert rows[-1]["stage"] == "wall time on 8 GPUs"

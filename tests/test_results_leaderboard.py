@@ -214,6 +214,10 @@ def merged_config(*files: str) -> dict:
 
 def test_the_real_config_is_the_papers_protocol_and_the_demo_is_not():
     assert run_protocol(merged_config("config/imagenet.yaml")) == PAPER_PROTOCOL
+    # the add-on files switch on stages outside the protocol: a run with them is the paper's
+    add_ons = ["config/level_sets.yaml", "config/balanced.yaml", "config/label_audit.yaml", "config/finetune.yaml",
+               "config/analyses.yaml"]
+    assert run_protocol(merged_config("config/imagenet.yaml", *add_ons)) == PAPER_PROTOCOL
     assert digest(run_protocol(merged_config())) != PAPER_DIGEST
     shorter = merged_config("config/imagenet.yaml")
     shorter["probes"]["epochs"] = 50

@@ -7,7 +7,8 @@ preprocessing is part of the model, not of the protocol. The digest is the first
 ``DIGEST_CHARACTERS`` hex digits of the SHA-256 of the protocol as sorted JSON.
 
 ``PAPER_PROTOCOL`` is the paper's protocol as ``config/imagenet.yaml`` transcribes it (a test
-holds the two equal): the protocol of the published rows.
+holds the two equal, with and without the add-on files laid over it, whose stages are not part
+of a protocol): the protocol of the published rows.
 
 Standard library only: the Snakefile builds a run's protocol with it when it is parsed.
 """
