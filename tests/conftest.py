@@ -105,6 +105,14 @@ def refused_overlay(workdir: Path, settings: dict, name: str = "overlay.yaml") -
     return result.stdout + result.stderr
 
 
+def read_run_config(path: Path) -> dict:
+    """A run's config.yaml with the models its stages run for: a series entry (``checkpoints``)
+    is no model of its own, its checkpoints are, on the series protocol alone (models/series.py)."""
+    config = yaml.safe_load(Path(path).read_text())
+    config["models"] = {name: entry for name, entry in config["models"].items() if "checkpoints" not in entry}
+    return config
+
+
 def stage_model_names(config: dict, setting: str) -> list[str]:
     """The models a stage of ``config`` runs for, as common.smk's stage_models picks them: the
     list at the dotted ``setting`` (a section's ``models``, or the list itself, as

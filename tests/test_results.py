@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import copy_of_demo, other_kind_probes_per_dataset, snakemake, stage_model_names
+from conftest import copy_of_demo, other_kind_probes_per_dataset, read_run_config, snakemake, stage_model_names
 from imagenet_cog.core.layout import Layout, result_table_names
 from imagenet_cog.probes.kinds import KINDS
 from imagenet_cog.results.summary import aggregate_command, lin_rows, load_probe_results, read_summary, summarise
@@ -229,7 +229,7 @@ def test_table_names_cover_every_dataset():
 
 @pytest.mark.e2e
 def test_demo_summary_is_complete(demo_run):
-    config = yaml.safe_load((demo_run / "config.yaml").read_text())
+    config = read_run_config(demo_run / "config.yaml")
     layout = Layout()
     knn = "knn" in config["probes"]["kinds"]
     tabled = [kind for kind in config["probes"]["kinds"] if kind != "linear" and KINDS[kind].texts]
@@ -261,7 +261,7 @@ def test_demo_summary_is_complete(demo_run):
 @pytest.mark.e2e
 def test_tables_from_existing_results_mark_a_failed_probe(demo_run, tmp_path):
     workdir = copy_of_demo(demo_run, tmp_path / "partial")
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config = read_run_config(workdir / "config.yaml")
     seeds = [str(seed) for seed in config["probes"]["seeds"]]
     model = list(config["models"])[-1]
     lost = Path(workdir / Layout().probe_result(model, "l2", "all", seeds[0]))

@@ -71,7 +71,8 @@ def reduce_demo(config_file: Path) -> None:
     checkpoint = config_file.parent / SERIES_PATTERN.format(step=1)
     checkpoint.parent.mkdir(parents=True)
     save_file(build_model(ModelSpec(SERIES, "demo_cnn", "random:3")).network.state_dict(), checkpoint)
-    config["series"] = {"settle_seconds": 0}
+    # the checkpoint on the series protocol alone: not among the models the summary covers
+    config["series"] = {"settle_seconds": 0, "full_protocol_steps": []}
     config["datasets"] = [LEVEL]
     config["probes"]["seeds"] = [int(SEED)]
     config["probes"]["shots"] = [shots if shots == "all" else int(shots) for shots in SHOTS]

@@ -22,6 +22,7 @@ from conftest import (
     other_kind_probe_count,
     other_kind_probes_per_dataset,
     planned_jobs,
+    read_run_config,
     snakemake,
     stage_model_names,
 )
@@ -153,7 +154,7 @@ def finished_copy(demo_run, tmp_path) -> Path:
 
 @pytest.fixture(scope="module")
 def demo_config(demo_run) -> dict:
-    return yaml.safe_load((demo_run / "config.yaml").read_text())
+    return read_run_config(demo_run / "config.yaml")
 
 
 def model_of_every_stage(config: dict) -> str:

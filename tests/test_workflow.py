@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import copy_of_demo, other_probe_kinds, snakemake, stage_model_names
+from conftest import copy_of_demo, other_probe_kinds, read_run_config, snakemake, stage_model_names
 from imagenet_cog.core.io import read_lines, read_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import dataset_title
@@ -28,9 +28,8 @@ PAPER_ELIGIBILITY_COUNTS = [21841, 20842, 20081, 17254, 14248, 5216, 5146]
 def demo_config(demo_run):
     from snakemake.utils import validate
 
-    config = yaml.safe_load((demo_run / "config.yaml").read_text())
-    validate(config, str(demo_run / "workflow" / "schemas" / "config.schema.yaml"))
-    return config
+    validate(yaml.safe_load((demo_run / "config.yaml").read_text()), str(demo_run / "workflow" / "schemas" / "config.schema.yaml"))
+    return read_run_config(demo_run / "config.yaml")
 
 
 # The demo's story (paper Fig. 3): the network the workflow pretrains on the demo's seen IN-1K
