@@ -28,8 +28,9 @@ PAPER_ELIGIBILITY_COUNTS = [21841, 20842, 20081, 17254, 14248, 5216, 5146]
 def demo_config(demo_run):
     from snakemake.utils import validate
 
-    validate(yaml.safe_load((demo_run / "config.yaml").read_text()), str(demo_run / "workflow" / "schemas" / "config.schema.yaml"))
-    return read_run_config(demo_run / "config.yaml")
+    config = read_run_config(demo_run / "config.yaml")
+    validate(config, str(demo_run / "workflow" / "schemas" / "config.schema.yaml"))
+    return config
 
 
 # The demo's story (paper Fig. 3): the network the workflow pretrains on the demo's seen IN-1K
