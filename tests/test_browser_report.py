@@ -40,6 +40,7 @@ REPORT_CATEGORIES = {
     "variants": {"Class-balanced variant", "IN-1K-blurred"},
     "variants: audit": {"Label-noise audit"},
     "fine-tuning": {"Fine-tuning control"},
+    "series": {"Checkpoint series"},
     "report": set(),
 }
 TABLE_TYPES = {"text/csv": ",", "text/tab-separated-values": "\t"}

@@ -82,7 +82,8 @@ def run_config(base: Path, in21k_root: Path, in1k_root: Path, published: bool = 
         "levels": levels,
         "data": {"in21k_root": str(in21k_root), "in1k_root": str(in1k_root), "in21k_release": "winter21"},
         "splits": {"test_per_concept": 2, "max_train_per_concept": 6},
-        "models": {"demo_cnn": None, "demo_clip": None},
+        # the demo's pretrained network and its checkpoints are made in demo mode only
+        "models": {"demo_cnn": None, "demo_clip": None, "demo_cnn_training": None},
         "results": {"baseline_model": MODEL},
         "features": {"shard_size": 8},
         "level_sets": {"sets": []},
