@@ -93,8 +93,10 @@ from imagenet_cog.models.series import (
 
 from imagenet_cog.probes.kinds import KINDS as PROBE_KIND_REGISTRY
 
-# the kinds a series runs with jobs of their own (series.knn): a model standing in must run them too
-OWN_JOB_KIND_NAMES = [kind.name for kind in PROBE_KIND_REGISTRY.values() if kind.own_job]
+# The kinds with jobs of their own (the k-NN): rule probe_<kind> each (probes.smk), one job per
+# model and dataset of IN-1K and the levels scoring every N and seed. A series runs them too
+# (series.knn), so a model standing in for one of its checkpoints must.
+OWN_JOB_KINDS = [kind for kind in PROBE_KIND_REGISTRY.values() if kind.own_job]
 SERIES = {}
 for series_name, series_entry in [(name, entry) for name, entry in config["models"].items() if is_series_entry(entry)]:
     try:
@@ -115,7 +117,11 @@ for series_name, series_entry in [(name, entry) for name, entry in config["model
             checkpoints_dir=config["checkpoints_dir"],
             made_by_workflow=workflow_checkpoints(),
             stand_ins=stand_in_models(
-                series_entry, config, digest, own_job_kinds=OWN_JOB_KIND_NAMES, made_by_workflow=workflow_checkpoints()
+                series_entry,
+                config,
+                digest,
+                own_job_kinds=[kind.name for kind in OWN_JOB_KINDS],
+                made_by_workflow=workflow_checkpoints(),
             ),
         )
     except SeriesError as error:

@@ -211,11 +211,6 @@ def kind_probe_settings(kind):
     return {**SHARED_PROBE_SETTINGS, **kind_of_result(kind).command_settings(config["probes"], kind)}
 
 
-# The kinds with jobs of their own (the k-NN): rule probe_<kind> each (probes.smk), one job per
-# model and dataset of IN-1K and the levels scoring every N and seed.
-OWN_JOB_KINDS = [kind for kind in KINDS.values() if kind.own_job]
-
-
 # The shell command of every kind's own job, one text for every such rule: a kind's command and
 # options are its rule's params, bound when the rule is made. A shell expression naming the loop's
 # kind (probes.smk) would be evaluated again when a job runs, and name the last kind.
