@@ -5,7 +5,7 @@ float32 arithmetic, so weights agree to float tolerance (a compiler may fuse a m
 an add the reference rounds twice), candidates diverge alike, and accuracies are equal.
 torch.compile builds C++ kernels on this CPU, Triton kernels on a GPU, from the same code.
 
-The compiled comparisons run in a new interpreter each (:func:`in_a_new_process`), with kernels
+The compiled comparisons run in one new interpreter (:func:`in_a_new_process`), with kernels
 built for any x86-64 CPU: what is tested is the fused step's arithmetic, the same on every CPU
 this suite runs on, not the compiler's code for one chip; a pytest worker has loaded the
 libraries of every module before (faiss brings an OpenMP runtime of its own), and a crash in
@@ -85,14 +85,19 @@ def one_fused_probe_equals_the_reference():
     torch.testing.assert_close(fused.bias, reference.bias, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-@pytest.mark.parametrize("sample_major", [False, True])
-def test_the_fused_step_trains_the_reference_probes(portable_kernels, precision, sample_major):
-    in_a_new_process(fused_runs_equal_the_reference, precision, sample_major)
+def fused_step_equals_the_reference_everywhere():
+    """One probe, then three runs in each precision and layout: one interpreter for all (its
+    start and the compiler's are most of the seconds), each case named before it runs."""
+    print("one probe, float32", flush=True)
+    one_fused_probe_equals_the_reference()
+    for precision in ("float32", "bfloat16"):
+        for sample_major in (False, True):
+            print(f"three runs, {precision}, sample_major={sample_major}", flush=True)
+            fused_runs_equal_the_reference(precision, sample_major)
 
 
-def test_one_fused_probe_is_train_probes_with_the_reference_step(portable_kernels):
-    in_a_new_process(one_fused_probe_equals_the_reference)
+def test_the_fused_step_trains_the_reference_probes_in_each_precision_and_layout(portable_kernels):
+    in_a_new_process(fused_step_equals_the_reference_everywhere)
 
 
 def test_a_crash_in_the_new_process_fails_the_test_naming_the_signal():
