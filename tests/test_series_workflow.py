@@ -85,3 +85,20 @@ def test_a_series_plans_its_checkpoints_jobs_and_a_moved_folder_reruns_nothing(w
     assert Counter(rule for rule, w in jobs if w.get("model") == "dino@2") == {
         "extract_features": 2 * len(datasets), "merge_features": 2 * len(datasets), "probe": 2 * len(datasets),
         "probe_knn": len(datasets), "analyses_concepts": 1, "effective_rank": 1}
+
+
+def test_a_checkpoint_that_does_not_fit_the_arch_is_refused_before_any_job(workdir):
+    """A step's file of another shape stops the dry run at once, naming the series, the step, the
+    file and the tensor; the step that fits is not named, and nothing is planned."""
+    save_checkpoint(workdir / "runs/misfit/checkpoint1.safetensors", 5)
+    state = build_model(ModelSpec(SERIES, "demo_cnn", "random:6")).network.state_dict()
+    state["features.0.weight"] = state["features.0.weight"].repeat(2, 1, 1, 1)
+    save_file(state, workdir / "runs/misfit/checkpoint2.safetensors")
+    result = snakemake(workdir, "--cores", "2", "--dry-run", "--configfile",
+                       overlay(workdir, "runs/misfit/checkpoint{step}.safetensors"), check=False)
+    told = result.stdout + result.stderr
+    assert result.returncode != 0 and "no job was started" in told
+    assert (f"series.yaml: model '{SERIES}' (a series of arch demo_cnn): step 2, checkpoint "
+            "runs/misfit/checkpoint2.safetensors does not fit a DemoCNN backbone") in told
+    assert "features.0.weight (64, 3, 3, 3) in the file, (32, 3, 3, 3) in the network" in told
+    assert "checkpoint1" not in told and "Job stats" not in told

@@ -46,6 +46,9 @@ PATHS = Layout(config["results_dir"].rstrip("/"))
 # `snakemake plan` and `snakemake needed_synsets` price a run before its downloads: let through.
 RUN_LACKS = {}
 PRICING_RULES = ("plan", "needed_synsets")
+# the kinds refused also for a listing or named targets: every job of a model reads its checkpoint
+MISFITS = "checkpoints that do not fit their arch"
+CHECKPOINT_LACKS = ("checkpoints", MISFITS)
 
 
 def note_lack(kind, name, check, *arguments):
@@ -234,18 +237,25 @@ def command_line_request():
     return set(known.targets), listing
 
 
+def pricing_only(asked):
+    """Whether the targets asked for are the pricing rules' alone."""
+    return bool(asked) and asked <= {*PRICING_RULES, PATHS.needed_synsets(), PATHS.needed_synset_tars()}
+
+
 def refuse_what_the_run_lacks():
     """The whole run is refused for all it lacks; a listing, or named targets (the levels of a
-    run whose images are not there yet), only for missing checkpoints, which every job of a
-    model reads and a listing of the paper's models must name."""
+    run whose images are not there yet), only for missing checkpoints (and those that do not fit
+    their arch), which every job of a model reads and a listing of the paper's models must name."""
     from imagenet_cog.core.config_check import lacking_message
 
     if not RUN_LACKS or not workflow.is_main_process:
         return
     asked, listing = command_line_request()
-    if asked and asked <= {*PRICING_RULES, PATHS.needed_synsets(), PATHS.needed_synset_tars()}:
+    if pricing_only(asked):
         return
-    lacks = RUN_LACKS if not (asked or listing) else {kind: found for kind, found in RUN_LACKS.items() if kind == "checkpoints"}
+    lacks = (
+        RUN_LACKS if not (asked or listing) else {kind: found for kind, found in RUN_LACKS.items() if kind in CHECKPOINT_LACKS}
+    )
     if lacks:
         raise WorkflowError(lacking_message(lacks, " and ".join(f"`snakemake {rule}`" for rule in PRICING_RULES)))
 
@@ -468,6 +478,38 @@ def model_spec(model, check_checkpoint=True):
 # Every model entry is checked now, so that a typo fails the run before any job starts; a
 # checkpoint not yet downloaded is noted as a lack (refused with the others once the Snakefile
 # is read), so that `snakemake plan` prices a run before it.
+CONFIGURED_SPECS = {}
 for configured_model in MODELS:
     model_spec(configured_model, check_checkpoint=False)
-    note_lack("checkpoints", configured_model, model_spec, configured_model)
+    CONFIGURED_SPECS[configured_model] = note_lack("checkpoints", configured_model, model_spec, configured_model)
+
+
+def note_misfits():
+    """Each checkpoint file that does not fit its arch (as its extraction job would find: the same
+    mapping, of the file's shapes and the network built on the meta device), one line per model or
+    series among what the run lacks. The run's own reading alone, not a listing or a pricing: they
+    start no job. A file the workflow writes is judged by the job that reads it."""
+    from imagenet_cog.models.checkpoint_fit import fit_checked, judged_misfit, refusal_line
+
+    judged = {
+        model: spec
+        for model, spec in CONFIGURED_SPECS.items()
+        if spec is not None and fit_checked(spec) and spec.weights not in workflow_checkpoints()
+    }
+    if not judged or not workflow.is_main_process:
+        return
+    asked, listing = command_line_request()
+    if listing or pricing_only(asked):
+        return
+    found = {}
+    for model, spec in judged.items():
+        reason = judged_misfit(spec, PATHS.checkpoint_fits())
+        if reason is not None:
+            series = SERIES_CHECKPOINTS.get(model)
+            step = next(checkpoint.step for checkpoint in series.checkpoints if checkpoint.model == model) if series else None
+            found.setdefault((series.name if series else model, spec.arch), []).append((step, spec.weights, reason))
+    for (owner, arch), misfits in found.items():
+        note_missing(MISFITS, owner, with_source(refusal_line(owner, arch, misfits), ["models", owner], CONFIG_SOURCES))
+
+
+note_misfits()

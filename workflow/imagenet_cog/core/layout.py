@@ -135,6 +135,11 @@ class Layout:
         """Why this run's jobs failed on purpose, a JSON file per job log (core.failures)."""
         return self.log("reasons")
 
+    def checkpoint_fits(self) -> str:
+        """Whether each checkpoint file fits its arch, a JSON file per verdict, judged when the
+        Snakefile is read and kept for the next reading (models.checkpoint_fit)."""
+        return self.log("checkpoint_fits")
+
     # plan stage ---------------------------------------------------------------------
     def plan(self) -> str:
         """stage, model, jobs, images_read, bytes_written, trial_epochs, gpu_hours, rates."""

@@ -322,19 +322,27 @@ def check_checkpoint_safety(checkpoint: str | os.PathLike, trusted_globals: Sequ
         raise UnsafeCheckpoint(refusal(checkpoint, untrusted, owner))
 
 
-def read_checkpoint(checkpoint: str, trusted_globals: Sequence[str] = ()) -> tuple[Any, str]:
+def read_checkpoint(checkpoint: str, trusted_globals: Sequence[str] = (), shapes_only: bool = False) -> tuple[Any, str]:
     """A checkpoint file's content and how it was read: safetensors, or torch with tensors only
     (``weights_only``), the model's ``trusted_globals`` besides; anything else is refused with
-    :class:`UnsafeCheckpoint`, nothing in the file having been built."""
+    :class:`UnsafeCheckpoint`, nothing in the file having been built. ``shapes_only``: its
+    tensors on the meta device, their data left unread (safetensors' header; torch reads the
+    pickle alone of a zip file, the whole of the format before torch 1.6)."""
     import torch
 
     if str(checkpoint).endswith(".safetensors"):
+        if shapes_only:
+            from safetensors import safe_open
+
+            with safe_open(checkpoint, framework="pt") as header:
+                return {key: torch.empty(header.get_slice(key).get_shape(), device="meta")
+                        for key in header.keys()}, "safetensors (shapes)"
         from safetensors.torch import load_file
 
         return load_file(checkpoint), "safetensors"
     try:
         with torch.serialization.safe_globals(resolve_globals(trusted_globals)):
-            payload = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            payload = torch.load(checkpoint, map_location="meta" if shapes_only else "cpu", weights_only=True)
     except pickle.UnpicklingError:
         untrusted = [name for name in checkpoint_globals(checkpoint) if name not in trusted_globals]
         if not untrusted:
@@ -345,43 +353,72 @@ def read_checkpoint(checkpoint: str, trusted_globals: Sequence[str] = ()) -> tup
     return payload, "tensors only"
 
 
-def load_checkpoint(network, checkpoint: str, trusted_globals: Sequence[str] = ()) -> str:
-    """Load a checkpoint file into ``network`` (already cut); returns a line for the log."""
-    payload, loaded_as = read_checkpoint(checkpoint, trusted_globals)
-    own = network.state_dict()
+@dataclass(frozen=True)
+class CheckpointFit:
+    """How a checkpoint's tensors map onto a network's: the backbone's tensors by the network's
+    keys, how they were found (for the log), and what does not fit (empty when all does)."""
+
+    mapped: dict[str, Any]
+    found: str
+    problems: tuple[str, ...] = ()
+    # the generic search's key prefix ("" for a layout's)
+    prefix: str = ""
+
+
+def _listing(keys: list[str], describe: Callable[[str], str] = str, shown: int = 8) -> str:
+    return ", ".join(map(describe, keys[:shown])) + (f" (+{len(keys) - shown} more)" if len(keys) > shown else "")
+
+
+def fit_checkpoint(payload: Any, own: dict[str, Any], checkpoint: str) -> CheckpointFit:
+    """How ``payload`` (a checkpoint file's content) fits the network whose state dict is
+    ``own``: the first layout of :data:`CHECKPOINT_LAYOUTS` that accounts for every key with
+    the shapes of ``own``, else the generic prefix search. Keys and shapes alone decide, so
+    tensors on the meta device (:func:`read_checkpoint`'s ``shapes_only``, a network built
+    there) give the verdict that loading the file's tensors into the network gives."""
     expected = set(own)
     if isinstance(payload, dict):
         for layout in CHECKPOINT_LAYOUTS:
             mapped = match_layout(payload, layout, expected)
             if mapped is not None and all(tuple(v.shape) == tuple(own[k].shape) for k, v in mapped.items()):
-                network.load_state_dict(mapped, strict=False)
-                return (f"checkpoint {checkpoint}: format {layout.name}; loaded {len(mapped)} "
-                        f"tensors, 0 backbone keys missing or unexpected; read with {loaded_as}")
+                return CheckpointFit(mapped, f"format {layout.name}; loaded {len(mapped)} tensors, "
+                                             f"0 backbone keys missing or unexpected")
     state = unwrap_state_dict(payload, checkpoint)
     mapped, prefix, unexpected = map_checkpoint_keys(state, expected)
-    missing = sorted(k for k in expected - set(mapped) if not _ignorable(k))
+    needed = {key for key in expected if not _ignorable(key)}
+    missing = sorted(needed - set(mapped))
     wrong_shape = sorted(k for k, v in mapped.items() if tuple(v.shape) != tuple(own[k].shape))
-    if missing or unexpected or wrong_shape:
-        def listing(keys: list[str]) -> str:
-            return ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
 
-        problems = []
-        if missing:
-            problems.append(f"{len(missing)} backbone keys missing: {listing(missing)}")
-        if unexpected:
-            problems.append(f"{len(unexpected)} unexpected keys: {listing(unexpected)}")
-        if wrong_shape:
-            problems.append(f"{len(wrong_shape)} keys with other shapes: {listing(wrong_shape)}")
+    def shapes(key: str) -> str:
+        return f"{key} {tuple(mapped[key].shape)} in the file, {tuple(own[key].shape)} in the network"
+
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} of {len(needed)} backbone keys missing: {_listing(missing)}")
+    if unexpected:
+        problems.append(f"{len(unexpected)} unexpected keys: {_listing(unexpected)}")
+    if wrong_shape:
+        problems.append(f"{len(wrong_shape)} of {len(mapped)} keys with other shapes: {_listing(wrong_shape, shapes, 3)}")
+    found = (f"format not among the known releases, generic prefix search; loaded {len(mapped)} tensors under "
+             f"prefix '{prefix}', ignored {len(state) - len(mapped)} (heads and other networks)")
+    return CheckpointFit(mapped, found, tuple(problems), prefix)
+
+
+def misfit(network, fit: CheckpointFit) -> str:
+    """What of a checkpoint does not fit ``network`` (after "checkpoint <file> "), without the fix."""
+    return f"does not fit a {type(network).__name__} backbone (best key prefix '{fit.prefix}'): {'; '.join(fit.problems)}"
+
+
+def load_checkpoint(network, checkpoint: str, trusted_globals: Sequence[str] = ()) -> str:
+    """Load a checkpoint file into ``network`` (already cut); returns a line for the log."""
+    payload, loaded_as = read_checkpoint(checkpoint, trusted_globals)
+    fit = fit_checkpoint(payload, network.state_dict(), checkpoint)
+    if fit.problems:
         raise CheckpointMismatch(
-            f"checkpoint {checkpoint} does not fit a {type(network).__name__} backbone "
-            f"(best key prefix '{prefix}'): " + "; ".join(problems) + ". Check the model's "
-            "'arch' in config.yaml, or convert the checkpoint to a state dict of that network."
+            f"checkpoint {checkpoint} {misfit(network, fit)}. Check the model's 'arch' in config.yaml, or "
+            "convert the checkpoint to a state dict of that network."
         )
-    network.load_state_dict(mapped, strict=False)
-    ignored = len(state) - len(mapped)
-    return (f"checkpoint {checkpoint}: format not among the known releases, generic prefix "
-            f"search; loaded {len(mapped)} tensors under prefix '{prefix}', ignored {ignored} "
-            f"(heads and other networks); read with {loaded_as}")
+    network.load_state_dict(fit.mapped, strict=False)
+    return f"checkpoint {checkpoint}: {fit.found}; read with {loaded_as}"
 
 
 
