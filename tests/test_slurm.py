@@ -6,8 +6,9 @@ summary, one rule shape of each stage it proves (levels, demo world, splits, sha
 merge, the resident probe, the summary; not the results stage's tables and figures, which are
 shapes the summary's already are) and a series checkpoint's shard, and must give the outputs of
 the local demo run (the `demo_run` fixture). Every SLURM job starts Snakemake twice (the job, then its step), seconds
-each, so the run keeps one job of each shape: eleven jobs (a series checkpoint's shard and merge among
-them), where the demo's six datasets made 39.
+each, so the run keeps one job of each shape: ten jobs (a series checkpoint's shard among them, its
+merge left out: the merge is a shape the level's merges already are), where the demo's six
+datasets made 39.
 
 * byte-equal: the level lists of every level, the ranking, the split tables (pure functions of
   config);
@@ -55,6 +56,7 @@ FEATURE_TOLERANCE = 1e-3
 # test split is a SLURM job that finds the file through the job's environment, not its command.
 SERIES, SERIES_PATTERN = "demo_cnn_run", "runs/demo_cnn/checkpoint{step}.safetensors"
 SERIES_MODEL = f"{SERIES}@1"
+SERIES_SHARD = "00000"
 
 
 def reduce_demo(config_file: Path) -> None:
@@ -124,7 +126,7 @@ def slurm_run(tmp_path_factory):
         command = [
             "timeout", "-s", "INT", "-k", "10", str(RUN_LIMIT_S),
             str(SNAKEMAKE), "--profile", "slurm", "--jobs", "4", "--verbose", Layout().results_summary(),
-            Layout().features(SERIES_MODEL, LEVEL, "test"),
+            Layout().feature_shard(SERIES_MODEL, LEVEL, "test", SERIES_SHARD),
         ]
         environment = {
             **cluster.environment,
@@ -183,7 +185,7 @@ def test_a_series_checkpoint_is_extracted_by_a_slurm_job_from_the_file_its_envir
     calls = [line for line in output.splitlines() if "sbatch call:" in line and "rule_extract_features" in line]
     # the level's two shards of the model, and the checkpoint's one
     assert len(calls) == 3 and f"model={SERIES_MODEL}" in output, "\n".join(calls)
-    with h5py.File(workdir / Layout().features(SERIES_MODEL, LEVEL, "test")) as handle:
+    with h5py.File(workdir / Layout().feature_shard(SERIES_MODEL, LEVEL, "test", SERIES_SHARD)) as handle:
         assert handle.attrs["weights"].startswith(f"sha256:{file_sha256(str(workdir / SERIES_PATTERN.format(step=1)))}+")
         assert handle["features"].shape[0] > 0
 
