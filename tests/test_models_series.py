@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPOSITORY
-from imagenet_cog.models.registry import file_sha256
+from imagenet_cog.models.registry import ModelSpec, file_sha256
 from imagenet_cog.models.series import (
     STEP_UNITS,
     WEIGHTS_VARIABLE,
@@ -78,6 +78,19 @@ def test_a_map_names_each_step_and_relative_paths_are_under_checkpoints_dir(tmp_
     assert [(checkpoint.step, checkpoint.path) for checkpoint in series.checkpoints] == [
         (10, str(tmp_path / "a.pth")), (20, str(tmp_path / "b.pth"))]
     assert [checkpoint.model for checkpoint in series.full()] == ["run@10"]
+
+
+def test_a_relative_checkpoints_dir_is_taken_once_for_a_step_and_never_for_the_workflows_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    written(tmp_path, "ckpts/run/c1.pth", b"a")
+    made = "results/demo/pretrained/demo_cnn.pt"
+    series, lacks = expanded("run", entry({1: "run/c1.pth", 2: made}), SETTINGS, checkpoints_dir="ckpts",
+                             made_by_workflow=[made])
+    assert lacks == []
+    for checkpoint, expected in zip(series.checkpoints, [str(tmp_path / "ckpts/run/c1.pth"), made]):
+        spec = ModelSpec.from_config(checkpoint.model, checkpoint_entry(entry({}), checkpoint), "ckpts",
+                                     made_by_workflow=[made])
+        assert spec.weights == expected
 
 
 def test_identical_content_is_evaluated_once_at_its_first_step(tmp_path):

@@ -258,7 +258,8 @@ class ModelSpec:
         taken as it is and need not exist yet; nor need any with ``check_checkpoint`` false
         (the entry is checked all the same)."""
         spec = cls.of_entry(name, entry)
-        if checkpoints_dir and spec.is_checkpoint() and not Path(spec.weights).is_absolute():
+        under_checkpoints_dir = spec.weights not in made_by_workflow and not Path(spec.weights).is_absolute()
+        if checkpoints_dir and spec.is_checkpoint() and under_checkpoints_dir:
             spec = dataclasses.replace(spec, weights=str(Path(checkpoints_dir) / spec.weights))
         weights = spec.weights
         try:

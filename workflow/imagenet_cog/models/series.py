@@ -212,8 +212,9 @@ def map_checkpoints(name: str, mapping: Mapping[Any, str]) -> dict[int, str]:
 
 
 def under(folder: str | None, path: str) -> str:
-    """A relative path under ``checkpoints_dir`` when that is set, as a model's weights."""
-    return os.path.join(folder, path) if folder and not os.path.isabs(path) else path
+    """A relative path under ``checkpoints_dir`` when that is set, as a model's weights; made
+    absolute, so that the step's model entry is not put under ``checkpoints_dir`` once more."""
+    return os.path.abspath(os.path.join(folder, path)) if folder and not os.path.isabs(path) else path
 
 
 def listed_checkpoints(name: str, entry: Mapping[str, Any], checkpoints_dir: str | None,
