@@ -29,8 +29,8 @@ SERIES = "dino"
 
 
 def save_checkpoint(path, seed: int) -> None:
-    """The demo network's random initialisation of ``seed`` as a safetensors file: planning
-    reads its tensors' safety without importing torch, as it cannot for a torch file."""
+    """The demo network's random initialisation of ``seed`` as a safetensors file (tensors alone:
+    planning has no Python objects in it to refuse)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(build_model(ModelSpec(SERIES, "demo_cnn", f"random:{seed}")).network.state_dict(), path)
 
