@@ -144,3 +144,29 @@ def test_the_server_ends_with_the_process_it_watches(tmp_path):
     assert server.wait(timeout=60) == 0
     assert not socket_path.exists()
     assert "serving" in server.stderr.read()
+
+
+# In a new interpreter: the preloaded libraries' exit work is turned off in the server, while a
+# finalizer made afterwards (a job's own) still runs at exit.
+EXIT_WORK_CHECK = """
+import gc, sys, tempfile, weakref
+import torch, torch._dynamo.utils
+from imagenet_cog.warm_start import leave_the_imports_exit_work_undone
+preloaded = [thing for thing in gc.get_objects() if isinstance(thing, weakref.finalize) and thing.atexit]
+assert len(preloaded) > 100, len(preloaded)
+leave_the_imports_exit_work_undone(gc)
+assert not any(thing.atexit for thing in preloaded)
+# dynamo's exit report would call this: it leaves a mark if it runs
+torch._dynamo.utils.compile_times = lambda **options: open(sys.argv[1], "w").write("ran") and ""
+own = tempfile.TemporaryDirectory()
+print(own.name)
+"""
+
+
+def test_the_server_leaves_its_imports_exit_work_undone_but_not_a_jobs(tmp_path):
+    mark = tmp_path / "dynamo-report"
+    result = subprocess.run([sys.executable, "-c", EXIT_WORK_CHECK, str(mark)], capture_output=True, text=True,
+                            check=True)
+    assert not mark.exists()
+    # the job's own temporary folder was removed at its exit by its finalizer
+    assert not Path(result.stdout.strip()).exists()
