@@ -17,6 +17,7 @@ its file itself: their jobs judge them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -58,12 +59,18 @@ def checkpoint_misfit(spec: ModelSpec) -> str | None:
     return misfit(network, fit) if fit.problems else None
 
 
+@functools.cache
+def judging_code() -> dict[str, Any]:
+    """The libraries' versions and this code's digests: the same for every file a reading judges."""
+    return {"libraries": {name: importlib.metadata.version(name) for name in LIBRARIES},
+            "code": [file_sha256(importlib.util.find_spec(module).origin)[:16] for module in CODE]}
+
+
 def verdict_key(spec: ModelSpec) -> dict[str, Any]:
     """What a verdict depends on: the file's content (and a project network's code, both in its
     weights identity), the arch and the objects its file may hold, the libraries, this code."""
     return {"weights": weights_identity(spec), "arch": spec.arch, "trusted_globals": sorted(spec.trusted_globals),
-            "libraries": {name: importlib.metadata.version(name) for name in LIBRARIES},
-            "code": [file_sha256(importlib.util.find_spec(module).origin)[:16] for module in CODE]}
+            **judging_code()}
 
 
 def judged_misfit(spec: ModelSpec, folder: str | Path) -> str | None:
