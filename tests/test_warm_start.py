@@ -154,7 +154,7 @@ import torch, torch._dynamo.utils
 from imagenet_cog.warm_start import leave_the_imports_exit_work_undone
 preloaded = [thing for thing in gc.get_objects() if isinstance(thing, weakref.finalize) and thing.atexit]
 assert len(preloaded) > 100, len(preloaded)
-leave_the_imports_exit_work_undone(gc)
+leave_the_imports_exit_work_undone()
 assert not any(thing.atexit for thing in preloaded)
 # dynamo's exit report would call this: it leaves a mark if it runs
 torch._dynamo.utils.compile_times = lambda **options: open(sys.argv[1], "w").write("ran") and ""

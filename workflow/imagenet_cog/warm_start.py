@@ -370,7 +370,7 @@ def serve_command(argv: list[str] | None = None) -> int:
           f"{time.perf_counter() - started:.1f} s; serving {arguments.socket}", file=sys.stderr, flush=True)
     import gc
 
-    leave_the_imports_exit_work_undone(gc)
+    leave_the_imports_exit_work_undone()
     # what was imported stays out of the collector's reach in every fork: a job's collections
     # neither walk those objects nor write to them (which would copy their pages)
     gc.freeze()
@@ -378,13 +378,14 @@ def serve_command(argv: list[str] | None = None) -> int:
     return 0
 
 
-def leave_the_imports_exit_work_undone(gc) -> None:
+def leave_the_imports_exit_work_undone() -> None:
     """What the preloaded libraries set to run at exit tears down state of theirs that ends with
     the process anyway (torch's ~200 operator libraries' finalizers, dynamo's compile-time
     report): run in every job's exit it took ~80 ms, as long as the job's own work in a short
     one. A job's own exit handlers and finalizers, and the stdlib's (logging's flush,
     multiprocessing's workers), still run at its end."""
     import atexit
+    import gc
     import weakref
 
     for thing in gc.get_objects():
