@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 from test_probes_search import blobs, probe_command, write_feature_file
+from warm_snakemake import SNAKEMAKE_ENTRY
 
-from imagenet_cog.warm_start import SOCKET_VARIABLE, start_server, stop_server
+from conftest import SNAKEMAKE, copy_workflow, dry_run, jobs_listed, snakemake_environment, warm_snakemake_server
+from imagenet_cog.warm_start import SOCKET_VARIABLE, launch_server, start_server, stop_server
 
 OUTCOME = ("best_params", "val_top1", "test_top1", "test_top5", "trials", "n_train", "n_test")
 
@@ -87,6 +89,30 @@ def test_a_job_from_another_cpu_capability_runs_cold(features, tmp_path, monkeyp
         assert served_jobs(tmp_path / "warm_start.log") == []
     finally:
         stop_server(started, str(tmp_path / "warm_start.log"))
+
+
+def test_a_server_of_another_command_runs_no_job(features, tmp_path, monkeypatch):
+    log = tmp_path / "warm_start.log"
+    started, socket_path = launch_server(sys.executable, str(log), [], entry=SNAKEMAKE_ENTRY)
+    monkeypatch.setenv(SOCKET_VARIABLE, socket_path)
+    try:
+        job = subprocess.run(probe_command(features), capture_output=True, text=True, timeout=300)
+        assert job.returncode == 0, job.stderr
+        assert (features / "result.json").is_file() and served_jobs(log) == []
+    finally:
+        stop_server(started, str(log))
+
+
+def test_the_suites_snakemake_calls_are_served_warm_and_plan_what_the_script_plans(tmp_path):
+    workdir = copy_workflow(tmp_path / "workflow")
+    cold = subprocess.run([str(SNAKEMAKE), "--dry-run", "--cores", "2"], cwd=workdir, capture_output=True, text=True,
+                          env=snakemake_environment(), timeout=600)
+    assert cold.returncode == 0, cold.stderr[-3000:]
+    served = len(served_jobs(warm_snakemake_server()[2]))
+    warm_jobs, warm = dry_run(workdir)
+    assert len(served_jobs(warm_snakemake_server()[2])) == served + 1
+    assert sorted(warm_jobs, key=repr) == sorted(jobs_listed(cold.stdout), key=repr) and len(warm_jobs) > 100
+    assert warm.stderr == cold.stderr
 
 
 def test_jobs_start_cold_when_the_server_cannot_import_what_it_preloads(features, tmp_path):

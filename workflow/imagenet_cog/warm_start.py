@@ -18,6 +18,10 @@ Snakemake process it watches is gone; a job whose client is killed is killed wit
 server lost during the run (killed, out of memory) costs no job: the jobs it was running die
 with it (nothing of them was renamed into place) and their clients run them again cold, the
 jobs after it start cold, and the run's end says once that it was lost and where its log is.
+
+The server runs whichever command it was started for (``--entry``, a job's ``cli.run`` by
+default) and refuses a client that asks for another; the test suite runs its Snakemake calls
+through one started for Snakemake's command line (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ IMPORT_TIME_ENVIRONMENT = (
     "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "PYTHONPATH", "PYTHONHASHSEED", "LD_LIBRARY_PATH",
     "LD_PRELOAD", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE", "MPLBACKEND", "MPLCONFIGDIR",
 )
+# The command a job's child runs; a server may run another program's (tests/conftest.py runs the
+# suite's Snakemake calls through one), and a client asks for the one it means.
+JOB_ENTRY = "imagenet_cog.cli:run"
 BASE_PRELOAD = ("numpy", "h5py", "optuna", "torch", "torchvision")
 # What a run's results and analyses jobs import (pandas, scipy.stats or seaborn: ~3 s of imports
 # before a second of work), preloaded by the run's server beside the models' libraries. pyplot is
@@ -57,9 +64,10 @@ _LENGTH = struct.Struct("!I")
 _INTEGER = struct.Struct("!i")
 
 
-def identity() -> dict:
+def identity(entry: str = JOB_ENTRY) -> dict:
     """What must match between a job and the server for a forked child to equal a cold run."""
     return {
+        "entry": entry,
         "executable": sys.executable,
         "prefix": sys.prefix,
         "package": str(Path(__file__).resolve().parent),
@@ -79,12 +87,15 @@ def _receive_exactly(connection: socket.socket, size: int) -> bytes | None:
 
 # --- the job's side -------------------------------------------------------------------------
 
-def run_warm(argv: list[str]) -> int | None:
-    """Run ``argv`` in a child of the server; None when the job must run cold."""
-    path = os.environ.get(SOCKET_VARIABLE)
+def run_warm(argv: list[str], entry: str = JOB_ENTRY, socket_path: str | None = None,
+             program: str | None = None) -> int | None:
+    """Run ``argv`` in a child of the server (the one at ``socket_path``, else the run's), as
+    ``program`` (sys.argv[0], this process's by default); None when the job must run cold."""
+    path = socket_path or os.environ.get(SOCKET_VARIABLE)
     if not path:
         return None
-    request = json.dumps({"identity": identity(), "argv": argv, "cwd": os.getcwd(), "environ": dict(os.environ)})
+    request = json.dumps({"identity": identity(entry), "argv": argv, "program": program or sys.argv[0],
+                          "cwd": os.getcwd(), "environ": dict(os.environ)})
     payload = request.encode()
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -143,6 +154,14 @@ def _signal_if_running(pid: int, number: int = signal.SIGKILL) -> None:
 
 def start_server(python: str, log_path: str, preload: list[str]) -> subprocess.Popen:
     """Start this run's server and point the jobs Snakemake starts from now on at it."""
+    server, socket_path = launch_server(python, log_path, [*BASE_PRELOAD, *preload])
+    os.environ[SOCKET_VARIABLE] = socket_path
+    return server
+
+
+def launch_server(python: str, log_path: str, preload: list[str], entry: str = JOB_ENTRY,
+                  environ: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """A server of ``entry`` watching this process, and its socket once it listens."""
     import subprocess
     import tempfile
     import time
@@ -152,14 +171,13 @@ def start_server(python: str, log_path: str, preload: list[str]) -> subprocess.P
     with open(log_path, "a") as log:
         server = subprocess.Popen(
             [python, "-m", "imagenet_cog.warm_start", "--socket", socket_path, "--watch", str(os.getpid()),
-             "--preload", *preload],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+             "--entry", entry, "--preload", *preload],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environ,
         )
     deadline = time.monotonic() + 10
     while not os.path.exists(socket_path) and server.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.environ[SOCKET_VARIABLE] = socket_path
-    return server
+    return server, socket_path
 
 
 def stop_server(server: subprocess.Popen, log_path: str) -> None:
@@ -193,9 +211,10 @@ def _peek(connection: socket.socket) -> bytes:
         return b""
 
 
-def _run_child(argv: list[str], cwd: str, environ: dict, streams: list[int]) -> None:
+def _run_child(entry: str, request: dict, streams: list[int]) -> None:
     """In the forked child: become the job's process, run its command, exit with its status."""
     import ctypes
+    import importlib
 
     # a server that dies mid-job (killed, out of memory) takes its jobs with it: no output is
     # written after its client has reported the job failed
@@ -205,15 +224,18 @@ def _run_child(argv: list[str], cwd: str, environ: dict, streams: list[int]) -> 
         os.close(descriptor)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.chdir(cwd)
+    os.chdir(request["cwd"])
     os.environ.clear()
-    os.environ.update(environ)
-    sys.argv = [str(Path(__file__).resolve().parent / "__main__.py"), *argv]
+    os.environ.update(request["environ"])
+    sys.argv = [request["program"], *request["argv"]]
+    # the workflow's package is imported afresh, as in a cold process: from the child's sys.path,
+    # where a Snakefile puts its own copy's folder first
+    for name in [name for name in sys.modules if name.split(".")[0] == __package__]:
+        del sys.modules[name]
     status = 1
     try:
-        from imagenet_cog.cli import run
-
-        status = run(argv)
+        module, function = entry.split(":")
+        status = getattr(importlib.import_module(module), function)(request["argv"])
     except SystemExit as exit_request:
         code = exit_request.code
         status = code if isinstance(code, int) else (0 if code is None else 1)
@@ -235,10 +257,11 @@ def _run_child(argv: list[str], cwd: str, environ: dict, streams: list[int]) -> 
 class Server:
     """One listening socket; per job a connection, a forked child and the child's pidfd."""
 
-    def __init__(self, path: str, watched_pid: int):
+    def __init__(self, path: str, watched_pid: int, entry: str):
         self.path = path
         self.watched_pid = watched_pid
-        self.identity = identity()
+        self.entry = entry
+        self.identity = identity(entry)
         self.selector = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
@@ -274,7 +297,7 @@ class Server:
         pid = os.fork()
         if pid == 0:
             self._close_in_child(connection)
-            _run_child(request["argv"], request["cwd"], request["environ"], streams)
+            _run_child(self.entry, request, streams)
         for descriptor in streams:
             os.close(descriptor)
         pidfd = os.pidfd_open(pid)
@@ -348,25 +371,30 @@ def serve_command(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog.warm_start", description=__doc__.split("\n")[0])
     parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
     parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
-    parser.add_argument("--preload", nargs="*", default=[], help="modules imported once, besides the base ones")
+    parser.add_argument("--preload", nargs="*", default=[],
+                        help="modules imported once; module:function also calls the function once (a lazy set-up)")
+    parser.add_argument("--entry", default=JOB_ENTRY, help="module:function each child runs with its arguments")
     arguments = parser.parse_args(argv)
     try:
         os.close(os.pidfd_open(os.getpid()))
     except (AttributeError, OSError) as error:
         print(f"warm start: not available here ({error}); jobs start cold", file=sys.stderr)
         return 0
-    server = Server(arguments.socket, arguments.watch)
+    server = Server(arguments.socket, arguments.watch, arguments.entry)
     signal.signal(signal.SIGTERM, lambda number, frame: setattr(server, "stopping", True))
     started = time.perf_counter()
     # listening already: jobs that connect now wait for the imports instead of paying them too
     try:
-        for module in (*BASE_PRELOAD, *arguments.preload):
-            importlib.import_module(module)
+        for name in arguments.preload:
+            module, _, function = name.partition(":")
+            imported = importlib.import_module(module)
+            if function:
+                getattr(imported, function)()
     except ImportError as error:  # another interpreter than the jobs': they start cold
         print(f"warm start: {error} in {sys.executable}; jobs start cold", file=sys.stderr)
         Path(arguments.socket).unlink()
         return 0
-    print(f"warm start: {' '.join((*BASE_PRELOAD, *arguments.preload))} imported in "
+    print(f"warm start: {' '.join(arguments.preload)} imported in "
           f"{time.perf_counter() - started:.1f} s; serving {arguments.socket}", file=sys.stderr, flush=True)
     import gc
 
