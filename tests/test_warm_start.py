@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,7 +21,16 @@ from test_probes_search import blobs, probe_command, write_feature_file
 from warm_snakemake import SNAKEMAKE_ENTRY
 
 from conftest import SNAKEMAKE, copy_workflow, dry_run, jobs_listed, snakemake_environment, warm_snakemake_server
-from imagenet_cog.warm_start import SOCKET_VARIABLE, launch_server, start_server, stop_server
+from imagenet_cog.warm_start import (
+    _INTEGER,
+    _LENGTH,
+    SOCKET_VARIABLE,
+    _receive_exactly,
+    identity,
+    launch_server,
+    start_server,
+    stop_server,
+)
 
 OUTCOME = ("best_params", "val_top1", "test_top1", "test_top5", "trials", "n_train", "n_test")
 
@@ -137,6 +147,31 @@ def test_a_stopped_client_stops_its_job(features, server, stop):
     assert client.wait(timeout=60) == (-signal.SIGKILL if stop == signal.SIGKILL else 128 + signal.SIGTERM)
     wait_for(lambda: not Path(f"/proc/{job}").exists())
     assert not (features / "result.json").exists()
+
+
+def test_a_stop_passed_on_as_the_job_is_forked_stops_it(tmp_path):
+    """A client passes a stop on as soon as it has the child's pid: the child takes it once it
+    has the job's handlers, not the server's (which would leave it running). Each job here
+    waits on its stdin forever."""
+    server, socket_path = launch_server(sys.executable, str(tmp_path / "warm_start.log"), [], entry="builtins:input")
+    try:
+        for _ in range(5):
+            stdin, held_open = os.pipe()
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection, open(os.devnull, "w") as discard:
+                connection.connect(socket_path)
+                payload = json.dumps({"identity": identity("builtins:input"), "argv": [], "program": "input",
+                                      "cwd": str(tmp_path), "environ": dict(os.environ)}).encode()
+                socket.send_fds(connection, [_LENGTH.pack(len(payload))], [stdin, discard.fileno(), discard.fileno()])
+                connection.sendall(payload)
+                child = _INTEGER.unpack(_receive_exactly(connection, _INTEGER.size))[0]
+                os.kill(child, signal.SIGTERM)
+                connection.settimeout(30)
+                status = _INTEGER.unpack(_receive_exactly(connection, _INTEGER.size))[0]
+            os.close(stdin)
+            os.close(held_open)
+            assert status == 128 + signal.SIGTERM
+    finally:
+        stop_server(server, str(tmp_path / "warm_start.log"))
 
 
 def test_a_lost_server_costs_no_job_and_is_said_once_with_its_log(features, tmp_path, capsys):

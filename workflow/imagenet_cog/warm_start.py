@@ -60,6 +60,7 @@ BASE_PRELOAD = ("numpy", "h5py", "optuna", "torch", "torchvision")
 # imported, its backend not chosen: core.plots chooses Agg in the child, as in a cold job.
 TABLES_AND_FIGURES_PRELOAD = ("pandas", "scipy.stats", "sklearn.metrics", "matplotlib.pyplot", "seaborn")
 _PR_SET_PDEATHSIG = 1
+_STOPS = {signal.SIGTERM, signal.SIGINT}
 _LENGTH = struct.Struct("!I")
 _INTEGER = struct.Struct("!i")
 
@@ -224,6 +225,7 @@ def _run_child(entry: str, request: dict, streams: list[int]) -> None:
         os.close(descriptor)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["environ"])
@@ -294,10 +296,14 @@ class Server:
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        # a stop the client passes on at once reaches the child after it has the job's handlers,
+        # not the server's (which would only mark its copy of the server as stopping)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
         pid = os.fork()
         if pid == 0:
             self._close_in_child(connection)
             _run_child(self.entry, request, streams)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
         for descriptor in streams:
             os.close(descriptor)
         pidfd = os.pidfd_open(pid)
