@@ -156,6 +156,31 @@ def finished_copy(demo_run, tmp_path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def shared_planning_copy(demo_run, tmp_path_factory) -> Path:
+    return copy_of_demo(demo_run, tmp_path_factory.mktemp("planning") / "copy")
+
+
+@pytest.fixture
+def planning_copy(shared_planning_copy) -> Path:
+    """One copy of the finished demo for the tests that only plan (dry runs, their overlays
+    written beside it): a copy is 2 CPU-seconds. A test that changes the run takes
+    finished_copy; one that changed this copy fails here."""
+    before = run_files(shared_planning_copy)
+    yield shared_planning_copy
+    assert run_files(shared_planning_copy) == before, "a planning test changed the shared copy: give it finished_copy"
+
+
+def run_files(workdir: Path) -> dict[str, tuple[int, int]]:
+    """Size and modification time of every file of the run's results and workflow (its
+    bytecode aside: importing the copy's package may write it)."""
+    files = {}
+    for path in [*(workdir / "results").rglob("*"), *(workdir / "workflow").rglob("*")]:
+        if path.is_file() and "__pycache__" not in path.parts:
+            files[str(path)] = (path.stat().st_size, path.stat().st_mtime_ns)
+    return files
+
+
+@pytest.fixture(scope="module")
 def demo_config(demo_run) -> dict:
     return read_run_config(demo_run / "config.yaml")
 
@@ -195,14 +220,14 @@ def overlay(workdir: Path, settings: dict) -> str:
     return str(path)
 
 
-def test_nothing_changed_nothing_runs(finished_copy):
-    assert planned_jobs(finished_copy) == []
+def test_nothing_changed_nothing_runs(planning_copy):
+    assert planned_jobs(planning_copy) == []
 
 
-def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
+def test_changed_weights_rerun_only_that_model(planning_copy, demo_config):
     changed = model_of_every_stage(demo_config)
     sheets = rater_sheet_rules(demo_config, changed)
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"models": {changed: {"weights": "random:1"}}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"models": {changed: {"weights": "random:1"}}}))
     per_rule = Counter(rule for rule, _ in jobs)
     # its level-set views read its features: they and their probes re-run too
     assert rules_of(jobs) - COLLECTORS == {
@@ -221,17 +246,17 @@ def test_changed_weights_rerun_only_that_model(finished_copy, demo_config):
     assert per_rule["probe_kind"] == len(demo_config["datasets"]) * other_kind_probes_per_dataset(demo_config)
     assert per_rule["pca_components"] == len(demo_config["datasets"])
     assert per_rule["probe_knn"] == len(demo_config["datasets"]) * len(knn_rules(demo_config))
-    shards = sorted((finished_copy / "results" / "features" / changed).rglob("shard-*.h5"))
+    shards = sorted((planning_copy / "results" / "features" / changed).rglob("shard-*.h5"))
     assert per_rule["extract_features"] == len(shards)
     assert AGGREGATES <= rules_of(jobs)
     for analysis in ANALYSES:
         assert per_rule[f"analyses_{analysis}"] == len(demo_config["datasets"])  # not the pool
 
 
-def test_another_host_resize_re_extracts_every_shard_and_nothing_upstream(finished_copy, demo_config):
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"features": {"host_resize": "tensor"}}))
+def test_another_host_resize_re_extracts_every_shard_and_nothing_upstream(planning_copy, demo_config):
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"features": {"host_resize": "tensor"}}))
     # the series' checkpoints' shards (model <series>@<step>) aside: the overlay takes the series out
-    shards = [path for path in sorted((finished_copy / "results" / "features").rglob("shard-*.h5")) if "@" not in str(path)]
+    shards = [path for path in sorted((planning_copy / "results" / "features").rglob("shard-*.h5")) if "@" not in str(path)]
     per_rule = Counter(rule for rule, _ in jobs)
     assert per_rule["extract_features"] == len(shards)
     assert {"extract_features", "merge_features", "probe"} <= rules_of(jobs)
@@ -239,45 +264,45 @@ def test_another_host_resize_re_extracts_every_shard_and_nothing_upstream(finish
                                  "preflight", "caption_images", "finetune_backbone"}
 
 
-def test_changed_probe_settings_rerun_only_probes(finished_copy, demo_config):
+def test_changed_probe_settings_rerun_only_probes(planning_copy, demo_config):
     for change in ({"trials": demo_config["probes"]["trials"] + 1}, {"epochs": demo_config["probes"]["epochs"] + 1}):
-        jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": change}))
+        jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": change}))
         assert rules_of(jobs) - COLLECTORS == {"probe", "probe_kind", lin_probe_rule(demo_config)}, change
         others = level_set_probe_count(demo_config) + balanced_probe_count(demo_config) + blurred_probe_count(demo_config)
         assert probe_jobs(jobs) == expected_probe_jobs(demo_config, others, lin_probe_count(demo_config)), change
         assert Counter(rule for rule, _ in jobs)["probe_kind"] == other_kind_probe_count(demo_config)
 
 
-def test_other_kinds_settings_never_rerun_the_linear_probe(finished_copy, demo_config):
+def test_other_kinds_settings_never_rerun_the_linear_probe(planning_copy, demo_config):
     """The linear probe's jobs, paths and params are those from before other kinds existed:
     configuring, changing or dropping other kinds plans no linear probe job."""
     grid = len(stage_model_names(demo_config, "probes.kind_models.mlp_noact")) * len(demo_config["datasets"])
-    only_linear = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {
+    only_linear = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {
         "kinds": ["linear"], "other_kinds_shots": None, "other_kinds_seeds": None}}))
     assert not {*LIN_PROBE_RULES.values(), "probe_kind"} & rules_of(only_linear)
-    noact_range = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
+    noact_range = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"mlp": {
         **demo_config["probes"]["mlp"], "noact_lr_range": [0.02, 5.0]}}}))
     assert rules_of(noact_range) - COLLECTORS == {"probe_kind"}
     assert {wildcards["kind"] for rule, wildcards in noact_range if rule == "probe_kind"} == {"mlp_noact"}
     probes = demo_config["probes"]
     assert Counter(rule for rule, _ in noact_range)["probe_kind"] == grid * len(probes["other_kinds_shots"]) * len(probes["other_kinds_seeds"])
-    width = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"mlp": {
+    width = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"mlp": {
         **demo_config["probes"]["mlp"], "hidden_width": demo_config["probes"]["mlp"]["hidden_width"] + 1}}}))
     assert rules_of(width) - COLLECTORS == {"probe_kind"}
     assert not any(wildcards["kind"].startswith("pca-") for rule, wildcards in width if rule == "probe_kind")
 
 
-def test_knn_settings_rerun_only_the_knn_jobs_and_the_knn_kind_is_separable(finished_copy, demo_config):
+def test_knn_settings_rerun_only_the_knn_jobs_and_the_knn_kind_is_separable(planning_copy, demo_config):
     """probes.knn reruns the k-NN jobs and nothing else of the probes; without knn in
     probes.kinds no probe job runs (so adding it to a finished run adds only its own jobs)."""
     assert knn_rules(demo_config), "the demo runs the k-NN probe"
     knn = {**demo_config["probes"]["knn"], "temperature": 0.1}
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"knn": knn}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"knn": knn}}))
     assert rules_of(jobs) - COLLECTORS == {"probe_knn"}
     knn_models = stage_model_names(demo_config, "probes.kind_models.knn")
     assert Counter(rule for rule, _ in jobs)["probe_knn"] == len(knn_models) * len(demo_config["datasets"])
     kinds = [kind for kind in demo_config["probes"]["kinds"] if kind != "knn"]
-    without = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"kinds": kinds}}))
+    without = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"kinds": kinds}}))
     assert rules_of(without) <= COLLECTORS
 
 
@@ -313,16 +338,16 @@ def test_each_own_job_rule_runs_its_own_kinds_command(finished_copy, demo_config
             assert result["knn"]["reported_k"] == reported_k, f"{path} was written by another kind's command"
 
 
-def test_an_added_pca_dim_runs_only_its_probes(finished_copy, demo_config):
+def test_an_added_pca_dim_runs_only_its_probes(planning_copy, demo_config):
     dims = [*demo_config["probes"]["pca_dims"], 4]
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"pca_dims": dims}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"pca_dims": dims}}))
     assert rules_of(jobs) - COLLECTORS == {"probe_kind"}, "the components are reused, not recomputed"
     assert {wildcards["kind"] for rule, wildcards in jobs if rule == "probe_kind"} == {"pca-4"}
 
 
-def test_an_added_kind_seed_runs_only_its_probes(finished_copy, demo_config):
+def test_an_added_kind_seed_runs_only_its_probes(planning_copy, demo_config):
     seeds = [*demo_config["probes"]["other_kinds_seeds"], 99]
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"other_kinds_seeds": seeds}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"other_kinds_seeds": seeds}}))
     assert rules_of(jobs) - COLLECTORS == {"probe_kind"}
     assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe_kind"} == {"99"}
 
@@ -358,11 +383,11 @@ def test_one_job_per_seed_or_per_dataset_gives_the_same_results(finished_copy, d
         assert (alone["best_params"], alone["test_top1"]) == (shared[target]["best_params"], shared[target]["test_top1"])
 
 
-def test_an_added_seed_runs_only_the_probes_that_take_it(finished_copy, demo_config):
+def test_an_added_seed_runs_only_the_probes_that_take_it(planning_copy, demo_config):
     """Grouped, the jobs of IN-1K and the levels take every seed: they run again (searches
     done resume from their journals); level sets and variants name their own."""
     seeds = [*demo_config["probes"]["seeds"], 99]
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"seeds": seeds}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"seeds": seeds}}))
     assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)} | knn_rules(demo_config)
     if lin_probe_rule(demo_config) == "probe":
         assert {wildcards["seed"] for rule, wildcards in jobs if rule == "probe"} == {"99"}
@@ -370,10 +395,10 @@ def test_an_added_seed_runs_only_the_probes_that_take_it(finished_copy, demo_con
                                                    if demo_config["probes"]["group"] == "seed" else lin_probe_count(demo_config))
 
 
-def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
+def test_an_added_shot_count_runs_only_its_probes(planning_copy, demo_config):
     shots = [*demo_config["probes"]["shots"], 2]
     assert 2 not in demo_config["probes"]["shots"]
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"probes": {"shots": shots}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"probes": {"shots": shots}}))
     assert rules_of(jobs) - COLLECTORS == {lin_probe_rule(demo_config)} | knn_rules(demo_config)
     if demo_config["probes"]["group"] == "dataset":
         # the resident job of each model and dataset takes every N: it runs again, the
@@ -386,21 +411,21 @@ def test_an_added_shot_count_runs_only_its_probes(finished_copy, demo_config):
     )
 
 
-def test_changed_rater_settings_rerun_only_the_sheets(finished_copy, demo_config):
+def test_changed_rater_settings_rerun_only_the_sheets(planning_copy, demo_config):
     tasks = demo_config["analyses"]["raters"]["tasks_per_concept"] + 1
-    jobs = planned_jobs(finished_copy, "--configfile",
-                        overlay(finished_copy, {"analyses": {"raters": {"tasks_per_concept": tasks}}}))
+    jobs = planned_jobs(planning_copy, "--configfile",
+                        overlay(planning_copy, {"analyses": {"raters": {"tasks_per_concept": tasks}}}))
     assert rules_of(jobs) - {"all"} == {"rater_sheets"} | describability_rules(demo_config)
     assert sorted(w["dataset"] for rule, w in jobs if rule == "rater_sheets") == sorted(demo_config["datasets"])
     # Switching the sheets off only takes them out of rule all's targets.
-    assert planned_jobs(finished_copy, "--configfile",
-                        overlay(finished_copy, {"analyses": {"raters": {"enabled": False}}})) == []
+    assert planned_jobs(planning_copy, "--configfile",
+                        overlay(planning_copy, {"analyses": {"raters": {"enabled": False}}})) == []
 
 
-def test_changed_level_setting_reruns_everything_below_the_levels(finished_copy, demo_config):
+def test_changed_level_setting_reruns_everything_below_the_levels(planning_copy, demo_config):
     levels = demo_config["levels"]
-    jobs = planned_jobs(finished_copy, "--configfile",
-                        overlay(finished_copy, {"levels": {"min_images": levels["min_images"] + 1}}))
+    jobs = planned_jobs(planning_copy, "--configfile",
+                        overlay(planning_copy, {"levels": {"min_images": levels["min_images"] + 1}}))
     rules = rules_of(jobs)
     # WordNet, the concept catalogue and the image counts do not depend on the cut.
     assert not rules & {"wordnet_corpus", "concept_catalogue", "image_counts"}
@@ -457,9 +482,9 @@ def test_a_deleted_shard_reruns_it_and_its_readers(finished_copy, demo_config):
     assert [(rule, w["model"], w["dataset"]) for rule, w in readers] == [("analyses_kmeans", model, dataset)]
 
 
-def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, demo_config):
+def test_changed_results_settings_rerun_only_their_aggregates(planning_copy, demo_config):
     other = next(model for model in demo_config["models"] if model != demo_config["results"]["baseline_model"])
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"results": {"baseline_model": other}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"results": {"baseline_model": other}}))
     # the rater sheets pick hard negatives with the baseline's features (analyses.raters.model: null);
     # the fine-tuning control fine-tunes the baseline (finetune.models: null); the concept curve's
     # paired differences are to the baseline (and the leaderboard reads the curve's table)
@@ -469,14 +494,14 @@ def test_changed_results_settings_rerun_only_their_aggregates(finished_copy, dem
     # every model named, in config order (not sorted): the merged config lists the overlay's
     # keys first, and the order of models is part of the aggregates' parameters
     models = {model: ({"paper_name": "VGG19"} if model == other else {}) for model in demo_config["models"]}
-    (finished_copy / "paper_name.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
-    jobs = planned_jobs(finished_copy, "--configfile", str(finished_copy / "paper_name.yaml"))
+    (planning_copy / "paper_name.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
+    jobs = planned_jobs(planning_copy, "--configfile", str(planning_copy / "paper_name.yaml"))
     assert rules_of(jobs) == {"result_published", "leaderboard", "all"}
 
 
-def test_a_changed_analysis_setting_reruns_only_that_analysis(finished_copy, demo_config):
+def test_a_changed_analysis_setting_reruns_only_that_analysis(planning_copy, demo_config):
     tasks = demo_config["analyses"]["learnability"]["tasks"] + 1
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"analyses": {"learnability": {"tasks": tasks}}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"analyses": {"learnability": {"tasks": tasks}}}))
     assert rules_of(jobs) - ANALYSIS_COLLECTORS == {"analyses_learnability"}
     assert "analyses_agreement" not in rules_of(jobs)
     analysed = stage_model_names(demo_config, "analyses")
@@ -527,10 +552,10 @@ def joined_to_every_stage_list(demo_config, added):
     return settings
 
 
-def test_an_added_model_runs_only_its_own_jobs(finished_copy, demo_config):
+def test_an_added_model_runs_only_its_own_jobs(planning_copy, demo_config):
     added = "vit_tiny"
     settings = {"models": {added: TIMM_MODEL}, **joined_to_every_stage_list(demo_config, added)}
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, settings))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, settings))
     per_model = [(rule, w) for rule, w in jobs if rule not in COLLECTORS]
     assert {rule for rule, _ in per_model} == {
         "extract_features", "merge_features", "level_set_view", "balanced_view", "probe_kind", "pca_components",
@@ -604,11 +629,11 @@ def test_a_timm_model_by_name_runs_end_to_end_and_its_preprocessing_is_its_ident
 ALL_SETS = {"sets": ["wup", "path", "jcn", "word2vec", "random"], "random": {"draws": 15}}
 
 
-def test_adding_level_sets_extracts_nothing_and_reruns_no_probe(finished_copy, demo_config):
+def test_adding_level_sets_extracts_nothing_and_reruns_no_probe(planning_copy, demo_config):
     """The issue's target: more measures and 15 random draws over features already extracted
     plan no extraction, no merge, no split and no probe of Lin's levels or of the sets that
     were there; only the new sets' rankings, views and probes (and the aggregates)."""
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"level_sets": ALL_SETS}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"level_sets": ALL_SETS}))
     assert rules_of(jobs) - COLLECTORS == {"level_set", "level_set_figure", "random_level", "level_set_view", "probe"}
     assert {w["level_set"] for rule, w in jobs if rule == "level_set"} == {"path", "jcn"}
     before = set(level_set_datasets(demo_config))
@@ -649,9 +674,9 @@ def test_level_sets_on_a_finished_lin_run_extract_only_the_pool(finished_copy, d
     assert not {w["dataset"] for rule, w in jobs if rule == "probe"} & set(demo_config["datasets"])
 
 
-def test_changed_random_draws_rerun_only_their_own_views_and_probes(finished_copy, demo_config):
+def test_changed_random_draws_rerun_only_their_own_views_and_probes(planning_copy, demo_config):
     seed = demo_config["level_sets"]["random"].get("seed", 0) + 1
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"level_sets": {"random": {"seed": seed}}}))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"level_sets": {"random": {"seed": seed}}}))
     assert rules_of(jobs) - COLLECTORS == {"random_level", "level_set_view", "probe"}
     draws = [d for d in level_set_datasets(demo_config) if d.startswith("random-")]
     assert {w["dataset"] for rule, w in jobs if rule in ("level_set_view", "probe")} == set(draws)
@@ -667,9 +692,9 @@ def test_changed_word_vectors_rerun_only_the_word2vec_set(finished_copy, demo_co
     assert {w["dataset"].split("-")[0] for rule, w in jobs if rule in ("level_set_view", "probe")} == {"word2vec"}
 
 
-def test_changed_audit_settings_rerun_only_the_audit(finished_copy, demo_config):
+def test_changed_audit_settings_rerun_only_the_audit(planning_copy, demo_config):
     for change in ({"threshold": 0.5}, {"contact_sheet_images": 3}, {"pairs": [["l5", "in1k"]]}):
-        jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"label_audit": change}))
+        jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"label_audit": change}))
         assert rules_of(jobs) == {"label_audit", "all"}, change
         audited = sorted(stage_model_names(demo_config, "label_audit"))
         assert sorted(w["model"] for rule, w in jobs if rule == "label_audit") == audited, change
@@ -695,23 +720,23 @@ def test_the_audit_on_a_run_finished_before_it_refits_classifiers_and_reruns_no_
     assert planned_jobs(finished_copy) == []
 
 
-def test_the_balanced_variant_reads_existing_features_and_reruns_only_its_own_jobs(finished_copy, demo_config):
+def test_the_balanced_variant_reads_existing_features_and_reruns_only_its_own_jobs(planning_copy, demo_config):
     """A changed sub-sample (or the variant switched on) extracts nothing: its datasets are
     views over the default features, and only its own probes run again."""
     change = {"balanced": {"train_per_concept": demo_config["balanced"]["train_per_concept"] - 1}}
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, change))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, change))
     assert rules_of(jobs) - {"all"} == {"balanced_split", "balanced_view", "probe", "balanced_results"}
     assert {w["dataset"] for rule, w in jobs if rule == "probe"} == {f"balanced-{d}" for d in demo_config["datasets"]}
     per_rule = Counter(rule for rule, _ in jobs)
     assert per_rule["balanced_split"] == len(demo_config["datasets"])
     assert per_rule["balanced_view"] == len(demo_config["datasets"]) * len(stage_model_names(demo_config, "balanced"))
     # switched off, nothing runs; the variant's files stay beside the default ones
-    assert planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"balanced": {"enabled": False}})) == []
+    assert planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"balanced": {"enabled": False}})) == []
 
 
-def test_changed_blurred_images_rerun_only_in1k_blurred(finished_copy, demo_config):
+def test_changed_blurred_images_rerun_only_in1k_blurred(planning_copy, demo_config):
     change = {"in1k_blurred": {"demo_dropped": demo_config["in1k_blurred"].get("demo_dropped", 3) + 1}}
-    jobs = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, change))
+    jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, change))
     assert "demo_blurred" in rules_of(jobs)
     assert rules_of(jobs) <= {
         "demo_blurred", "image_splits", "split_summary", "extract_features", "merge_features", "probe",
@@ -719,5 +744,5 @@ def test_changed_blurred_images_rerun_only_in1k_blurred(finished_copy, demo_conf
     }
     assert {w["dataset"] for rule, w in jobs if "dataset" in w} == {"in1k_blurred"}
     # switched off, only the split summary (one dataset fewer) is made again
-    switched_off = planned_jobs(finished_copy, "--configfile", overlay(finished_copy, {"in1k_blurred": {"enabled": False}}))
+    switched_off = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"in1k_blurred": {"enabled": False}}))
     assert rules_of(switched_off) == {"split_summary", "all"}
