@@ -377,8 +377,7 @@ def serve_command(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog.warm_start", description=__doc__.split("\n")[0])
     parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
     parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
-    parser.add_argument("--preload", nargs="*", default=[],
-                        help="modules imported once; module:function also calls the function once (a lazy set-up)")
+    parser.add_argument("--preload", nargs="*", default=[], help="modules imported once")
     parser.add_argument("--entry", default=JOB_ENTRY, help="module:function each child runs with its arguments")
     arguments = parser.parse_args(argv)
     try:
@@ -391,11 +390,8 @@ def serve_command(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     # listening already: jobs that connect now wait for the imports instead of paying them too
     try:
-        for name in arguments.preload:
-            module, _, function = name.partition(":")
-            imported = importlib.import_module(module)
-            if function:
-                getattr(imported, function)()
+        for module in arguments.preload:
+            importlib.import_module(module)
     except ImportError as error:  # another interpreter than the jobs': they start cold
         print(f"warm start: {error} in {sys.executable}; jobs start cold", file=sys.stderr)
         Path(arguments.socket).unlink()
