@@ -28,12 +28,13 @@ demo: install
 	$(BIN)/snakemake --cores $(CORES) --report-after-run --report results/report.html
 
 # One worker per core (nproc, as for the demo; xdist's `auto` counts physical cores, one on a
-# two-thread core), each test module on one worker (its module fixtures built once), the
-# modules in conftest's order (xdist would otherwise sort them by their number of tests); the 25
-# slowest tests and the 25 that used the most CPU are listed so that a slower suite shows in every
-# log (on shared cores a test's wall time counts the other worker's load, its CPU seconds do not).
+# two-thread core) and one more, as the SLURM test's worker mostly waits on its queue for minutes;
+# each test module on one worker (its module fixtures built once), the modules in conftest's order
+# (xdist would otherwise sort them by their number of tests); the 25 slowest tests and the 25 that
+# used the most CPU are listed so that a slower suite shows in every log (on shared cores a test's
+# wall time counts the other workers' load, its CPU seconds do not).
 test: install
-	$(BIN)/python -m pytest -ra -n $(CORES) --dist loadscope --no-loadscope-reorder --durations=25 --cpu-durations=25
+	$(BIN)/python -m pytest -ra -n $$(( $(CORES) + 1 )) --dist loadscope --no-loadscope-reorder --durations=25 --cpu-durations=25
 
 clean:
 	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

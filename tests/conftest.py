@@ -3,7 +3,7 @@ a small world of generated JPEGs with its split table (extraction tests).
 
 The end-to-end, staleness and fault tests all start from one complete run of the demo
 workflow in a temporary copy of the repository, made once per test run: under pytest-xdist
-(`make test` runs one worker per core) the first worker that needs it builds it behind a file
+(`make test` runs one worker per core and one more) the first worker that needs it builds it behind a file
 lock, the others wait for it and then read the same folder. Tests that change a finished demo
 change a private copy of it (copy_of_demo).
 """
