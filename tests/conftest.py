@@ -248,11 +248,17 @@ def copy_of_demo(demo_run: Path, destination: Path) -> Path:
 
 def pytest_collection_modifyitems(items):
     """The longest waits first: the SLURM test, which mostly waits on its queue, beside the
-    demo's build on every core; then the modules that read the finished demo; the rest after
-    them, so that no long test is left running alone at the end of a parallel run."""
-    slurm_modules = {item.module.__name__ for item in items if item.get_closest_marker("slurm")}
-    demo_modules = {item.module.__name__ for item in items if "demo_run" in item.fixturenames}
-    items.sort(key=lambda item: (item.module.__name__ not in slurm_modules, item.module.__name__ not in demo_modules))
+    demo's build on every core; then the modules that read the finished demo; then the other
+    heavy ones (workflow runs of their own, benchmark scripts, compilers); the light ones last,
+    so that no long module is left running alone at the end of a parallel run."""
+    def modules(marked) -> set[str]:
+        return {item.module.__name__ for item in items if marked(item)}
+
+    slurm_modules = modules(lambda item: item.get_closest_marker("slurm"))
+    demo_modules = modules(lambda item: "demo_run" in item.fixturenames)
+    heavy_modules = modules(lambda item: item.get_closest_marker("heavy") or item.get_closest_marker("e2e"))
+    items.sort(key=lambda item: (item.module.__name__ not in slurm_modules, item.module.__name__ not in demo_modules,
+                                 item.module.__name__ not in heavy_modules))
 
 
 @pytest.fixture(scope="module")

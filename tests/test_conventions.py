@@ -12,9 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPOSITORY, SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
+
+pytestmark = pytest.mark.heavy
 
 TOOLS = Path(sys.executable).parent
 

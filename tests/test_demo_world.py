@@ -28,6 +28,8 @@ from imagenet_cog.demo.world import (
     texture,
 )
 
+pytestmark = pytest.mark.heavy
+
 IN1K = [f"n0{index:07d}" for index in range(1, 21)]
 LEVEL_SIMILARITY = {"l1": 0.9, "l2": 0.7, "l3": 0.5, "l4": 0.3, "l5": 0.1}
 

@@ -32,6 +32,8 @@ from snakemake.cli import get_argument_parser
 
 from conftest import REPOSITORY, SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
 
+pytestmark = pytest.mark.heavy
+
 DOCS = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 # their header comments show how to run them
 CONFIG_FILES = [*sorted((REPOSITORY / "config").glob("*.yaml")), REPOSITORY / "slurm" / "config.yaml"]

@@ -28,6 +28,8 @@ from imagenet_cog.finetune.results import compared, finetune_results_command, re
 from imagenet_cog.finetune.train import FinetuneJob, run_finetune
 from imagenet_cog.models.registry import REGISTRY, ModelSpec
 
+pytestmark = pytest.mark.heavy
+
 TINY_RECIPE = Recipe(epochs=3, batch_size=4, crop_scale=(0.35, 1.0))
 
 

@@ -14,9 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from warm_python import PYTHON_ENTRY
 
 from imagenet_cog.warm_start import launch_server, stop_server
+
+pytestmark = pytest.mark.heavy
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 BENCHMARKS = ["fused_step", "fused_step_seeds", "probe_full", "features_host", "features_device", "features_loader",

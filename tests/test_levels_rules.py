@@ -15,6 +15,8 @@ from conftest import copy_workflow, snakemake
 from imagenet_cog.core.io import read_lines, read_tsv
 from imagenet_cog.core.layout import Layout
 
+pytestmark = pytest.mark.heavy
+
 LAYOUT = Layout()
 TARGETS = [LAYOUT.levels_figure("png"), *(LAYOUT.level_concepts(f"l{k}") for k in range(1, 6))]
 

@@ -33,7 +33,7 @@ from imagenet_cog.models.registry import (
     weights_identity,
 )
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.heavy]
 
 # open_clip's smallest ViT (its own VisionTransformer tower), a ResNet (an attention pool that
 # projects), and a timm tower with a pretrained tag whose preprocessing is not open_clip's

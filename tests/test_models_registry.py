@@ -18,6 +18,8 @@ from imagenet_cog.models.registry import (
     weights_identity,
 )
 
+pytestmark = pytest.mark.heavy
+
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 # Paper supp. B.1 and Table 3: (feature size, S, mean, std) of every registered model.
 PAPER = {

@@ -26,7 +26,7 @@ from test_probes_linear import clustered_features, three_runs
 from imagenet_cog.probes import fused_step
 from imagenet_cog.probes.linear import SGDSchedule, l2_normalise, train_probe_runs, train_probes
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.heavy]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from imagenet_cog.features.store import read_features, read_labels
 from imagenet_cog.probes.pca import fit_pca, read_components, write_components
 from imagenet_cog.probes.search import ProbeJob, SearchSettings, open_study, probe_dataset, probe_grid
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.heavy]
 
 # each kind's settings beside QUICK's, and its options on the probe command
 KIND_SETTINGS = {

@@ -32,6 +32,8 @@ from imagenet_cog.warm_start import (
     stop_server,
 )
 
+pytestmark = pytest.mark.heavy
+
 OUTCOME = ("best_params", "val_top1", "test_top1", "test_top5", "trials", "n_train", "n_test")
 
 
