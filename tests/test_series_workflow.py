@@ -36,11 +36,10 @@ def save_checkpoint(path, seed: int) -> None:
 
 
 def overlay(workdir, pattern: str) -> str:
-    # warm_start: never: the one real run here makes two jobs, fewer than a server's imports pay for
     # the series protocol's default N (the demo's own series probes N = all alone)
     entry = {"arch": "demo_cnn", "checkpoints": pattern, "step_unit": "epoch", "series": {"shots": ["all", 8]}}
     settings = {"models": {SERIES: entry},
-                "series": {"settle_seconds": 0, "full_protocol_steps": []}, "warm_start": "never"}
+                "series": {"settle_seconds": 0, "full_protocol_steps": []}}
     (workdir / "series.yaml").write_text(yaml.safe_dump(settings))
     return "series.yaml"
 

@@ -274,11 +274,19 @@ def jobs_are_local_processes():
     return workflow.local_exec and not (workflow.remote_exec or workflow.subprocess_exec)
 
 
+# The server's imports (torch, pandas, seaborn...: ~5 CPU-seconds) cost more than the imports of
+# the two jobs of a run that small: under auto, such a run starts its jobs cold.
+WARM_START_MIN_JOBS = 3
+
+
 def warm_start_wanted():
-    """warm_start (schema): only where jobs are processes of this machine; auto means the demo,
-    whose jobs import for longer than they work (real jobs work for minutes)."""
+    """warm_start (schema): only where jobs are processes of this machine; auto means a demo run
+    of a few jobs or more, whose jobs import for longer than they work (real jobs work for minutes)."""
     setting = config["warm_start"]
-    return jobs_are_local_processes() and (setting == "always" or (setting == "auto" and config["mode"] == "demo"))
+    if not jobs_are_local_processes() or setting == "never":
+        return False
+    # the run's jobs, known at onstart (jobs a checkpoint adds come on top)
+    return setting == "always" or (config["mode"] == "demo" and len(workflow.dag) >= WARM_START_MIN_JOBS)
 
 
 # Snakemake's default job rate limit (--max-jobs-per-timespan 100/1s)
