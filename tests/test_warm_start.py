@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -195,6 +196,38 @@ def test_a_lost_server_costs_no_job_and_is_said_once_with_its_log(features, tmp_
         stop_server(started, str(log))
     said = capsys.readouterr().err
     assert said.count("warm start: the server was lost") == 1 and f"Its log: {log}" in said
+
+
+def test_a_job_takes_the_servers_compiled_package_until_a_file_of_it_changes(tmp_path):
+    """The server compiles the package once; a child takes that code for a file with the size and
+    modification time it had (as Python's own .pyc files go by), and compiles a file changed
+    since, as a cold job does. Here cli.py's usage line is edited to one of the same size."""
+    shutil.copytree(Path(__file__).resolve().parents[1] / "workflow" / "imagenet_cog", tmp_path / "imagenet_cog",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    # no .pyc written: only the server's compiled code can give a job the file's former text
+    environment = {**cold_environment(), "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    log = tmp_path / "warm_start.log"
+    server, socket_path = launch_server(sys.executable, str(log), [], environ=environment)
+    cli = tmp_path / "imagenet_cog" / "cli.py"
+
+    def usage_line() -> str:
+        job = subprocess.run([sys.executable, "-m", "imagenet_cog", "--help"], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path, env={**environment, SOCKET_VARIABLE: socket_path})
+        assert job.returncode == 0, job.stderr
+        return job.stderr.splitlines()[0]
+
+    try:
+        wait_for(lambda: "serving" in log.read_text())
+        assert usage_line().startswith("usage: ")
+        status = cli.stat()
+        cli.write_text(cli.read_text().replace('"usage: python -m', '"USAGE: python -m'))
+        os.utime(cli, ns=(status.st_atime_ns, status.st_mtime_ns))
+        assert usage_line().startswith("usage: ")
+        os.utime(cli, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+        assert usage_line().startswith("USAGE: ")
+        assert len(served_jobs(log)) == 3
+    finally:
+        stop_server(server, str(log))
 
 
 def test_the_server_ends_with_the_process_it_watches(tmp_path):
