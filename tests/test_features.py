@@ -282,14 +282,20 @@ def _loaded(network, size=16):
                        Preprocessing(size=size), 4, "random:0")
 
 
-@pytest.mark.parametrize("network, kept", [
-    (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()), True),
-    (_Cancelling(), False),
-])
-def test_mixed_precision_only_when_within_tolerance(network, kept):
+def _small_cnn():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+
+
+# Built in the test from a fixed seed: built at collection, the network took whatever state the
+# process's generator had then, and one run in six drew weights past the tolerance (this seed's
+# bfloat16 error is 2.6e-3 on both CPU paths, the tolerance 1e-2).
+@pytest.mark.parametrize("make_network, kept", [(_small_cnn, True), (_Cancelling, False)])
+def test_mixed_precision_only_when_within_tolerance(make_network, kept):
     torch.manual_seed(0)
-    extractor = FeatureExtractor(_loaded(network), torch.device("cpu"), mixed_precision=True)
     images = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8)
+    torch.manual_seed(2)
+    network = make_network()
+    extractor = FeatureExtractor(_loaded(network), torch.device("cpu"), mixed_precision=True)
     with torch.inference_mode():
         reference = network(((images.float() / 255) - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1))
                             / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1))
