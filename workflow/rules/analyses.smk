@@ -361,7 +361,7 @@ rule caption_images:
     params:
         root=lambda wildcards: image_root(wildcards.dataset),
         reading=lambda wildcards: image_reading_options(wildcards.dataset, "--image-"),
-        captioner=captioner_options(),
+        captioner=lambda wildcards: captioner_options(),
         generation=generation_options(),
         per_group=CAPTIONS["images_per_concept"],
         batch_size=CAPTIONS["batch_size"],
@@ -389,7 +389,7 @@ rule auto_descriptions:
         CONDA_ENVIRONMENT
     threads: ANALYSES_CONFIG["threads"]
     params:
-        captioner=captioner_options(),
+        captioner=lambda wildcards: captioner_options(),
         device=ANALYSES_CONFIG["device"],
     shell:
         python_command("auto-descriptions") + " {params.captioner} --captions {input} --device {params.device}"
@@ -413,7 +413,7 @@ rule auto_descriptions_clusters:
         CONDA_ENVIRONMENT
     threads: ANALYSES_CONFIG["threads"]
     params:
-        captioner=captioner_options(),
+        captioner=lambda wildcards: captioner_options(),
         device=ANALYSES_CONFIG["device"],
     shell:
         python_command("auto-descriptions") + " {params.captioner} --captions {input.captions} --assignments {input.assignments}"

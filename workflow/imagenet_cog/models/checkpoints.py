@@ -237,10 +237,10 @@ def checkpoint_globals(checkpoint: str | os.PathLike) -> list[str]:
     """The Python objects (``module.name``) a torch checkpoint holds beyond what torch builds
     with ``weights_only=True`` (tensors, containers, numbers, strings); read statically,
     nothing in the file is built or run. Empty for safetensors files."""
-    import torch
-
     if str(checkpoint).endswith(".safetensors"):
         return []
+    import torch  # here, not above: Snakemake checks every configured checkpoint as it reads the Snakefile
+
     try:
         return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(checkpoint))
     except ValueError:  # not a zip file: the format torch wrote before 1.6

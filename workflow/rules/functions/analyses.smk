@@ -254,7 +254,9 @@ if CAPTIONS["enabled"]:
 @functools.cache
 def captioner_options():
     """The captioner's name, arch, weights (and trusted globals) and the weights identity
-    planned with: new weights caption again."""
+    planned with: new weights caption again. Asked for by the caption jobs alone (their params
+    are functions): a pretrained captioner resolves through open_clip and torch, seconds of
+    imports that every read of the Snakefile would pay otherwise, captions off or on."""
     from imagenet_cog.models.registry import weights_identity
 
     spec = captioner_spec()
