@@ -10,7 +10,9 @@
 - a name is imported from the module that defines it, never through another module that
   imported it (no helper borrowed from another module, no second way to reach it);
 - every command of ``python -m imagenet_cog`` resolves to a function;
-- the config schema's dataset pattern is the naming module's.
+- the config schema's dataset pattern is the naming module's;
+- reading the Snakefile imports no torch: every Snakemake process reads it (each SLURM job's
+  two, every dry run), and torch's import costs seconds of each.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import yaml
 
-from conftest import REPOSITORY
+from conftest import REPOSITORY, copy_workflow, snakemake_environment
 
 PACKAGE = REPOSITORY / "workflow" / "imagenet_cog"
 RULES = REPOSITORY / "workflow" / "rules"
@@ -396,3 +400,36 @@ def test_the_workflows_code_rules_and_schema_cite_no_issue():
         if ISSUE_REFERENCE.search(line)
     ]
     assert not cited, "the code should say what it does, not which issue added it:\n" + "\n".join(cited)
+
+
+# Snakemake's command line in a new interpreter, then whether it imported torch.
+SNAKEMAKE_THEN_TORCH_IMPORTED = """
+import sys
+from snakemake.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as end:
+    print("torch imported:", "torch" in sys.modules)
+    raise
+"""
+
+
+def test_reading_the_snakefile_imports_no_torch(tmp_path):
+    """The default captioner (a pretrained open_clip tag, whose options resolve through open_clip)
+    and a safetensors checkpoint configured, captions off: listing the rules reads the whole
+    Snakefile, model checks included, and must leave torch unimported."""
+    from safetensors.torch import save_file
+
+    from imagenet_cog.models.registry import ModelSpec, build_model
+
+    workdir = copy_workflow(tmp_path / "copy")
+    checkpoint = tmp_path / "saved.safetensors"
+    save_file(build_model(ModelSpec("saved", "demo_cnn", "random:3")).network.state_dict(), checkpoint)
+    default_captioner = {"name": "coca", "arch": "open_clip/coca_ViT-L-14", "weights": "mscoco_finetuned_laion2b_s13b_b90k"}
+    overlay = {"analyses": {"captions": {"enabled": False, "captioner": default_captioner}},
+               "models": {"saved_cnn": {"arch": "demo_cnn", "weights": str(checkpoint)}}}
+    (workdir / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    result = subprocess.run([sys.executable, "-c", SNAKEMAKE_THEN_TORCH_IMPORTED, "--list-rules", "--configfile", "overlay.yaml"],
+                            cwd=workdir, capture_output=True, text=True, timeout=300, env=snakemake_environment())
+    assert result.returncode == 0 and "probe_resident" in result.stdout, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "torch imported: False" in result.stdout, result.stdout[-2000:]
