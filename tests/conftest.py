@@ -67,6 +67,9 @@ SNAKEMAKE_PRELOAD = (
     "snakemake_interface_report_plugins.registry", "snakemake_interface_logger_plugins.registry",
     "snakemake_interface_scheduler_plugins.registry", "snakemake_executor_plugin_slurm",
     "snakemake_executor_plugin_slurm_jobstep",
+    # a timm model, a checkpoint or a plan's widths in the config: its read of the Snakefile
+    # checks the model (timm's registry, the checkpoint's objects) or builds it on the meta device
+    "torch", "torchvision", "timm",
 )
 
 
