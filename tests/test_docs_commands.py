@@ -10,7 +10,9 @@ several times runs once):
   the cheap targets plan and needed_synsets, which run for real. config/imagenet.yaml's data
   roots point there at a small generated copy of ImageNet's release files;
 - make: `make -n` (make's dry run) of the target;
-- python -m imagenet_cog and hf: the subcommand's `--help` runs and names every option used.
+- python -m imagenet_cog and hf: the subcommand's `--help` runs and names every option used
+  (the python ones warm: forks of one server that has imported torch and the libraries the
+  commands import, tests/warm_python.py).
 
 What no machine here can run is in NOT_RUN_HERE with the reason; a test checks that every
 command found is either checked or listed there, and that the list holds no stale entry.
@@ -19,6 +21,7 @@ command found is either checked or listed there, and that the list holds no stal
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shlex
 import subprocess
@@ -29,8 +32,10 @@ from pathlib import Path
 import pytest
 from imagenet_world import synset_images, write_ilsvrc2012, write_outer_tar
 from snakemake.cli import get_argument_parser
+from warm_python import PYTHON_ENTRY
 
 from conftest import REPOSITORY, SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
+from imagenet_cog.warm_start import launch_server, stop_server
 
 pytestmark = pytest.mark.heavy
 
@@ -227,20 +232,43 @@ def test_make_command_is_a_target_make_knows(command):
     assert result.returncode == 0, f"{command}: make -n fails:\n{result.stderr}"
 
 
-def help_command(command: Command) -> list[str]:
-    """`python -m imagenet_cog SUB --help`, or `hf` and its subcommand words with --help."""
+# What the commands' modules import, once for all of their --help runs.
+HELP_PRELOAD = ["numpy", "h5py", "optuna", "torch", "torchvision", "pandas", "PIL.Image", "yaml"]
+
+
+@pytest.fixture(scope="module")
+def warm_python(tmp_path_factory):
+    """`python ARGUMENTS` as the interpreter runs it, in a fork of a server started for this
+    module, and the environment both run with."""
+    environment = {**snakemake_environment(),
+                   "PYTHONPATH": os.pathsep.join(str(REPOSITORY / folder) for folder in ("workflow", "tests"))}
+    log = tmp_path_factory.mktemp("warm-python") / "server.log"
+    server, socket_path = launch_server(sys.executable, str(log), HELP_PRELOAD, entry=PYTHON_ENTRY, environ=environment)
+    yield [sys.executable, str(REPOSITORY / "tests" / "warm_python.py"), socket_path], environment, log
+    stop_server(server, str(log))
+
+
+def jobs_served(log: Path) -> int:
+    return sum(line.startswith("job ") for line in log.read_text().splitlines())
+
+
+def help_command(command: Command, python: list[str]) -> list[str]:
+    """`python -m imagenet_cog SUB --help` (run by ``python``), or `hf` and its subcommand words with --help."""
     words = shlex.split(command.text)
     if words[:2] == ["python", "-m"]:
-        return [sys.executable, "-m", "imagenet_cog", words[3], "--help"]
+        return [*python, "-m", "imagenet_cog", words[3], "--help"]
     if words[0] == "python":  # a benchmark script, and its subcommand if it has one
-        return [sys.executable, str(REPOSITORY / words[1]), *itertools.takewhile(str.isalpha, words[2:3]), "--help"]
+        return [*python, str(REPOSITORY / words[1]), *itertools.takewhile(str.isalpha, words[2:3]), "--help"]
     return [str(SNAKEMAKE.with_name("hf")), *itertools.takewhile(str.isalpha, words[1:]), "--help"]
 
 
 @pytest.mark.parametrize("command", [c for c in CHECKED if c.text.startswith(HELP_CHECKED)], ids=command_id)
-def test_command_and_its_options_exist(command):
-    result = subprocess.run(help_command(command), capture_output=True, text=True, timeout=120,
-                            env={**snakemake_environment(), "PYTHONPATH": str(REPOSITORY / "workflow")})
+def test_command_and_its_options_exist(command, warm_python):
+    python, environment, log = warm_python
+    served = jobs_served(log)
+    result = subprocess.run(help_command(command, python), capture_output=True, text=True, timeout=120, env=environment)
     assert result.returncode == 0, f"{command}: --help fails:\n{result.stderr[-2000:]}"
+    if command.text.startswith("python"):
+        assert jobs_served(log) == served + 1, f"{command}: not run by the warm server:\n{log.read_text()[-2000:]}"
     options = re.findall(r"(?<!\S)(--[\w-]+)", command.text)
     assert [option for option in options if option not in result.stdout] == [], f"{command}: unknown options"

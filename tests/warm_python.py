@@ -1,6 +1,7 @@
-"""`python ARGUMENTS` (a script and its arguments, or ``-c CODE``) run by a fork of a server that
-has imported torch (tests/test_gpu_suite.py runs benchmarks/gpu_suite.sh's dozen benchmark
-processes so), or by the interpreter itself where the server refuses it or is not there:
+"""`python ARGUMENTS` (a script and its arguments, ``-c CODE`` or ``-m MODULE``) run by a fork of a
+server that has imported torch (tests/test_gpu_suite.py runs benchmarks/gpu_suite.sh's dozen
+benchmark processes so, tests/test_docs_commands.py the documented commands' --help), or by the
+interpreter itself where the server refuses it or is not there:
 
     python tests/warm_python.py SOCKET ARGUMENTS...
 
@@ -17,11 +18,15 @@ PYTHON_ENTRY = "warm_python:run_as_interpreter"
 
 def run_as_interpreter(argv: list[str]) -> int:
     """In the server's child: what ``python *argv`` runs, with the interpreter's sys.argv and
-    sys.path[0] (the script's folder, or '' for code given with -c)."""
+    sys.path[0] (the script's folder, '' for code given with -c, the working folder for -m)."""
     if argv[0] == "-c":
         sys.argv = ["-c", *argv[2:]]
         sys.path.insert(0, "")
         exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
+    elif argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = list(argv)
         sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
