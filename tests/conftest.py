@@ -87,6 +87,11 @@ def warm_snakemake_server() -> tuple[subprocess.Popen, str, Path]:
     return WARM_SNAKEMAKE["server"], WARM_SNAKEMAKE["socket"], WARM_SNAKEMAKE["log"]
 
 
+def served_jobs(log: Path) -> list[tuple[int, str]]:
+    """(pid, command) of each job a warm-start server's log says it forked."""
+    return [(int(pid), command) for pid, command in re.findall(r"^job (\d+): (\S+)$", log.read_text(), re.M)]
+
+
 def snakemake_command(*arguments: str) -> list[str]:
     """The command line of `snakemake *arguments`, run warm."""
     return [sys.executable, str(Path(__file__).with_name("warm_snakemake.py")), warm_snakemake_server()[1],

@@ -32,10 +32,10 @@ from pathlib import Path
 import pytest
 from imagenet_world import synset_images, write_ilsvrc2012, write_outer_tar
 from snakemake.cli import get_argument_parser
-from warm_python import PYTHON_ENTRY
+from warm_python import launch
 
-from conftest import REPOSITORY, SNAKEMAKE, copy_workflow, snakemake, snakemake_environment
-from imagenet_cog.warm_start import launch_server, stop_server
+from conftest import REPOSITORY, SNAKEMAKE, copy_workflow, served_jobs, snakemake, snakemake_environment
+from imagenet_cog.warm_start import BASE_PRELOAD, TABLES_AND_FIGURES_PRELOAD, stop_server
 
 pytestmark = pytest.mark.heavy
 
@@ -232,24 +232,16 @@ def test_make_command_is_a_target_make_knows(command):
     assert result.returncode == 0, f"{command}: make -n fails:\n{result.stderr}"
 
 
-# What the commands' modules import, once for all of their --help runs.
-HELP_PRELOAD = ["numpy", "h5py", "optuna", "torch", "torchvision", "pandas", "PIL.Image", "yaml"]
-
-
 @pytest.fixture(scope="module")
 def warm_python(tmp_path_factory):
     """`python ARGUMENTS` as the interpreter runs it, in a fork of a server started for this
-    module, and the environment both run with."""
+    module that has imported what a run's jobs import, the environment both run with, and its log."""
     environment = {**snakemake_environment(),
                    "PYTHONPATH": os.pathsep.join(str(REPOSITORY / folder) for folder in ("workflow", "tests"))}
     log = tmp_path_factory.mktemp("warm-python") / "server.log"
-    server, socket_path = launch_server(sys.executable, str(log), HELP_PRELOAD, entry=PYTHON_ENTRY, environ=environment)
-    yield [sys.executable, str(REPOSITORY / "tests" / "warm_python.py"), socket_path], environment, log
+    server, python = launch(str(log), [*BASE_PRELOAD, *TABLES_AND_FIGURES_PRELOAD], environment)
+    yield python, environment, log
     stop_server(server, str(log))
-
-
-def jobs_served(log: Path) -> int:
-    return sum(line.startswith("job ") for line in log.read_text().splitlines())
 
 
 def help_command(command: Command, python: list[str]) -> list[str]:
@@ -265,10 +257,10 @@ def help_command(command: Command, python: list[str]) -> list[str]:
 @pytest.mark.parametrize("command", [c for c in CHECKED if c.text.startswith(HELP_CHECKED)], ids=command_id)
 def test_command_and_its_options_exist(command, warm_python):
     python, environment, log = warm_python
-    served = jobs_served(log)
+    served = len(served_jobs(log))
     result = subprocess.run(help_command(command, python), capture_output=True, text=True, timeout=120, env=environment)
     assert result.returncode == 0, f"{command}: --help fails:\n{result.stderr[-2000:]}"
     if command.text.startswith("python"):
-        assert jobs_served(log) == served + 1, f"{command}: not run by the warm server:\n{log.read_text()[-2000:]}"
+        assert len(served_jobs(log)) == served + 1, f"{command}: not run by the warm server:\n{log.read_text()[-2000:]}"
     options = re.findall(r"(?<!\S)(--[\w-]+)", command.text)
     assert [option for option in options if option not in result.stdout] == [], f"{command}: unknown options"

@@ -9,15 +9,17 @@ interpreter does. Imports were most of their CPU at this size; what a benchmark 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from warm_python import PYTHON_ENTRY
+from warm_python import launch
 
-from imagenet_cog.warm_start import launch_server, stop_server
+from conftest import served_jobs
+from imagenet_cog.warm_start import stop_server
 
 pytestmark = pytest.mark.heavy
 
@@ -35,9 +37,9 @@ def warm_python(folder: Path, environment: dict) -> tuple[Path, subprocess.Popen
     """An executable that runs `python ARGUMENTS` in a fork of a server started with
     ``environment``, the server and its log."""
     log = folder / "server.log"
-    server, socket_path = launch_server(sys.executable, str(log), PRELOAD, entry=PYTHON_ENTRY, environ=environment)
+    server, command = launch(str(log), PRELOAD, environment)
     python = folder / "python"
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPOSITORY / "tests" / "warm_python.py"}" "{socket_path}" "$@"\n')
+    python.write_text(f'#!/bin/sh\nexec {shlex.join(command)} "$@"\n')
     python.chmod(0o755)
     return python, server, log
 
@@ -59,7 +61,7 @@ def test_the_gpu_suite_runs_every_benchmark_and_records_its_figures(tmp_path):
                        check=True, capture_output=True, timeout=1500)
     finally:
         stop_server(server, str(log))
-    served = {Path(line.split(": ", 1)[1]).stem for line in log.read_text().splitlines() if line.startswith("job ")}
+    served = {Path(command).stem for _, command in served_jobs(log)}
     assert served >= SCRIPTS, log.read_text()
     summary = (out / "summary.txt").read_text().splitlines()
     assert [line.split(":")[0] for line in summary] == BENCHMARKS

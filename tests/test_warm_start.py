@@ -21,7 +21,7 @@ import pytest
 from test_probes_search import blobs, probe_command, write_feature_file
 from warm_snakemake import SNAKEMAKE_ENTRY
 
-from conftest import SNAKEMAKE, copy_workflow, dry_run, jobs_listed, snakemake_environment, warm_snakemake_server
+from conftest import SNAKEMAKE, copy_workflow, dry_run, jobs_listed, served_jobs, snakemake_environment, warm_snakemake_server
 from imagenet_cog.warm_start import (
     _INTEGER,
     _LENGTH,
@@ -51,10 +51,6 @@ def server(tmp_path):
     started = start_server(sys.executable, str(log), [])
     yield log
     stop_server(started, str(log))
-
-
-def served_jobs(log: Path) -> list[tuple[int, str]]:
-    return [(int(pid), command) for pid, command in re.findall(r"^job (\d+): (\S+)$", log.read_text(), re.M)]
 
 
 def cold_environment() -> dict:

@@ -9,11 +9,19 @@ Its exit status, output and signals are the script's, as with the interpreter.""
 
 import os
 import runpy
+import subprocess
 import sys
 
-from imagenet_cog.warm_start import run_warm
+from imagenet_cog.warm_start import launch_server, run_warm
 
 PYTHON_ENTRY = "warm_python:run_as_interpreter"
+
+
+def launch(log: str, preload: list[str], environment: dict) -> tuple[subprocess.Popen, list[str]]:
+    """A server that has imported ``preload``, started with ``environment`` (which must put this
+    folder on PYTHONPATH), and the command line that runs `python ARGUMENTS` in a fork of it."""
+    server, socket_path = launch_server(sys.executable, log, preload, entry=PYTHON_ENTRY, environ=environment)
+    return server, [sys.executable, os.path.abspath(__file__), socket_path]
 
 
 def run_as_interpreter(argv: list[str]) -> int:
