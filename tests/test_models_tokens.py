@@ -130,6 +130,7 @@ def test_register_tokens_never_enter():
     ("timm/vit_tiny_patch16_224", TokenChoice("cls", 13), "has 12 blocks: blocks must be 1 to 12"),
     ("timm/vit_tiny_patch16_224", TokenChoice("avgpool", 4), "tokens: avgpool reads the last block alone"),
     ("timm/vit_tiny_patch16_224", TokenChoice("pre_logits", 2), "reads timm's head"),
+    ("timm/vit_tiny_patch16_224", TokenChoice("pooler_output", 1), "pooler_output is the pooled output of transformers"),
 ])
 def test_refusals_name_the_model_and_what_it_supports(arch, choice, refusal):
     spec = ModelSpec("vit", arch, "random", tokens=choice.tokens, blocks=choice.blocks)
@@ -139,8 +140,8 @@ def test_refusals_name_the_model_and_what_it_supports(arch, choice, refusal):
 
 
 @pytest.mark.parametrize("arch", ["open_clip/CoG-demo-CLIP", "demo_cnn"])
-def test_tokens_are_refused_outside_timm(arch):
-    with pytest.raises(ValueError, match="tokens and blocks are settings of timm models"):
+def test_tokens_are_refused_outside_timm_and_transformers(arch):
+    with pytest.raises(ValueError, match="tokens and blocks are settings of timm and transformers models"):
         ModelSpec("other", arch, "random", tokens="cls").check()
 
 

@@ -306,7 +306,7 @@ def drop_the_default_job_rate_limit():
 
 def start_warm_start():
     from imagenet_cog.warm_start import TABLES_AND_FIGURES_PRELOAD, start_server
-    from imagenet_cog.models.registry import is_open_clip_arch, is_timm_arch
+    from imagenet_cog.models.registry import is_hf_arch, is_open_clip_arch, is_timm_arch
 
     if not warm_start_wanted():
         return
@@ -317,7 +317,9 @@ def start_warm_start():
     uses_open_clip = any(is_open_clip_arch(arch) for arch in archs)
     # open_clip builds its image towers with timm
     uses_timm = uses_open_clip or any(is_timm_arch(arch) for arch in archs)
+    uses_transformers = any(is_hf_arch(arch) for arch in archs)
     preload = [*TABLES_AND_FIGURES_PRELOAD] + (["timm"] if uses_timm else []) + (["open_clip"] if uses_open_clip else [])
+    preload += ["transformers"] if uses_transformers else []
     # one log a run, as Snakemake's own: a run leaves the logs of the runs before it untouched
     log = PATHS.log(f"warm_start/{datetime.datetime.now():%Y-%m-%dT%H%M%S.%f}.log")
     WARM_START["server"] = start_server(python, log, preload)
@@ -447,7 +449,7 @@ def results_root(wildcards, output):
 
 
 # How a model's checkpoint may be read, not what the model is: no result depends on it.
-NOT_FOR_RESULTS = ("trusted_globals",)
+NOT_FOR_RESULTS = ("trusted_globals", "trust_remote_code")
 
 
 def models_json(with_paper_name=False, models=None):

@@ -95,15 +95,18 @@ def device_decodable(data: bytes) -> bool:
     return False
 
 
-def crop_offsets(width: int, height: int, size: int) -> tuple[int, int]:
-    """Left and top of the center crop, with torchvision's rounding."""
+def crop_offsets(width: int, height: int, size: int, rounding: str = "round") -> tuple[int, int]:
+    """Left and top of the center crop, with torchvision's rounding (``round``) or transformers'
+    image processors' (``floor``): an odd margin puts the crop one pixel apart."""
+    if rounding == "floor":
+        return (width - size) // 2, (height - size) // 2
     return int(round((width - size) / 2.0)), int(round((height - size) / 2.0))
 
 
 def crop_geometry(width: int, height: int, preprocessing) -> tuple[int, int, int, int]:
     """(width, height) after the preprocessing's resize, and the (left, top) of its crop."""
     new_width, new_height = preprocessing.resized_size(width, height)
-    return new_width, new_height, *crop_offsets(new_width, new_height, preprocessing.size)
+    return new_width, new_height, *crop_offsets(new_width, new_height, preprocessing.size, preprocessing.crop_rounding)
 
 
 def resize_and_crop(image, preprocessing):

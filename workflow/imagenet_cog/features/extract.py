@@ -176,7 +176,7 @@ class ImageRows:
         with Image.open(path) as image:
             image = image.convert("RGB")
             new_size = self.preprocessing.resized_size(*image.size)
-            left, top = crop_offsets(*new_size, size)
+            left, top = crop_offsets(*new_size, size, self.preprocessing.crop_rounding)
             if self.host_resize == "tensor":
                 return resize_and_crop_tensor(np.array(image), new_size, (left, top), size,
                                               self.preprocessing.interpolation)
@@ -443,9 +443,13 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="open_clip models: embedding (after the projection, the default) or pooled (the "
                              "tower's pooled features before it)")
     parser.add_argument("--tokens", choices=TOKEN_CHOICES, default=None,
-                        help="timm models: pre_logits (the default), or the class tokens of the last --blocks blocks "
-                             "(cls), the mean of the last block's patch tokens (avgpool), or both (cls+avgpool)")
-    parser.add_argument("--blocks", type=int, default=None, help="timm models: how many last blocks' class tokens")
+                        help="timm and hf models: pre_logits (timm's default), the class tokens of the last --blocks "
+                             "blocks (cls), the mean of the last block's patch tokens (avgpool), both (cls+avgpool), or "
+                             "a transformers model's pooler_output (hf: the family's own reading by default)")
+    parser.add_argument("--blocks", type=int, default=None, help="timm and hf models: how many last blocks' class tokens")
+    parser.add_argument("--revision", default=None, help="hf models: the Hub repo's branch, tag or commit")
+    parser.add_argument("--trust-remote-code", action="store_true", default=None,
+                        help="hf models: run the repo's own Python code (its revision pinned to a commit)")
     parser.add_argument("--trusted-globals", nargs="+", default=[], help="objects the checkpoint may hold besides tensors")
     parser.add_argument("--weights-identity", default=None,
                         help="the identity the workflow planned with; a different one fails the job")
@@ -453,7 +457,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def model_spec_of(args: argparse.Namespace) -> ModelSpec:
     return ModelSpec(args.model_name, args.arch, resolve_weights(args.weights), args.factory or None, args.preprocessing, args.input_size,
-                     tuple(args.trusted_globals), args.image_features, args.tokens, args.blocks)
+                     tuple(args.trusted_globals), args.image_features, args.tokens, args.blocks, args.revision,
+                     args.trust_remote_code)
 
 
 def add_image_arguments(parser: argparse.ArgumentParser) -> None:

@@ -31,7 +31,10 @@ use torchvision's networks of the same architecture, feature size and input size
 ``torch`` is imported inside functions so that Snakemake can ask for weight identities and
 preprocessing while building the DAG without loading it; an open_clip model with random
 weights is planned from its config file (:mod:`imagenet_cog.models.open_clip_catalogue`), one
-with a pretrained tag or a checkpoint by open_clip, which imports torch.
+with a pretrained tag or a checkpoint by open_clip, which imports torch. A transformers model
+(``hf/``) is checked, identified and preprocessed from its release's config files
+(:mod:`imagenet_cog.models.hf_catalogue`, with huggingface_hub's client, imported only for such
+archs); its width is measured on the meta device by transformers.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import importlib
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection
@@ -73,6 +77,9 @@ DEFAULT_RANDOM_SEED = 0
 TIMM_PREFIX = "timm/"
 # Image-text models built by open_clip by name (imagenet_cog.models.open_clip_models), e.g. open_clip/ViT-B-32.
 OPEN_CLIP_PREFIX = "open_clip/"
+# transformers checkpoints, a Hub repo or a save_pretrained folder (imagenet_cog.models.hf_catalogue),
+# e.g. hf/facebook/webssl-dino1b-full2b-224, hf/./models/my-vit
+HF_PREFIX = "hf/"
 
 
 def is_timm_arch(arch: str) -> bool:
@@ -83,6 +90,11 @@ def is_timm_arch(arch: str) -> bool:
 def is_open_clip_arch(arch: str) -> bool:
     """Whether ``arch`` names an open_clip image-text model rather than a registry entry."""
     return arch.startswith(OPEN_CLIP_PREFIX)
+
+
+def is_hf_arch(arch: str) -> bool:
+    """Whether ``arch`` names a transformers checkpoint (a Hub repo or a folder) rather than a registry entry."""
+    return arch.startswith(HF_PREFIX)
 
 
 def has_text_tower(entry: dict) -> bool:
@@ -104,7 +116,8 @@ class Preprocessing:
 
     timm models record which ``mode`` made it (``paper`` or ``model``); timm's own evaluation
     transform resizes to ``resize`` first (``size`` / crop_pct), the shortest side or, for
-    the ``squash`` crop mode, both sides.
+    the ``squash`` crop mode, both sides. ``crop_rounding`` places the crop of an odd margin:
+    torchvision's ``round``, or transformers' image processors' ``floor``.
     """
 
     size: int = 224
@@ -114,6 +127,7 @@ class Preprocessing:
     mode: str | None = None
     resize: int | None = None
     crop_mode: str = "center"
+    crop_rounding: str = "round"
 
     def to_dict(self) -> dict[str, Any]:
         # Keys beyond the paper's four only where set: the registry's JSON, a planning
@@ -124,6 +138,8 @@ class Preprocessing:
             values["mode"] = self.mode
         if self.resize is not None:
             values.update(resize=self.resize, crop_mode=self.crop_mode)
+        if self.crop_rounding != "round":
+            values["crop_rounding"] = self.crop_rounding
         return values
 
     def resized_size(self, width: int, height: int) -> tuple[int, int]:
@@ -244,9 +260,13 @@ class ModelSpec:
     trusted_globals: tuple[str, ...] = ()
     # open_clip/ archs only (imagenet_cog.models.open_clip_models): "embedding" (the default) or "pooled"
     image_features: str | None = None
-    # timm/ archs only (imagenet_cog.models.tokens): which of a ViT's tokens, of how many last blocks
+    # timm/ and hf/ archs (imagenet_cog.models.tokens): which of a ViT's tokens, of how many last blocks
     tokens: str | None = None
     blocks: int | None = None
+    # hf/ archs only (imagenet_cog.models.hf_catalogue): a Hub repo's branch, tag or commit, and
+    # whether the repo's own Python code may be run (with a pinned commit)
+    revision: str | None = None
+    trust_remote_code: bool | None = None
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any],
@@ -283,7 +303,8 @@ class ModelSpec:
         (its preprocessing, its feature width) before its checkpoint is fetched."""
         return cls(name, entry["arch"], str(entry.get("weights", "pretrained")), entry.get("factory"),
                    entry.get("preprocessing"), entry.get("input_size"), tuple(entry.get("trusted_globals") or ()),
-                   entry.get("image_features"), entry.get("tokens"), entry.get("blocks"))
+                   entry.get("image_features"), entry.get("tokens"), entry.get("blocks"), entry.get("revision"),
+                   entry.get("trust_remote_code"))
 
     @property
     def token_choice(self) -> TokenChoice:
@@ -330,6 +351,14 @@ class ModelSpec:
             plan = model.preprocessing(), model.feature_dim()
         return plan
 
+    def hf_model(self, fetch_weights: bool = False):
+        """The ``hf/`` arch resolved from its release's config files (refused, naming the repo or
+        folder, where it cannot be read as configured); ``fetch_weights`` downloads its weights."""
+        from imagenet_cog.models.hf_catalogue import resolve
+
+        return resolve(self.arch.removeprefix(HF_PREFIX), self.revision, self.tokens, self.blocks,
+                       bool(self.trust_remote_code), f"config.yaml: model '{self.name}'", fetch_weights=fetch_weights)
+
     def random_weights_plan(self) -> tuple[dict[str, Any], int] | None:
         """The plan read from the config file alone; None unless the weights are random."""
         if not is_random_weights(self.weights):
@@ -344,6 +373,9 @@ class ModelSpec:
             # a model its config file plans is one open_clip knows, with valid features
             if self.random_weights_plan() is None:
                 self.open_clip_model()
+        elif is_hf_arch(self.arch):
+            self._check_hf(release_made_later=checkpoint_made_later)
+            return
         elif self.arch == "custom":
             if not self.factory or ":" not in self.factory:
                 raise ValueError(
@@ -373,10 +405,30 @@ class ModelSpec:
                 f"'random', {library} nor an existing checkpoint file; fix the path."
             )
 
+    def _check_hf(self, release_made_later: bool) -> None:
+        """An ``hf/`` entry: its weights are its release's; the release itself (its files, its
+        config, its processor, the reading) is read unless it may come later (a checkpoint not
+        yet downloaded is noted among what the run lacks)."""
+        from imagenet_cog.models.hf_catalogue import check_entry
+
+        if self.weights != "pretrained":
+            raise ValueError(
+                f"config.yaml: model '{self.name}': an hf/ model's weights are its repo's or folder's: set weights: "
+                f"pretrained (or leave it out), not '{self.weights}'; another revision is revision: <branch, tag or commit>.")
+        if self.trusted_globals:
+            raise ValueError(
+                f"config.yaml: model '{self.name}': trusted_globals is for pickled checkpoints; an hf/ model's weights "
+                f"are read from safetensors only.")
+        check_entry(self.arch.removeprefix(HF_PREFIX), self.revision, self.trust_remote_code,
+                    f"config.yaml: model '{self.name}'")
+        if not release_made_later:
+            self.hf_model()
+
     def _check_library_settings(self) -> None:
         """The settings of one library's models are refused on every other arch."""
         if (self.preprocessing is not None or self.input_size is not None) and not is_timm_arch(self.arch):
             taken = ("open_clip's own preprocessing for the model and its weights" if is_open_clip_arch(self.arch)
+                     else "its release's image processor" if is_hf_arch(self.arch)
                      else "preprocessed as the paper did")
             raise ValueError(
                 f"config.yaml: model '{self.name}': preprocessing and input_size are settings of "
@@ -387,12 +439,17 @@ class ModelSpec:
                 f"config.yaml: model '{self.name}': image_features is a setting of open_clip models "
                 f"(arch: open_clip/<name>); arch '{self.arch}' gives its penultimate layer's features."
             )
-        if (self.tokens is not None or self.blocks is not None) and not is_timm_arch(self.arch):
+        if (self.tokens is not None or self.blocks is not None) and not (is_timm_arch(self.arch) or is_hf_arch(self.arch)):
             taken = ("its image_features (embedding or pooled)" if is_open_clip_arch(self.arch)
                      else "its penultimate layer's features")
             raise ValueError(
-                f"config.yaml: model '{self.name}': tokens and blocks are settings of timm models "
-                f"(arch: timm/<name>); arch '{self.arch}' gives {taken}."
+                f"config.yaml: model '{self.name}': tokens and blocks are settings of timm and transformers models "
+                f"(arch: timm/<name>, hf/<repo>); arch '{self.arch}' gives {taken}."
+            )
+        if (self.revision is not None or self.trust_remote_code is not None) and not is_hf_arch(self.arch):
+            raise ValueError(
+                f"config.yaml: model '{self.name}': revision and trust_remote_code are settings of transformers "
+                f"models (arch: hf/<org>/<name>); arch '{self.arch}' is no Hub repo."
             )
 
 
@@ -445,7 +502,12 @@ def weights_identity(spec: ModelSpec) -> str:
     ``sha256:<checkpoint digest>``; a custom factory adds the digest of its module's source
     file, an open_clip model the image features it gives (``+image_features:pooled``), a timm
     model read otherwise than by its pre-logits the tokens it reads (``+tokens:cls/blocks:4``).
+    A transformers model's is ``hf:<repo>@<commit>+safetensors:<sha256>`` (a folder's:
+    ``hf:folder+config:<digest>+safetensors:<sha256>``, its content, not its path) and the
+    tokens it reads, always.
     """
+    if is_hf_arch(spec.arch):
+        return spec.hf_model().identity(file_sha256)
     seed = random_seed(spec.weights)
     if seed is not None:
         identity = f"random:{seed}"
@@ -488,6 +550,8 @@ def planned_preprocessing(spec: ModelSpec) -> Preprocessing | None:
         return Preprocessing(**spec.timm_model(check_weights=False).preprocessing())
     if is_open_clip_arch(spec.arch):
         return Preprocessing(**spec.open_clip_plan()[0])
+    if is_hf_arch(spec.arch):
+        return Preprocessing(**spec.hf_model().preprocessing())
     return REGISTRY[spec.arch].preprocessing if spec.arch in REGISTRY else None
 
 
@@ -498,6 +562,10 @@ def planned_feature_dim(spec: ModelSpec) -> int | None:
         return spec.timm_model(check_weights=False).feature_dim()
     if is_open_clip_arch(spec.arch):
         return spec.open_clip_plan()[1]
+    if is_hf_arch(spec.arch):
+        from imagenet_cog.models.hf_models import feature_dim
+
+        return feature_dim(spec.hf_model())
     return REGISTRY[spec.arch].feature_dim if spec.arch in REGISTRY else None
 
 
@@ -512,6 +580,12 @@ def extract_options(spec: ModelSpec) -> list[str]:
         return ["--preprocessing", model.mode, *size, *model.choice.options(), *trusted]
     if is_open_clip_arch(spec.arch):
         return ["--image-features", image_features_read(spec.image_features)] + trusted
+    if is_hf_arch(spec.arch):
+        # as the entry sets them: the family's default reading is the job's to resolve
+        return ([*(["--revision", spec.revision] if spec.revision else []),
+                 *(["--trust-remote-code"] if spec.trust_remote_code else []),
+                 *(["--tokens", spec.tokens] if spec.tokens else []),
+                 *(["--blocks", str(spec.blocks)] if spec.blocks is not None else [])])
     return (["--factory", spec.factory] if spec.factory else []) + trusted
 
 
@@ -656,6 +730,12 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
         weights = None if seed is not None else spec.weights
         network, notes = build_open_clip(open_clip_model, weights, f"model '{spec.name}'", spec.trusted_globals)
         preprocessing, provenance = Preprocessing(**open_clip_model.preprocessing()), open_clip_model.provenance()
+    elif is_hf_arch(spec.arch):
+        from imagenet_cog.models.hf_models import build as build_hf
+
+        hf_model = spec.hf_model(fetch_weights=True)
+        network, notes = build_hf(hf_model, f"model '{spec.name}'")
+        preprocessing, provenance = Preprocessing(**hf_model.preprocessing()), hf_model.provenance()
     else:
         architecture = REGISTRY[spec.arch]
         network = BUILDERS[architecture.library](architecture, pretrained=spec.weights == "pretrained")
@@ -693,18 +773,24 @@ def describe_registry() -> list[dict[str, Any]]:
 
 def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Paper Table 3 for config ``models:`` entries: name (Table 1's, else the label or key),
-    category, arch, input size S and feature dim (the registry's, timm's or open_clip's; a custom
-    model's factory decides both, shown as '?')."""
+    category, arch, input size S and feature dim (the registry's, timm's, open_clip's or a
+    transformers release's; a custom model's factory decides both, shown as '?', and so is a
+    transformers release neither the Hub nor the cache can give, the reason in ``missing``)."""
     rows = []
     for key, entry in models.items():
         spec = ModelSpec.of_entry(key, entry)
-        preprocessing, feature_dim = planned_preprocessing(spec), planned_feature_dim(spec)
+        missing = None
+        try:
+            preprocessing, feature_dim = planned_preprocessing(spec), planned_feature_dim(spec)
+        except FileNotFoundError as error:
+            preprocessing, feature_dim, missing = None, None, str(error)
         rows.append({
             "name": entry.get("label") or entry.get("paper_name") or key,
             "category": entry.get("category") or "other",
             "arch": entry["arch"],
             "input_size": preprocessing.size if preprocessing else "?",
             "feature_dim": feature_dim or "?",
+            **({"missing": missing} if missing else {}),
         })
     return rows
 
@@ -734,4 +820,7 @@ def describe_models_command(argv: list[str]) -> int:
     print("\t".join(columns))
     for row in rows:
         print("\t".join(str(row[column]) for column in columns))
+    for row in rows:
+        if "missing" in row:
+            print(row["missing"], file=sys.stderr)
     return 0

@@ -55,7 +55,7 @@ from timm.models import get_pretrained_cfg, split_model_name_tag
 
 from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.models.checkpoints import CheckpointMismatch, map_checkpoint_keys, read_checkpoint, unwrap_state_dict
-from imagenet_cog.models.tokens import TokenChoice
+from imagenet_cog.models.tokens import POOLER_OUTPUT, PRE_LOGITS, TokenChoice
 
 PREPROCESSING_MODES = ("paper", "model")
 DEFAULT_PREPROCESSING = "paper"
@@ -172,6 +172,9 @@ class TimmModel:
         """The token choice against the network: refused, naming what the network supports,
         for one without tokens (a CNN), a class token it lacks, or blocks beyond its depth."""
         problem = self.choice.problem()
+        if self.choice.tokens == POOLER_OUTPUT:
+            problem = (f"tokens: {POOLER_OUTPUT} is the pooled output of transformers models (arch: hf/<repo>); "
+                       f"timm's {self.full_name} reads {PRE_LOGITS} (its head) or its tokens.")
         if problem or not self.choice.reads_tokens:
             if problem:
                 raise ValueError(problem)

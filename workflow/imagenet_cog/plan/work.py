@@ -110,7 +110,8 @@ def model_widths(models: dict) -> tuple[dict[str, tuple[str, int]], dict[str, st
         spec = ModelSpec.of_entry(name, entry)
         try:
             dim = planned_feature_dim(spec)
-        except (ValueError, ImportError, RuntimeError) as error:
+        except (ValueError, ImportError, RuntimeError, FileNotFoundError) as error:
+            # FileNotFoundError: a transformers release neither the Hub nor the cache gives
             unpriced[name] = f"its width is unknown ({error})"
             continue
         if dim is None:

@@ -398,9 +398,10 @@ def probe_mem_mb(wildcards):
 
 
 # Checked before any job: what a configured kind's settings cannot do with a model's features
-# (its module's width_problem: a pca d wider than the features).
+# (its module's width_problem: a pca d wider than the features). A model noted among what the
+# run lacks (a transformers release not there) is refused with it, its width unknown.
 for kind in config["probes"]["kinds"]:
-    for model in MODELS if KINDS[kind].width_problem else []:
+    for model in [model for model in MODELS if CONFIGURED_SPECS[model] is not None] if KINDS[kind].width_problem else []:
         problem = KINDS[kind].width_problem(config["probes"], model, model_feature_dim(model))
         if problem:
             raise WorkflowError(f"config.yaml: {problem}")
