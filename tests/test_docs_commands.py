@@ -61,7 +61,7 @@ NOT_RUN_HERE = {
     "snakemake --cores 8 --configfile config/imagenet.yaml config/paper_models.yaml --config "
     "checkpoints_dir=/data/cog-checkpoints": "needs the 31 models' checkpoints, which only a download gives",
     "snakemake --cores 8 --configfile config/imagenet.yaml config/modern_models.yaml":
-        "a dry run of every job of 13 models, kept out of the suite's budget; their plan (snakemake plan, the same files with the paper's) runs here",
+        "a dry run of every job of 15 models, kept out of the suite's budget; their plan (snakemake plan, the same files with the paper's) runs here",
     "snakemake --cores 8 --configfile few-shot.yaml": "a file of the reader's own, its content in the line's comment",
     "python -m imagenet_cog <command>": "a placeholder for any subcommand",
     "tar xzf winter21_whole.tar.gz -T <(sed 's|^|winter21_whole/|' results-imagenet/splits/needed_synsets.txt)":

@@ -1,6 +1,7 @@
-"""config/modern_models.yaml: every release is one timm or open_clip lists, the file validates
-over the real-data config, each entry says why its features are read so, and the plan
-prices every model offline, downloading nothing."""
+"""config/modern_models.yaml: every release is one timm or open_clip lists (or a Hub repo of
+Web-SSL's), the file validates over the real-data config, each entry says why its features are
+read so, and the plan prices every library model offline, downloading nothing; the Hub repos,
+offline with an empty cache, are named unpriced with the command that fills the cache."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import open_clip
 import pytest
 import timm
 import yaml
+from huggingface_hub import constants
 from snakemake.utils import validate
 
 from conftest import REPOSITORY
@@ -40,11 +42,15 @@ def test_every_release_is_listed_by_its_library(models):
         library, release = entry["arch"].split("/", 1)
         if library == "timm":
             assert release in released and entry["weights"] == "pretrained", name
+        elif library == "hf":
+            # Web-SSL's Hub repos as its README lists them
+            assert re.fullmatch(r"facebook/webssl-(dino|mae)[0-9]+[mb]-full2b-224", release), name
+            assert entry["weights"] == "pretrained" and "MC-2B" in entry["label"], name
         else:
             assert library == "open_clip" and (release, entry["weights"]) in tagged, name
     families = " ".join(entry["arch"] for entry in models.values())
     for family in ("dinov3_lvd1689m", "convnext", "reg4_dinov2", "ijepa", ".mae", "eva02", "aimv2", "vit_pe_core",
-                   "open_clip/ViT-B-16-quickgelu", "SigLIP", "ViT-H-14-quickgelu"):
+                   "open_clip/ViT-B-16-quickgelu", "SigLIP", "ViT-H-14-quickgelu", "webssl-dino", "webssl-mae"):
         assert family in families, family
     assert {entry["weights"] for entry in models.values() if "quickgelu" in entry["arch"]} == {
         "openai", "dfn5b", "metaclip_fullcc"}
@@ -64,14 +70,19 @@ def test_each_entry_says_why_and_validates_over_the_real_config(models):
     assert set(config["models"]) == set(models) | {"resnet50"}
 
 
-def test_the_plan_prices_every_model_offline(models, monkeypatch):
+def test_the_plan_prices_every_model_offline(models, monkeypatch, tmp_path):
     """The widths the plan and the probes' job sizes read, from networks built on the meta
-    device, with every network connection refused: nothing is downloaded."""
+    device, with every network connection refused: nothing is downloaded. A Hub repo needs its
+    config: with an empty Hugging Face cache it is unpriced, the command that fills it named."""
 
     def refuse(*_arguments):
         raise OSError("the network is out of bounds in this test")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
     widths, unpriced = model_widths(models)
-    assert unpriced == {}
+    hub = {name: entry["arch"].removeprefix("hf/") for name, entry in models.items() if entry["arch"].startswith("hf/")}
+    assert set(unpriced) == set(hub)
+    for name, repo in hub.items():
+        assert f"hf download {repo} --include '*.json' --include '*.safetensors'" in unpriced[name], name
     assert {name: width for name, (_, width) in widths.items()} == WIDTHS
