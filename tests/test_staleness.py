@@ -624,6 +624,45 @@ def test_a_timm_model_by_name_runs_end_to_end_and_its_preprocessing_is_its_ident
     assert {rule for rule, _ in jobs} == {"extract_features", "merge_features", lin_probe_rule(one_probe)}
 
 
+def save_transformers_vit(folder: Path, seed: int) -> None:
+    """A small random ViT at the demo's 32 pixels as save_pretrained writes it, its image processor beside it."""
+    import torch
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    torch.manual_seed(seed)
+    config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
+                       patch_size=8)
+    ViTModel(config, add_pooling_layer=False).save_pretrained(folder)
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+
+
+def test_a_transformers_folder_runs_end_to_end_and_a_copy_of_it_reruns_nothing(finished_copy):
+    """The transformers route in a real run: a save_pretrained folder named in the config
+    (arch: hf/./models/...), its IN-1K features extracted; finished, the folder replaced by a
+    copy of itself (other files, other modification times) plans nothing, as its identity is its
+    content; other weights in it re-extract that model alone."""
+    import h5py
+
+    added, layout = "hf_vit", Layout()
+    folder = finished_copy / "models" / "hf-vit"
+    save_transformers_vit(folder, seed=4)
+    settings = overlay(finished_copy, {"models": {added: {"arch": "hf/./models/hf-vit", "label": "ViT (transformers)"}}})
+    targets = [layout.features(added, "in1k", split) for split in ("train", "test")]
+    snakemake(finished_copy, "--cores", "2", *targets, "--configfile", settings)
+    with h5py.File(finished_copy / layout.feature_shard(added, "in1k", "test", "00000")) as handle:
+        attributes = {key: handle.attrs[key] for key in ("arch", "hf_model", "hf_model_type", "tokens", "feature_dim")}
+    assert attributes == {"arch": "hf/./models/hf-vit", "hf_model": "./models/hf-vit", "hf_model_type": "vit",
+                          "tokens": "cls", "feature_dim": 32}
+
+    shutil.copytree(folder, folder.with_name("copied"), copy_function=shutil.copy)
+    shutil.rmtree(folder)
+    folder.with_name("copied").rename(folder)
+    assert planned_jobs(finished_copy, *targets, "--configfile", settings) == []
+    save_transformers_vit(folder, seed=5)
+    jobs = planned_jobs(finished_copy, *targets, "--configfile", settings)
+    assert {rule for rule, _ in jobs} == {"extract_features", "merge_features"} and {w["model"] for _, w in jobs} == {added}
+
+
 # level sets --------------------------------------------------------------------------------
 
 ALL_SETS = {"sets": ["wup", "path", "jcn", "word2vec", "random"], "random": {"draws": 15}}
