@@ -157,11 +157,10 @@ def size_dict(size: Any, default_to_square: bool) -> dict[str, int]:
     return {"height": int(size), "width": int(size)} if default_to_square else {"shortest_edge": int(size)}
 
 
-def three(values: Any) -> tuple[float, float, float]:
-    values = [values] * 3 if isinstance(values, (int, float)) else list(values)
-    if len(values) != 3:
-        raise ValueError(f"three channel values, not {values}")
-    return tuple(float(value) for value in values)
+def three(values: Any) -> tuple[float, ...]:
+    """A processor's mean or std per channel (one value is every channel's, as numpy broadcasts it)."""
+    values = [values] if isinstance(values, (int, float)) else list(values)
+    return tuple(float(value) for value in (values * 3 if len(values) == 1 else values))
 
 
 def processor_preprocessing(processor: dict[str, Any] | None, family: HfFamily, title: str) -> dict[str, Any]:
@@ -197,6 +196,8 @@ def processor_preprocessing(processor: dict[str, Any] | None, family: HfFamily, 
         raise refuse(f"resamples with PIL's filter {setting('resample', rule.resample)}, not bilinear (2) or bicubic (3)")
     mean, std = ((three(setting("image_mean", rule.mean_std[0])), three(setting("image_std", rule.mean_std[1])))
                  if setting("do_normalize", True) else ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)))
+    if len(mean) != 3 or len(std) != 3:
+        raise refuse(f"normalises {len(mean)} channels, not RGB's 3")
     size = size_dict(setting("size", rule.size), rule.default_to_square)
     crop = size_dict(setting("crop_size", rule.crop_size), True) if setting("do_center_crop", rule.do_center_crop) else None
     resize, crop_mode, side = resize_geometry(size, crop, rule, setting("crop_pct", rule.crop_pct), refuse)

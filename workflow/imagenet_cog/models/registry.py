@@ -545,7 +545,8 @@ def weights_identity(spec: ModelSpec) -> str:
 
 
 def planned_preprocessing(spec: ModelSpec) -> Preprocessing | None:
-    """The registry's, timm's or open_clip's preprocessing; None for custom models (their factory decides)."""
+    """The registry's, timm's, open_clip's or a transformers release's image processor's
+    preprocessing; None for custom models (their factory decides)."""
     if is_timm_arch(spec.arch):
         return Preprocessing(**spec.timm_model(check_weights=False).preprocessing())
     if is_open_clip_arch(spec.arch):
@@ -556,8 +557,8 @@ def planned_preprocessing(spec: ModelSpec) -> Preprocessing | None:
 
 
 def planned_feature_dim(spec: ModelSpec) -> int | None:
-    """The feature size known before extraction: the registry's, or a timm or open_clip model's
-    measured on the meta device; None for custom models."""
+    """The feature size known before extraction: the registry's, or a timm, open_clip or
+    transformers model's measured on the meta device; None for custom models."""
     if is_timm_arch(spec.arch):
         return spec.timm_model(check_weights=False).feature_dim()
     if is_open_clip_arch(spec.arch):
@@ -572,7 +573,8 @@ def planned_feature_dim(spec: ModelSpec) -> int | None:
 def extract_options(spec: ModelSpec) -> list[str]:
     """The extract command's options besides arch and weights: a custom model's factory, a
     timm model's preprocessing, input size and tokens, an open_clip model's image features,
-    the objects its checkpoint may hold."""
+    a transformers model's revision, remote-code opt-in and tokens, the objects its checkpoint
+    may hold."""
     trusted = ["--trusted-globals", *spec.trusted_globals] if spec.trusted_globals else []
     if is_timm_arch(spec.arch):
         model = spec.timm_model(check_weights=False)

@@ -1,6 +1,6 @@
 """What a configuration asks of the workflow, counted before any image is read: the datasets
 (sizes from a run's split summary, else from the shipped image counts or the demo's
-settings), each model's feature width (the registry's, or timm's on the meta device), and
+settings), each model's feature width (the registry's, or a library model's on the meta device), and
 the linear probes of the protocol, the level sets and the class-balanced variant, and the
 kinds with jobs of their own (probes.kinds: the k-NN) on the protocol's datasets."""
 
