@@ -43,7 +43,7 @@ LAST_STEP = "last"
 SERIES_ENTRY_KEYS = ("checkpoints", "step_unit", "series", "weights")
 # keys of a models: entry that describe the model rather than make its features
 DESCRIPTIVE_KEYS = ("label", "category", "paper_name", "paper_category", "params_millions", "extra_data", "source",
-                    "published_file")
+                    "published_file", "pretraining_data")
 # a series checkpoint's weights on a command line: the file is in the jobs' environment
 SERIES_WEIGHTS_PREFIX = "series:"
 WEIGHTS_VARIABLE = "IMAGENET_COG_SERIES_CHECKPOINTS"

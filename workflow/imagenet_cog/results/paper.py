@@ -8,8 +8,9 @@ A ``paper_name`` matches a row's name as printed ("s-DINO") or without its categ
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
+
+from imagenet_cog.core.paper_names import accepted_names, name_key
 
 
 def published_model_names(path: str | Path) -> list[str]:
@@ -19,19 +20,6 @@ def published_model_names(path: str | Path) -> list[str]:
         if rows.fieldnames is None or "model" not in rows.fieldnames:
             raise ValueError(f"{path}: not a table of published top-1 (no 'model' column).")
         return list(dict.fromkeys(row["model"] for row in rows))
-
-
-def name_key(name: str) -> str:
-    return re.sub(r"\s+", " ", name.strip()).casefold()
-
-
-def accepted_names(names: list[str]) -> dict[str, str]:
-    """Accepted spellings -> the published row's name."""
-    accepted = {}
-    for name in names:
-        accepted[name_key(name)] = name
-        accepted.setdefault(name_key(re.sub(r"^[asrd]-", "", name)), name)
-    return accepted
 
 
 def resolve_paper_names(models: dict[str, dict], names: list[str], source: str = "published top-1") -> dict[str, str]:
