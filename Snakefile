@@ -80,8 +80,10 @@ refuse_what_the_run_lacks()
 # Before the first job: a run whose files do not fit on its disk stops (free_space in the
 # schema). Warm start (warm_start, imagenet_cog/warm_start.py): on a local run the jobs fork
 # from one process that imported torch once, instead of each importing it. A local run's
-# scheduler goes without Snakemake's default job rate limit (common.smk says why).
+# scheduler goes without Snakemake's default job rate limit (common.smk says why). The models that
+# break the benchmark's premise (pretrained beyond IN-1K, or undeclared) are named first, a note.
 onstart:
+    note_pretraining()
     check_free_space()
     forget_failure_reasons()
     drop_the_default_job_rate_limit()

@@ -228,3 +228,14 @@ def test_a_names_table_of_another_dataset_is_refused_at_planning_once_the_concep
     assert f"{table}: 3 of its 3 wnids are not concepts of l1 (3 of them l2's); it leaves out 3 of the 3" in output
     assert "point probes.zeroshot.names.l1 at one" in output and "Building DAG" not in output
     assert len(output.splitlines()) <= SCREEN, output
+
+
+def test_a_pretraining_data_naming_an_unknown_dataset_is_refused_with_the_catalogues_names(workflow_copy):
+    """Before any job, in one screen naming the overlay that set it and every dataset the catalogue
+    (resources/pretraining_datasets.tsv) has."""
+    output = refused_overlay(workflow_copy, {"models": {"demo_cnn_random": {"pretraining_data": ["in1k", "IN-22k"]}}},
+                             name="data.yaml")
+    assert "data.yaml: model 'demo_cnn_random': pretraining_data names 'IN-22k'" in output
+    assert all(name in output for name in ("in1k", "in21k-images", "lvd142m", "wit400m", "mc2b"))
+    assert len(output.splitlines()) <= SCREEN, output
+    assert "Building DAG" not in output and "Traceback" not in output

@@ -114,13 +114,15 @@ def test_workflow_checks_every_checkpoint_before_any_job(tmp_path, paper_models)
 def test_models_command_prints_table_3():
     listing = subprocess.run([sys.executable, "-m", "imagenet_cog", "models"], capture_output=True,
                              text=True, check=True).stdout.splitlines()
-    assert listing[0].split("\t") == ["name", "category", "arch", "input_size", "feature_dim"]
+    assert listing[0].split("\t") == ["name", "category", "arch", "input_size", "feature_dim", "pretraining_data",
+                                      "exposure"]
     rows = {line.split("\t")[0]: line.split("\t") for line in listing[1:]}
     assert set(rows) == TABLE_1
-    assert rows["a-NAT-M4"][1:] == ["architecture", "nat_m4", "224", "1536"]
-    assert rows["a-DeiT-B-distilled"][3:] == ["384", "768"]
-    assert rows["a-Inception-v3"][3:] == ["299", "2048"]
-    assert rows["s-SwAV"][1:] == ["self-supervision", "resnet50", "224", "2048"]
+    assert rows["a-NAT-M4"][1:] == ["architecture", "nat_m4", "224", "1536", "in1k", "none"]
+    assert rows["a-DeiT-B-distilled"][3:5] == ["384", "768"]
+    assert rows["a-Inception-v3"][3:5] == ["299", "2048"]
+    assert rows["s-SwAV"][1:] == ["self-supervision", "resnet50", "224", "2048", "in1k", "none"]
+    assert rows["d-Semi-Sup"][5:] == ["yfcc100m,in1k", "web"] and rows["d-CLIP"][5:] == ["wit400m", "web"]
 
 
 def test_models_command_lists_the_registry():
@@ -140,6 +142,9 @@ def test_models_command_reads_the_workflow_folder_not_the_package_location(tmp_p
     assert elsewhere.returncode != 0 and str(tmp_path) in elsewhere.stderr
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "paper_models.yaml").write_text(PAPER_MODELS.read_text())
+    (tmp_path / "resources").mkdir()
+    for table in ("pretraining_datasets.tsv", "pretraining_releases.tsv"):
+        (tmp_path / "resources" / table).write_text((PAPER_MODELS.parents[1] / "resources" / table).read_text())
     listing = subprocess.run([sys.executable, "-m", "imagenet_cog", "models"], capture_output=True, text=True,
                              cwd=tmp_path, check=True).stdout.splitlines()
     assert {line.split("\t")[0] for line in listing[1:]} == TABLE_1

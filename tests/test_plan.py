@@ -315,7 +315,8 @@ def test_measured_jobs_against_projection_and_calibration(tmp_path):
 
 def test_plan_target_before_any_download(tmp_path):
     """config/imagenet.yaml with data roots that do not exist (a tar layout named) and the 31
-    models' checkpoints not fetched: the plan is written, no image read."""
+    models' checkpoints not fetched: the plan is written, no image read; the models that break
+    the benchmark's premise are named first."""
     workdir = copy_workflow(tmp_path / "copy")
     (workdir / "later.yaml").write_text(yaml.safe_dump({"data": {
         "in21k_root": str(tmp_path / "nowhere" / "winter21_whole"), "in1k_root": str(tmp_path / "nowhere" / "in1k"),
@@ -335,6 +336,10 @@ def test_plan_target_before_any_download(tmp_path):
     assert rows[-1]["stage"] == "wall time on 8 GPUs"
     assert "wall time on 8 GPUs" in result.stdout
     assert not (workdir / "results").exists() and not list((workdir / results).glob("splits/*"))
+    # the run's first screen names the paper's four web-data models, which break the premise (a note)
+    assert "4 of 31 models were pretrained on more than IN-1K" in result.stderr
+    web = next(line for line in result.stderr.splitlines() if line.startswith("  web ("))
+    assert web.endswith("): mopro (webvision1), semi_sup (yfcc100m,in1k), semi_weakly_sup (ig1b,in1k), clip (wit400m)")
 
 
 def file_state(root: Path) -> dict[str, int]:

@@ -448,8 +448,10 @@ def results_root(wildcards, output):
     return os.path.dirname(os.path.dirname(output[0]))
 
 
-# How a model's checkpoint may be read, not what the model is: no result depends on it.
-NOT_FOR_RESULTS = ("trusted_globals", "trust_remote_code")
+# How a model's checkpoint may be read, not what the model is: no result depends on it. What it was
+# pretrained on reaches only the commands that show it, resolved (pretraining_option), so that a
+# declaration re-runs those alone.
+NOT_FOR_RESULTS = ("trusted_globals", "trust_remote_code", "pretraining_data")
 
 
 def models_json(with_paper_name=False, models=None):
@@ -542,3 +544,38 @@ def note_misfits():
 
 
 note_misfits()
+
+
+# What each model was pretrained on, and its exposure (imagenet_cog.models.pretraining): the entry's
+# pretraining_data, else its release's row of the shipped table. A name the datasets' catalogue lacks
+# stops the run here, before any job; the run's first screen names the models that break the
+# benchmark's premise (note_pretraining).
+from imagenet_cog.models.pretraining import (
+    DATASETS_TABLE,
+    RELEASES_TABLE,
+    Catalogue,
+    PretrainingDataError,
+    premise_note,
+)
+
+try:
+    PRETRAINING_CATALOGUE = Catalogue.read(shipped_file(str(DATASETS_TABLE)), shipped_file(str(RELEASES_TABLE)))
+except PretrainingDataError as error:
+    raise WorkflowError(str(error)) from None
+PRETRAINING = {}
+for configured_model in MODELS:
+    try:
+        PRETRAINING[configured_model] = PRETRAINING_CATALOGUE.of_entry(
+            configured_model,
+            config["models"][configured_model],
+            model_spec(configured_model, check_checkpoint=False).is_checkpoint(),
+        )
+    except PretrainingDataError as error:
+        raise WorkflowError(with_source(str(error), ["models", configured_model], CONFIG_SOURCES)) from None
+
+
+def note_pretraining():
+    """The run's start: the models pretrained beyond IN-1K, or that say nothing of it (a note, not a stop)."""
+    note = premise_note(PRETRAINING)
+    if note:
+        print(note, file=sys.stderr, flush=True)

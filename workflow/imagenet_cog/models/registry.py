@@ -56,6 +56,7 @@ import yaml
 
 from imagenet_cog.models.checkpoints import CheckpointMismatch, check_checkpoint_safety, load_checkpoint
 from imagenet_cog.models.open_clip_catalogue import EMBEDDING, image_features_read, random_weights_plan
+from imagenet_cog.models.pretraining import DATASETS_TABLE, RELEASES_TABLE, Catalogue
 from imagenet_cog.models.series import series_of_model
 from imagenet_cog.models.tokens import TokenChoice
 
@@ -773,11 +774,13 @@ def describe_registry() -> list[dict[str, Any]]:
     ]
 
 
-def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def describe_models(models: dict[str, dict[str, Any]], catalogue: Catalogue | None = None) -> list[dict[str, Any]]:
     """Paper Table 3 for config ``models:`` entries: name (Table 1's, else the label or key),
     category, arch, input size S and feature dim (the registry's, timm's, open_clip's or a
     transformers release's; a custom model's factory decides both, shown as '?', and so is a
-    transformers release neither the Hub nor the cache can give, the reason in ``missing``)."""
+    transformers release neither the Hub nor the cache can give, the reason in ``missing``); with
+    a ``catalogue``, what each was pretrained on and its exposure (a series' checkpoints are files:
+    their entry's declaration, if any, says)."""
     rows = []
     for key, entry in models.items():
         spec = ModelSpec.of_entry(key, entry)
@@ -786,14 +789,18 @@ def describe_models(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             preprocessing, feature_dim = planned_preprocessing(spec), planned_feature_dim(spec)
         except FileNotFoundError as error:
             preprocessing, feature_dim, missing = None, None, str(error)
-        rows.append({
+        row = {
             "name": entry.get("label") or entry.get("paper_name") or key,
             "category": entry.get("category") or "other",
             "arch": entry["arch"],
             "input_size": preprocessing.size if preprocessing else "?",
             "feature_dim": feature_dim or "?",
             **({"missing": missing} if missing else {}),
-        })
+        }
+        if catalogue is not None:
+            pretraining = catalogue.of_entry(key, entry, "checkpoints" in entry or spec.is_checkpoint())
+            row.update(pretraining_data=pretraining.data_text(), exposure=pretraining.exposure)
+        rows.append(row)
     return rows
 
 
@@ -801,12 +808,18 @@ def describe_models_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m imagenet_cog models",
         description="Paper Table 3 for the models of a config: name, category, input size S, "
-                    "feature dim (a tab-separated table); without --config, the registry.")
+                    "feature dim, what each was pretrained on and its exposure (a tab-separated table); "
+                    "--config registry: the registry's architectures.")
     parser.add_argument("--config", type=Path, default=PAPER_MODELS_CONFIG,
                         help="a config with 'models:' (default: the paper's 31, %(default)s of the "
                              "workflow's folder, the working directory); "
                              "'registry' lists the registry's architectures instead")
+    parser.add_argument("--pretraining-datasets", type=Path, default=DATASETS_TABLE,
+                        help="the datasets' catalogue (default: %(default)s of the workflow's folder)")
+    parser.add_argument("--pretraining-releases", type=Path, default=RELEASES_TABLE,
+                        help="the releases' pretraining data (default: %(default)s of the workflow's folder)")
     args = parser.parse_args(argv)
+    columns = ["name", "category", "arch", "input_size", "feature_dim"]
     if str(args.config) == "registry":
         # A registry entry's paper name carries Table 1's category prefix (a-, s-, d-).
         groups = {"a": "architecture", "s": "self-supervision", "r": "regularization", "d": "data"}
@@ -817,8 +830,9 @@ def describe_models_command(argv: list[str]) -> int:
         if not args.config.is_file():
             parser.error(f"--config {args.config}: no such file (relative paths start at {Path.cwd()}: run in the "
                          f"workflow's folder, or name the file)")
-        rows = describe_models(kept_models(yaml.safe_load(args.config.read_text())["models"]))
-    columns = ["name", "category", "arch", "input_size", "feature_dim"]
+        catalogue = Catalogue.read(args.pretraining_datasets, args.pretraining_releases)
+        rows = describe_models(kept_models(yaml.safe_load(args.config.read_text())["models"]), catalogue)
+        columns += ["pretraining_data", "exposure"]
     print("\t".join(columns))
     for row in rows:
         print("\t".join(str(row[column]) for column in columns))
