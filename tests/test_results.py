@@ -13,6 +13,7 @@ import yaml
 
 from conftest import copy_of_demo, other_kind_probes_per_dataset, read_run_config, snakemake, stage_model_names
 from imagenet_cog.core.layout import Layout, result_table_names
+from imagenet_cog.models.pretraining import IMAGES, NONE, UNDECLARED, Pretraining, pretraining_json
 from imagenet_cog.probes.kinds import KINDS
 from imagenet_cog.results.summary import aggregate_command, lin_rows, load_probe_results, read_summary, summarise
 from imagenet_cog.results.tables import tables_command
@@ -158,6 +159,24 @@ def test_tables_hold_the_expected_cells(results_root, tmp_path):
     assert r"+4.0 $\pm$ 0.8 [1.5, 6.5]$^{*}$" in relative_latex
     assert "Holm-corrected" in open(layout.table("relative_levels", "md")).read()
     assert r"\begin{tabular}{lrr}" in latex
+
+
+def test_with_the_models_pretraining_every_table_says_each_models_exposure(results_root, tmp_path):
+    """An Exposure column beside the model's name, a model the option leaves out undeclared, and a
+    note on what the classes mean: the top-1 and relative tables compare models."""
+    summary_path, _ = run_pipeline(results_root, tmp_path)
+    pretraining = pretraining_json({"resnet50": Pretraining(("in1k",), NONE), "dino": Pretraining(("lvd142m",), IMAGES)})
+    assert tables_command(["--summary", str(summary_path), "--seed-results", str(tmp_path / "seeds.csv"),
+                           "--results-root", str(results_root), "--baseline", "resnet50",
+                           "--pretraining", pretraining]) == 0
+    layout = Layout(str(results_root))
+    for name in ("top1_levels", "relative_levels", "top1_in1k", "relative_l1"):
+        table = pd.read_csv(layout.table(name, "csv"))
+        assert list(table.columns[:2]) == ["Model", "Exposure"]
+        assert table["Exposure"].tolist() == [NONE, UNDECLARED, IMAGES]
+    markdown = Path(layout.table("top1_levels", "md")).read_text()
+    assert "| ResNet50 | none | 72.0 ± 1.6 [67.0, 77.0] |" in markdown
+    assert "images: IN-21K images without their labels" in markdown and "not directly comparable" in markdown
 
 
 def test_summary_csv_round_trips(results_root, tmp_path):

@@ -181,6 +181,8 @@ def test_drop_in_points_and_percent_of_the_in1k_top1():
     assert table.to_dict("records") == [
         {"Model": "M", "IN-1K top-1": 80.0, "L5 drop (points)": 24.0, "L5 drop (%)": 30.0}
     ]
+    table, _ = drop_table(summary, {"m": "web"})
+    assert list(table.columns[:2]) == ["Model", "Exposure"] and table["Exposure"].tolist() == ["web"]
 
 
 def test_statistics_and_drop_commands_write_every_table_and_figure(tmp_path):

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 
@@ -548,7 +549,8 @@ note_misfits()
 
 # What each model was pretrained on, and its exposure (imagenet_cog.models.pretraining): the entry's
 # pretraining_data, else its release's row of the shipped table. A name the datasets' catalogue lacks
-# stops the run here, before any job; the run's first screen names the models that break the
+# stops the run here, before any job; the results commands that rank or compare models take each
+# model's resolved (pretraining_option), and the run's first screen names those that break the
 # benchmark's premise (note_pretraining).
 from imagenet_cog.models.pretraining import (
     DATASETS_TABLE,
@@ -556,6 +558,7 @@ from imagenet_cog.models.pretraining import (
     Catalogue,
     PretrainingDataError,
     premise_note,
+    pretraining_json,
 )
 
 try:
@@ -572,6 +575,13 @@ for configured_model in MODELS:
         )
     except PretrainingDataError as error:
         raise WorkflowError(with_source(str(error), ["models", configured_model], CONFIG_SOURCES)) from None
+
+
+def pretraining_option(with_published=False):
+    """--pretraining of the results commands: the result models' datasets and exposure, and with
+    ``with_published`` the paper's published models'."""
+    published = {name: PRETRAINING_CATALOGUE.of_paper(name) for name in PRETRAINING_CATALOGUE.papers} if with_published else None
+    return shlex.quote(pretraining_json({model: PRETRAINING[model] for model in result_models()}, published))
 
 
 def note_pretraining():

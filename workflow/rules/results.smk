@@ -89,10 +89,11 @@ rule result_tables:
     params:
         root=results_root,
         baseline=config["results"]["baseline_model"],
+        pretraining=pretraining_option(),
     shell:
         python_command("results-tables")
         + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
-        + " --baseline {params.baseline} > {log} 2>&1"
+        + " --baseline {params.baseline} --pretraining {params.pretraining} > {log} 2>&1"
 
 
 rule result_figures:
@@ -155,8 +156,10 @@ rule result_drop:
         CONDA_ENVIRONMENT
     params:
         root=results_root,
+        pretraining=pretraining_option(),
     shell:
-        python_command("results-drop") + " --summary {input} --results-root {params.root} > {log} 2>&1"
+        python_command("results-drop")
+        + " --summary {input} --results-root {params.root} --pretraining {params.pretraining} > {log} 2>&1"
 
 
 # Ours against the paper's published top-1 for the models with a paper_name.

@@ -21,8 +21,10 @@ from imagenet_cog.core.command_line import add_summary_options
 from imagenet_cog.core.layout import DROP_NAME, Layout
 from imagenet_cog.core.naming import IN1K, dataset_title, shots_title
 from imagenet_cog.core.tables import write_tidy_table
+from imagenet_cog.models.pretraining import UNDECLARED
 from imagenet_cog.results.statistics import generalization_drop
 from imagenet_cog.results.summary import lin_rows, read_summary
+from imagenet_cog.results.tables import EXPOSURE_COLUMN, add_pretraining_option, exposure_notes, exposures_option
 
 REFERENCE = IN1K
 
@@ -33,13 +35,16 @@ def drop_shots(summary: pd.DataFrame) -> str:
     return "all" if "all" in shots else max(shots, key=int)
 
 
-def drop_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Models x (IN-1K top-1, then points and percent lost on each level) at ``drop_shots``."""
+def drop_table(summary: pd.DataFrame, exposures: dict[str, str] | None = None) -> tuple[pd.DataFrame, str]:
+    """Models x (IN-1K top-1, then points and percent lost on each level) at ``drop_shots``; with
+    ``exposures`` (model -> its exposure), an Exposure column after the model's."""
     shots = drop_shots(summary)
     drops = generalization_drop(summary[summary["shots"].astype(str) == shots], REFERENCE)
     models = list(dict.fromkeys(summary["model"]))
     labels = dict(zip(summary["model"], summary["label"]))
     table = pd.DataFrame({"model": models, "Model": [labels[model] for model in models]})
+    if exposures is not None:
+        table[EXPOSURE_COLUMN] = [exposures.get(model, UNDECLARED) for model in models]
     reference = summary[(summary["dataset"] == REFERENCE) & (summary["shots"].astype(str) == shots)]
     table["IN-1K top-1"] = table["model"].map(dict(zip(reference["model"], reference["mean"])))
     for dataset in dict.fromkeys(drops["dataset"]):
@@ -81,16 +86,19 @@ def drop_command(argv: list[str]) -> int:
         prog="results-drop", description="The drop from IN-1K to each level, per model (table and figure)."
     )
     add_summary_options(parser)
+    add_pretraining_option(parser)
     args = parser.parse_args(argv)
     summary = lin_rows(read_summary(args.summary))
     layout = Layout(args.results_root)
-    table, shots = drop_table(summary)
+    exposures = exposures_option(args.pretraining)
+    table, shots = drop_table(summary, exposures)
     write_tidy_table(
         layout, DROP_NAME, table,
         f"Concept-generalization drop ({shots_title(shots)}): IN-1K top-1 minus each level's top-1, "
         f"in points and in percent of the model's own IN-1K top-1.",
-        ["Means over seeds; a model without complete IN-1K and level results has empty cells."],
-        {column: ".1f" for column in table.columns if column != "Model"},
+        ["Means over seeds; a model without complete IN-1K and level results has empty cells.",
+         *exposure_notes(exposures, dict.fromkeys(summary["model"]))],
+        {column: ".1f" for column in table.columns if column not in ("Model", EXPOSURE_COLUMN)},
     )
     plots.set_theme()
     fig = drop_figure(summary)

@@ -42,6 +42,7 @@ from imagenet_cog.core.tables import (
     write_table,
     write_tidy_table,
 )
+from imagenet_cog.models.pretraining import EXPOSURES, MEANINGS, NONE, UNDECLARED, read_pretraining_json
 from imagenet_cog.probes.kinds import KINDS, kind_of_result
 from imagenet_cog.results.statistics import kind_rank_agreement, paired_tests, rank_agreement
 from imagenet_cog.results.summary import (
@@ -84,10 +85,15 @@ def display_label(row: pd.Series) -> str:
     return f"{row['label']}{RANDOM_WEIGHTS_MARK}" if row["random_weights"] else str(row["label"])
 
 
+EXPOSURE_COLUMN = "Exposure"
+
+
 def pivot_cells(
-    frame: pd.DataFrame, columns: str, column_order: Sequence[str], title, value_column: str, signed: bool
+    frame: pd.DataFrame, columns: str, column_order: Sequence[str], title, value_column: str, signed: bool,
+    exposures: dict[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Models (in config order) x ``columns`` of rendered cells."""
+    """Models (in config order) x ``columns`` of rendered cells; with ``exposures`` (model -> its
+    exposure), an Exposure column after the model's."""
     frame = frame.copy()
     frame["cell"] = frame.apply(format_cell, axis=1, value_column=value_column, signed=signed)
     labels = dict(zip(frame["model"], frame.apply(display_label, axis=1)))
@@ -95,8 +101,37 @@ def pivot_cells(
     table = frame.pivot(index="model", columns=columns, values="cell")
     table = table.reindex(index=list(labels), columns=list(column_order))
     table.columns = [title(column) for column in table.columns]
+    if exposures is not None:
+        table.insert(0, EXPOSURE_COLUMN, [exposures.get(model, UNDECLARED) for model in table.index])
     table.insert(0, "Model", [labels[model] for model in table.index])
     return table.reset_index(drop=True)
+
+
+def exposure_notes(exposures: dict[str, str] | None, models: Iterable[str]) -> list[str]:
+    """What the Exposure column's classes mean, those of ``models``; none without the column."""
+    if exposures is None:
+        return []
+    present = {exposures.get(model, UNDECLARED) for model in models}
+    meanings = "; ".join(f"{exposure}: {MEANINGS[exposure]}" for exposure in EXPOSURES if exposure in present)
+    note = (f"{EXPOSURE_COLUMN}: what the model's pretraining saw of the levels' concepts ({meanings}; "
+            "docs/models.md, 'What a model was pretrained on').")
+    if present - {NONE}:
+        note += (" Only models of exposure none keep the benchmark's premise: the others are not directly "
+                 "comparable with them (CoG paper, Sec. 4.1).")
+    return [note]
+
+
+def add_pretraining_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pretraining", help="JSON: each model's pretraining data and exposure "
+                                              "(imagenet_cog.models.pretraining.pretraining_json); absent: no Exposure column")
+
+
+def exposures_option(text: str | None) -> dict[str, str] | None:
+    """model -> exposure of a results command's --pretraining (None without it: no column)."""
+    if text is None:
+        return None
+    models, _ = read_pretraining_json(text)
+    return {model: value.exposure for model, value in models.items()}
 
 
 INTERVAL_NOTE = (
@@ -192,13 +227,16 @@ def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.D
     return pd.DataFrame(absolute_rows), pd.DataFrame(relative_rows), notes
 
 
-def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame) -> None:
+def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame,
+                 exposures: dict[str, str] | None = None) -> None:
     """Every table of results-tables: the kinds' comparisons, then each tabled kind's set
-    (linear; knn when configured), and each other tabled kind against the linear probe."""
+    (linear; knn when configured, an Exposure column with ``exposures``), and each other tabled
+    kind against the linear probe."""
     write_probe_kind_tables(summary, layout, baseline)
     kinds = tabled_kinds(summary)
     for kind in kinds:
-        write_kind_tables(summary[summary["probe"] == kind], kind_seed_results(seed_results, kind), layout, baseline, kind)
+        write_kind_tables(summary[summary["probe"] == kind], kind_seed_results(seed_results, kind), layout, baseline,
+                          kind, exposures)
     for kind in kinds:
         if kind != LINEAR:
             write_kind_comparison(summary, layout, kind)
@@ -230,12 +268,15 @@ def write_probe_kind_tables(summary: pd.DataFrame, layout: Layout, baseline: str
 
 
 def write_kind_tables(
-    summary: pd.DataFrame, seed_results: pd.DataFrame, layout: Layout, baseline: str, kind: str = LINEAR
+    summary: pd.DataFrame, seed_results: pd.DataFrame, layout: Layout, baseline: str, kind: str = LINEAR,
+    exposures: dict[str, str] | None = None,
 ) -> None:
     """One kind's tables (``layout.kind_table_names``) from its summary rows and per-seed
     results: top-1 and relative to the baseline's top-1 of the same kind, at N = all per
-    dataset and per N for each dataset."""
+    dataset and per N for each dataset; each model's exposure beside it with ``exposures``."""
     texts = KIND_TEXTS[kind]
+    pivot = functools.partial(pivot_cells, exposures=exposures)
+    exposure_note = exposure_notes(exposures, dict.fromkeys(summary["model"]))
     name = functools.partial(kind_result_name, kind=kind)
     datasets = list(dict.fromkeys(summary["dataset"]))
     shots = list(dict.fromkeys(summary["shots"]))
@@ -251,7 +292,7 @@ def write_kind_tables(
     significant = significant_note(texts.tests, kind)
 
     def notes(frame: pd.DataFrame, extra: Sequence[str] = texts.notes) -> list[str]:
-        return table_notes(frame, extra, significant)
+        return table_notes(frame, [*extra, *exposure_note], significant)
 
     full = summary[summary["shots"] == "all"]
     if full.empty:
@@ -264,7 +305,7 @@ def write_kind_tables(
     else:
         write_table(
             layout, name("top1_levels"),
-            pivot_cells(full, "dataset", datasets, dataset_title, "mean", False),
+            pivot(full, "dataset", datasets, dataset_title, "mean", False),
             f"Top-1 accuracy (%) of {texts.classifiers} {texts.fitted_on} all training images, per dataset "
             "(mean ± std over seeds).",
             notes(full),
@@ -272,7 +313,7 @@ def write_kind_tables(
         full_relative = relative[relative["shots"] == "all"]
         write_table(
             layout, name("relative_levels"),
-            pivot_cells(full_relative, "dataset", datasets, dataset_title, "relative", True),
+            pivot(full_relative, "dataset", datasets, dataset_title, "relative", True),
             f"{texts.top1} relative to {baseline_label}, all training images, per dataset.",
             notes(full_relative, relative_notes),
         )
@@ -280,7 +321,7 @@ def write_kind_tables(
         cells = summary[summary["dataset"] == dataset]
         write_table(
             layout, name(f"top1_{dataset}"),
-            pivot_cells(cells, "shots", shots, shots_title, "mean", False),
+            pivot(cells, "shots", shots, shots_title, "mean", False),
             f"Top-1 accuracy (%) of {texts.classifiers} on {dataset_title(dataset)} with N training "
             f"images per concept (mean ± std over seeds).",
             notes(cells),
@@ -288,7 +329,7 @@ def write_kind_tables(
         cells = relative[relative["dataset"] == dataset]
         write_table(
             layout, name(f"relative_{dataset}"),
-            pivot_cells(cells, "shots", shots, shots_title, "relative", True),
+            pivot(cells, "shots", shots, shots_title, "relative", True),
             f"{texts.top1} on {dataset_title(dataset)} relative to {baseline_label}, per N.",
             notes(cells, relative_notes),
         )
@@ -349,8 +390,10 @@ def tables_command(argv: list[str]) -> int:
         prog="results-tables", description="Render the summary as CSV, Markdown and LaTeX tables."
     )
     add_summary_options(parser, seed_results=True)
+    add_pretraining_option(parser)
     args = parser.parse_args(argv)
-    write_tables(lin_rows(read_summary(args.summary), every_probe=True), Layout(args.results_root), args.baseline, read_seed_results(args.seed_results))
+    write_tables(lin_rows(read_summary(args.summary), every_probe=True), Layout(args.results_root), args.baseline,
+                 read_seed_results(args.seed_results), exposures_option(args.pretraining))
     return 0
 
 
