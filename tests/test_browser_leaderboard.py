@@ -1,8 +1,9 @@
 """The demo's leaderboard page (results/leaderboard.html) as a reader uses it, in headless
 Chromium: it opens without a console error with the demo's three models beside the paper's 31,
-a click on a header sorts the rows by that column, a category filter hides the other rows, the
-ticked rows are drawn with their intervals, the CSV it saves holds the rows shown; and its
-numbers are those of the tables it is built from."""
+a click on a header sorts the rows by that column within each exposure class, the control ranks
+every class together, a category filter hides the other rows, the ticked rows are drawn with their
+intervals, the CSV it saves holds the rows shown; and its numbers are those of the tables it is
+built from."""
 
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def shown_models(driver) -> list[str]:
     return [row.get_attribute("data-model") for row in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tr[data-model]")]
 
 
+def shown_exposures(driver) -> list[str]:
+    return [row.get_attribute("data-exposure") for row in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tr[data-model]")]
+
+
 def column_values(driver, key: str) -> list[float | None]:
     data = driver.execute_script("return data.rows.map(r => [r.model, r.cells[arguments[0]] ? r.cells[arguments[0]].v : null]);", key)
     values = dict(data)
@@ -57,16 +62,50 @@ def test_the_page_opens_with_the_runs_models_beside_the_papers_31(browser, page_
     assert "http" not in "".join(e.get_attribute("src") or "" for e in browser.find_elements(By.CSS_SELECTOR, "script"))
 
 
-def test_a_header_click_sorts_the_rows_by_its_column_empty_cells_last(browser):
+def test_a_header_click_sorts_the_rows_by_its_column_within_each_exposure_class_empty_cells_last(browser):
+    """The demo's three models and the paper's 27 IN-1K models (exposure none) first, then the
+    paper's four web-data models; each class sorted on its own."""
     header = browser.find_element(By.CSS_SELECTOR, f'#leaderboard th[data-key="{L5}"]')
     header.click()  # the page opens sorted by its first column; this one sorts descending
-    values = column_values(browser, L5)
-    present = [value for value in values if value is not None]
-    assert present == sorted(present, reverse=True) and values[:len(present)] == present
-    browser.find_element(By.CSS_SELECTOR, f'#leaderboard th[data-key="{L5}"]').click()
-    again = [value for value in column_values(browser, L5) if value is not None]
-    assert again == sorted(present)
+    exposures = shown_exposures(browser)
+    assert exposures == ["none"] * 30 + ["web"] * 4
+    for descending in (True, False):
+        values = column_values(browser, L5)
+        for group in (values[:30], values[30:]):
+            present = [value for value in group if value is not None]
+            assert present == sorted(present, reverse=descending) and group[:len(present)] == present
+        if descending:
+            browser.find_element(By.CSS_SELECTOR, f'#leaderboard th[data-key="{L5}"]').click()
     assert console_errors(browser) == []
+
+
+def test_the_papers_web_models_are_ranked_in_their_class_and_the_control_ranks_all_together(browser, page_data):
+    """d-CLIP & co. are web, as the paper sets them apart (Sec. 4.1): ranked 1 to 4 among
+    themselves; ticked, the control ranks and sorts the paper's 31 together (rank_all)."""
+    web = {row["model"] for row in page_data["rows"] if row["exposure"] == "web"}
+    assert web == {PUBLISHED_PREFIX + name for name in ("d-Semi-Sup.", "d-Semi-Weakly-Sup.", "d-CLIP", "d-MoPro")}
+    cells = {row["model"]: row["cells"][L5] for row in page_data["rows"]}
+
+    def shown_l5_texts():
+        return {row.get_attribute("data-model"): row.find_element(By.CSS_SELECTOR, f'td[data-key="{L5}"]').text
+                for row in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tr[data-model]")}
+
+    texts = shown_l5_texts()
+    assert sorted(cells[model]["rank"] for model in web) == [1, 2, 3, 4]
+    assert all(texts[model] == cells[model]["text"] for model in cells)
+    clip = browser.find_element(By.CSS_SELECTOR, f'tr[data-model="{PUBLISHED_PREFIX}d-CLIP"] td.exposure')
+    assert clip.text == "web" and "exposure-web" in clip.get_attribute("class") and "wit400m" in clip.get_attribute("title")
+    browser.find_element(By.ID, "rank-all").click()
+    texts = shown_l5_texts()
+    assert all(texts[model] == cells[model]["text_all"] for model in cells)
+    paper = [model for model in cells if model.startswith(PUBLISHED_PREFIX)]
+    assert sorted(cells[model]["rank_all"] for model in paper) == list(range(1, 32))
+    assert any(cells[model]["rank_all"] != cells[model]["rank"] for model in web)
+    order = [model for model in shown_models(browser) if model in paper]
+    values = [cells[model]["v"] for model in order]
+    assert values == sorted(values, reverse=values[0] >= values[-1])  # one order, classes mixed
+    browser.find_element(By.ID, "rank-all").click()
+    assert shown_exposures(browser)[-4:] == ["web"] * 4 and console_errors(browser) == []
 
 
 def test_a_category_filter_hides_the_other_rows_and_the_csv_saved_holds_the_rows_shown(browser, page_data, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,11 @@ import pytest
 
 from imagenet_cog.core.config_check import check_config, load_schema, read_yaml
 from imagenet_cog.core.layout import Layout
+from imagenet_cog.models.pretraining import NONE, WEB, Catalogue, Pretraining, pretraining_json
 from imagenet_cog.results.leaderboard import leaderboard_command, results_leaderboard_command
 from imagenet_cog.results.leaderboard_cells import PUBLISHED_PREFIX, off_grid_cells
 from imagenet_cog.results.leaderboard_page import wide_columns
-from imagenet_cog.results.leaderboard_ranks import rank_group, slopes
+from imagenet_cog.results.leaderboard_ranks import rank_group, slopes, with_class_ranks
 from imagenet_cog.results.protocol import PAPER_DIGEST, PAPER_PROTOCOL, digest, run_protocol
 from imagenet_cog.results.statistics import TOP1_RANGE, mean_interval
 from imagenet_cog.results.summary import SUMMARY_COLUMNS
@@ -30,6 +32,8 @@ MODELS = {
     "strong": {"label": "Strong", "category": "self-supervision", "weights": "pretrained"},
     "twin": {"label": "Twin", "category": "self-supervision", "weights": "pretrained"},
 }
+CATALOGUE = Catalogue.read(REPOSITORY / "resources" / "pretraining_datasets.tsv",
+                           REPOSITORY / "resources" / "pretraining_releases.tsv")
 # per model: top-1 on IN-1K, falling by this many points per level; seed noise added
 TOP1 = {"resnet": (70.0, 6.0), "strong": (80.0, 4.0), "twin": (80.2, 4.0)}
 PROTOCOL = {"images": "demo", "probes": {"shots": ["4", "all"], "seeds": SEEDS}}
@@ -76,9 +80,18 @@ def concept_table(models: list[str], shift: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def pretraining_argument(models: list[str], exposures: dict[str, str]) -> str:
+    """--pretraining: each model's exposure (none unless named), the paper's from the shipped table."""
+    data = {NONE: ("in1k",), WEB: ("wit400m",)}
+    return pretraining_json({model: Pretraining(data[exposures.get(model, NONE)], exposures.get(model, NONE))
+                             for model in models},
+                            {name: CATALOGUE.of_paper(name) for name in CATALOGUE.papers})
+
+
 def write_run(root: Path, models: list[str], protocol: dict, skip: dict | None = None,
-              concepts: bool = False) -> list[str]:
-    """A results folder with the tables the leaderboard reads; the command's arguments."""
+              concepts: bool = False, exposures: dict[str, str] | None = None) -> list[str]:
+    """A results folder with the tables the leaderboard reads; the command's arguments (the models'
+    exposures none unless ``exposures`` says)."""
     layout = Layout(str(root))
     Path(layout.table("summary", "csv")).parent.mkdir(parents=True)
     seeds = pd.DataFrame([row for model in models for row in seed_rows(model, (skip or {}).get(model, ()))])
@@ -87,7 +100,7 @@ def write_run(root: Path, models: list[str], protocol: dict, skip: dict | None =
     arguments = ["--results-root", str(root), "--summary", layout.results_summary(),
                  "--seed-results", layout.seed_results(), "--published", str(PUBLISHED),
                  "--models", json.dumps({model: MODELS[model] for model in models}),
-                 "--protocol", json.dumps(protocol)]
+                 "--protocol", json.dumps(protocol), "--pretraining", pretraining_argument(models, exposures or {})]
     if concepts:
         concept_table(models, {"resnet": 0.0, "strong": 3.0, "twin": 3.5}).to_csv(layout.table("concepts", "csv"), index=False)
         curve = pd.DataFrame([{"model": model, "statistic": "slope", "value": 1.0 + index, "ci95_low": 0.5 + index,
@@ -256,3 +269,47 @@ def test_a_merge_leaves_out_or_marks_the_rows_of_another_protocol(run, tmp_path,
     Path(Layout(str(second)).table("leaderboard_samples", "csv")).unlink()
     with pytest.raises(SystemExit, match="leaderboard_samples.csv; make its leaderboard first"):
         leaderboard_command([str(first), str(second), "--output", str(tmp_path / "refused")])
+
+
+def test_each_exposure_class_is_ranked_within_itself_and_rank_all_ranks_them_together():
+    """Within one protocol: two none models and a web model above both. The web model leads its own
+    class, the none models rank 1 and 2 among themselves; the *_all columns rank the three as one."""
+    cells = pd.DataFrame({"model": ["a", "b", "c"], "dataset": "l5", "measure": "top1", "shots": "all",
+                          "value": [60.0, 90.0, 50.0], "std_error": [0.1] * 3, "n_seeds": [5] * 3})
+    models = pd.DataFrame({"model": ["a", "b", "c"], "protocol": "p", "exposure": [NONE, WEB, NONE]})
+    samples = pd.DataFrame(columns=["model", "dataset", "measure", "shots", "unit", "key", "value", "x"])
+    ranked = with_class_ranks(cells, samples, models).set_index("model")
+    assert ranked.loc[["a", "c", "b"], "rank"].tolist() == [1, 2, 1]
+    assert ranked.loc[["b", "a", "c"], "rank_all"].tolist() == [1, 2, 3]
+    assert ranked.loc["a", "compared_by"] == "" and ranked.loc["a", "compared_by_all"] == "standard errors"
+
+
+def test_a_web_model_and_the_papers_four_web_models_are_ranked_in_their_class(tmp_path):
+    """Strong declared web: ranked alone in its class, while Twin and ResNet rank among the none
+    models; the paper's d- rows rank 1 to 4 among themselves, and among all 31 in rank_all."""
+    root = tmp_path / "results"
+    assert results_leaderboard_command(write_run(root, list(MODELS), PROTOCOL, exposures={"strong": WEB})) == 0
+    long = long_table(root)
+    l1 = long[(long["measure"] == "top1") & (long["dataset"] == "l1") & (long["shots"] == "all")].set_index("model")
+    assert l1.loc["strong", "exposure"] == WEB and l1.loc["strong", "rank"] == 1 and l1.loc["strong", "pretraining_data"] == "wit400m"
+    assert l1.loc[["twin", "resnet"], "rank"].tolist() == [1, 2] and l1.loc[["strong", "twin", "resnet"], "rank_all"].tolist() == [2, 1, 3]
+    web = [PUBLISHED_PREFIX + name for name in ("d-Semi-Sup.", "d-Semi-Weakly-Sup.", "d-CLIP", "d-MoPro")]
+    published = l1[l1["provenance"] == "published"]
+    assert set(published.index[published["exposure"] == WEB]) == set(web)
+    assert sorted(published.loc[web, "rank"]) == [1, 2, 3, 4]
+    assert sorted(published.loc[published["exposure"] == NONE, "rank"]) == list(range(1, 28))
+    assert sorted(published["rank_all"]) == list(range(1, 32))
+    lines = Path(Layout(str(root)).table("leaderboard", "md")).read_text().splitlines()
+    rows = [line for line in lines if line.startswith("| ") and not line.startswith("| Model")]
+    exposures = [row.split("|")[2].strip() for row in rows]
+    assert exposures[:3] == [NONE, NONE, WEB]  # the run's protocol first, the premise's class first
+    assert any("not directly comparable" in line for line in lines)
+
+
+def test_a_merge_refuses_a_leaderboard_written_before_its_exposure_column(run, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    csv = Path(Layout(str(old)).table("leaderboard", "csv"))
+    pd.read_csv(csv).drop(columns=["exposure", "pretraining_data"]).to_csv(csv, index=False)
+    with pytest.raises(SystemExit, match="has no exposure column .*make it again"):
+        leaderboard_command([str(run), str(old), "--output", str(tmp_path / "merged")])

@@ -499,6 +499,21 @@ def test_changed_results_settings_rerun_only_their_aggregates(planning_copy, dem
     assert rules_of(jobs) == {"result_published", "leaderboard", "all"}
 
 
+def test_a_declared_pretraining_data_reruns_only_the_tables_that_show_it(planning_copy, demo_config):
+    """A model's pretraining data reaches only the tables that rank or compare models (its exposure):
+    declaring it reruns them alone (no extraction, probe or analysis); declaring what its release's
+    row already says, nothing."""
+    model = demo_config["results"]["baseline_model"]
+    models = {name: ({"pretraining_data": ["in21k-images", "in1k"]} if name == model else {})
+              for name in demo_config["models"]}
+    (planning_copy / "pretraining.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
+    jobs = planned_jobs(planning_copy, "--configfile", str(planning_copy / "pretraining.yaml"))
+    assert rules_of(jobs) == {"result_tables", "result_drop", "leaderboard", "all"}
+    models[model] = {"pretraining_data": ["in1k"]}
+    (planning_copy / "pretraining.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
+    assert rules_of(planned_jobs(planning_copy, "--configfile", str(planning_copy / "pretraining.yaml"))) <= {"all"}
+
+
 def test_a_changed_analysis_setting_reruns_only_that_analysis(planning_copy, demo_config):
     tasks = demo_config["analyses"]["learnability"]["tasks"] + 1
     jobs = planned_jobs(planning_copy, "--configfile", overlay(planning_copy, {"analyses": {"learnability": {"tasks": tasks}}}))

@@ -579,7 +579,7 @@ for configured_model in MODELS:
 
 def pretraining_option(with_published=False):
     """--pretraining of the results commands: the result models' datasets and exposure, and with
-    ``with_published`` the paper's published models'."""
+    ``with_published`` the paper's published models' (the leaderboard ranks them by it too)."""
     published = {name: PRETRAINING_CATALOGUE.of_paper(name) for name in PRETRAINING_CATALOGUE.papers} if with_published else None
     return shlex.quote(pretraining_json({model: PRETRAINING[model] for model in result_models()}, published))
 

@@ -191,7 +191,7 @@ rule result_published:
 
 
 # Every model of the run beside the paper's published ones: 95% intervals, ranks with their
-# ties, provenance and protocol digest (docs/leaderboard.md); the page links from the report.
+# ties, provenance, protocol digest and exposure (docs/leaderboard.md); the page links from the report.
 rule leaderboard:
     input:
         unpack(leaderboard_inputs),
@@ -215,10 +215,12 @@ rule leaderboard:
         protocol=shlex.quote(json.dumps(run_protocol(config), sort_keys=True)),
         detection_score=config["analyses"]["detection"]["scores"][0],
         sources=leaderboard_sources,
+        pretraining=pretraining_option(with_published=True),
     shell:
         python_command("results-leaderboard")
         + " --results-root {params.root} --summary {input.summary} --seed-results {input.seeds}"
         + " --published {input.published} --models {params.models} --protocol {params.protocol}"
+        + " --pretraining {params.pretraining}"
         + " --detection-score {params.detection_score} {params.sources} > {log} 2>&1"
 
 

@@ -8,6 +8,9 @@
   folder's protocol is the reference: a reproduced row of another protocol is left out and
   named, or with ``--keep-other-protocols`` kept, marked and ranked among its own protocol's
   rows. The paper's published rows appear once.
+
+Each protocol's models are ranked within their exposure class (what their pretraining saw of the
+levels' concepts, :mod:`imagenet_cog.models.pretraining`) and, in the ``*_all`` columns, all together.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pandas as pd
 from imagenet_cog.core.command_line import setup_logging
 from imagenet_cog.core.layout import LEADERBOARD_NAME, LEADERBOARD_PROTOCOLS, LEADERBOARD_SAMPLES, Layout
 from imagenet_cog.core.naming import is_level
+from imagenet_cog.models.pretraining import read_pretraining_json
 from imagenet_cog.results.leaderboard_cells import (
     CELL_COLUMNS,
     MODEL_COLUMNS,
@@ -38,7 +42,7 @@ from imagenet_cog.results.leaderboard_cells import (
     with_published,
 )
 from imagenet_cog.results.leaderboard_page import write_leaderboard
-from imagenet_cog.results.leaderboard_ranks import RANK_COLUMNS, with_ranks
+from imagenet_cog.results.leaderboard_ranks import ALL_RANK_COLUMNS, RANK_COLUMNS, with_class_ranks
 from imagenet_cog.results.protocol import PAPER_DIGEST, PAPER_PROTOCOL, digest
 from imagenet_cog.results.published import read_published
 from imagenet_cog.results.summary import lin_rows, read_seed_results, read_summary
@@ -75,15 +79,16 @@ def run_leaderboard(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFram
         cells, samples = cells + found, samples + drawn
     found, drawn = analysis_cells(args, levels)
     published = read_published(args.published)
-    paper_models, paper_cells = published_rows(published, datasets)
+    pretraining, paper_pretraining = read_pretraining_json(args.pretraining)
+    paper_models, paper_cells = published_rows(published, datasets, paper_pretraining)
     cells = with_published(pd.DataFrame(cells + found, columns=CELL_COLUMNS[:-2]), published, configured)
     cells = pd.concat([cells, pd.DataFrame(paper_cells)], ignore_index=True)
-    models = pd.concat([model_rows(summary, configured, protocol), paper_models], ignore_index=True)
+    models = pd.concat([model_rows(summary, configured, protocol, pretraining), paper_models], ignore_index=True)
     return models, cells, pd.DataFrame(samples + drawn, columns=SAMPLE_COLUMNS), datasets
 
 
 def ranked(models: pd.DataFrame, cells: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
-    return with_ranks(cells[cells["model"].isin(models["model"])], samples, models.set_index("model")["protocol"])
+    return with_class_ranks(cells[cells["model"].isin(models["model"])], samples, models)
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -94,6 +99,9 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--published", required=True, help="resources/published_top1.tsv")
     parser.add_argument("--models", required=True, help="JSON: the config entries of the result models")
     parser.add_argument("--protocol", required=True, help="JSON: the run's protocol (results.protocol.run_protocol)")
+    parser.add_argument("--pretraining", required=True,
+                        help="JSON: each model's and published model's pretraining data and exposure "
+                             "(imagenet_cog.models.pretraining.pretraining_json)")
     parser.add_argument("--concepts", help="tables/concepts.csv (analyses.concepts)")
     parser.add_argument("--concept-curve", help="tables/concept_curve.csv")
     parser.add_argument("--detection-seeds", nargs="*", default=[], help="analyses/<model>/detection_seeds.tsv")
@@ -126,7 +134,11 @@ def read_run(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     if missing:
         raise SystemExit(f"{folder}: no {', '.join(missing)}; make its leaderboard first (snakemake "
                          f"{layout.leaderboard_page()} with that run's config), or leave the folder out.")
-    long = pd.read_csv(paths[0], dtype={"shots": str, "protocol": str, "paper_name": str})
+    long = pd.read_csv(paths[0], dtype={"shots": str, "protocol": str, "paper_name": str, "pretraining_data": str})
+    if "exposure" not in long.columns:
+        raise SystemExit(f"{folder}: its {paths[0].name} has no exposure column (written before the leaderboard "
+                         f"ranked by exposure); make it again (snakemake {layout.leaderboard_page()} with that run's "
+                         f"config), or leave the folder out.")
     samples = pd.read_csv(paths[1], dtype={"shots": str, "key": str})
     protocols = json.loads(paths[2].read_text())
     return long.fillna({"paper_name": ""}), samples, protocols
@@ -171,7 +183,7 @@ def leaderboard_command(argv: list[str]) -> int:
     models, cells, samples, protocols, reference, left_out = merged(args.results, args.keep_other_protocols)
     datasets = list(dict.fromkeys(cells.loc[cells["measure"] == "top1", "dataset"]))
     levels = [dataset for dataset in datasets if is_level(dataset)]
-    cells = ranked(models, cells.drop(columns=RANK_COLUMNS, errors="ignore"), samples)
+    cells = ranked(models, cells.drop(columns=[*RANK_COLUMNS, *ALL_RANK_COLUMNS], errors="ignore"), samples)
     write_leaderboard(Layout(args.output), models, cells, samples, protocols, reference, datasets, levels, left_out)
     print(f"{len(models)} rows under {args.output} (reference protocol {reference})")
     for name in left_out:

@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import special, stats
 
 from imagenet_cog.core.naming import IN1K, is_level
+from imagenet_cog.models.pretraining import UNDECLARED, Pretraining
 from imagenet_cog.results.paper import resolve_paper_names
 from imagenet_cog.results.protocol import PAPER_DIGEST
 from imagenet_cog.results.statistics import DIFFERENCE_RANGE, TOP1_RANGE, mean_interval
@@ -51,7 +52,10 @@ MEASURES = {
 OFF_GRID_MEASURE = "{kind}_top1"
 # the dataset of the measures over all of Lin's levels (the slope)
 ALL_LEVELS = "levels"
-MODEL_COLUMNS = ["model", "label", "category", "provenance", "protocol", "paper_name", "today"]
+MODEL_COLUMNS = ["model", "label", "category", "provenance", "protocol", "paper_name", "today", "exposure",
+                 "pretraining_data"]
+# a model no --pretraining names (imagenet_cog.models.pretraining)
+NOT_STATED = Pretraining(None, UNDECLARED)
 CELL_COLUMNS = ["model", "dataset", "measure", "shots", "value", "ci95_low", "ci95_high", "std_error", "n_seeds",
                 "published_value", "published_diff"]
 # what a sample is a value of: one seed's, one concept's
@@ -85,13 +89,16 @@ def cell(model, dataset, measure, shots, values, bounds=TOP1_RANGE, **extra) -> 
             "ci95_low": low, "ci95_high": high, "std_error": std_error, "n_seeds": len(values), **extra}
 
 
-def model_rows(summary: pd.DataFrame, models: dict, protocol: str) -> pd.DataFrame:
-    """One row per reproduced model, in config order."""
+def model_rows(summary: pd.DataFrame, models: dict, protocol: str, pretraining: dict[str, Pretraining]) -> pd.DataFrame:
+    """One row per reproduced model, in config order, with its exposure (``pretraining``: model ->
+    what it was pretrained on)."""
     rows = summary.drop_duplicates("model")
     return pd.DataFrame([{
         "model": row.model, "label": display_label(pd.Series(row._asdict())), "category": row.category,
         "provenance": REPRODUCED, "protocol": protocol, "paper_name": (models.get(row.model) or {}).get("paper_name") or "",
         "today": not (models.get(row.model) or {}).get("paper_name"),
+        "exposure": pretraining.get(row.model, NOT_STATED).exposure,
+        "pretraining_data": pretraining.get(row.model, NOT_STATED).data_text(),
     } for row in rows.itertuples()], columns=MODEL_COLUMNS)
 
 
@@ -191,10 +198,14 @@ def published_category(name: str) -> str:
     return PAPER_CATEGORIES[match.group(1)] if match else "baseline"
 
 
-def published_rows(published: pd.DataFrame, datasets: list[str]) -> tuple[pd.DataFrame, list[dict]]:
-    """The paper's models and their top-1 cells (and drops) on ``datasets``, every N it has."""
+def published_rows(published: pd.DataFrame, datasets: list[str],
+                   pretraining: dict[str, Pretraining]) -> tuple[pd.DataFrame, list[dict]]:
+    """The paper's models (their exposure from ``pretraining``, by name) and their top-1 cells (and
+    drops) on ``datasets``, every N it has."""
     models = pd.DataFrame([{"model": PUBLISHED_PREFIX + name, "label": name, "category": published_category(name),
-                            "provenance": PUBLISHED, "protocol": PAPER_DIGEST, "paper_name": name, "today": False}
+                            "provenance": PUBLISHED, "protocol": PAPER_DIGEST, "paper_name": name, "today": False,
+                            "exposure": pretraining.get(name, NOT_STATED).exposure,
+                            "pretraining_data": pretraining.get(name, NOT_STATED).data_text()}
                            for name in dict.fromkeys(published["model"])], columns=MODEL_COLUMNS)
     cells, chosen = [], published[published["dataset"].isin(datasets)]
     sample_std = chosen["std"].clip(lower=PAPER_STD_FLOOR) * math.sqrt(PAPER_SEEDS / (PAPER_SEEDS - 1))

@@ -4,7 +4,9 @@ The data (:func:`imagenet_cog.results.leaderboard_page.page_data`) is inline JSO
 draws the table from it, sorts it by a clicked header (the column's better values first, names
 from A; again: the other way; an empty cell last either way), filters it by category and by provenance, draws the chosen rows' top-1 over
 IN-1K and the levels at N = all with their intervals (inline SVG), and saves the rows shown
-as CSV.
+as CSV. By default the rows are grouped by exposure class (the premise's first) and each cell
+shows its rank within its class; the control "rank every exposure class together" sorts and
+ranks them as one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ th { background: #f2f2f2; cursor: pointer; position: sticky; top: 0; }
 th.sorted-desc::after { content: " \\25BC"; } th.sorted-asc::after { content: " \\25B2"; }
 tr.other td { color: #666; background: #fafafa; }
 tr.published td.label { font-style: italic; }
+td.exposure { font-weight: bold; } td.exposure-web { color: #1a7f37; } td.exposure-images, td.exposure-labels { color: #b35900; }
+td.exposure-undeclared { color: #888; }
 .controls { margin: 0.6em 0; display: flex; flex-wrap: wrap; gap: 1.2em; align-items: center; }
 .tie { color: #666; font-size: 0.85em; } .paper { color: #555; font-size: 0.85em; display: block; }
 #figure { border: 1px solid #ccc; margin-top: 0.8em; } .notes li { margin: 0.3em 0; }
@@ -28,9 +32,12 @@ pre { background: #f6f6f6; padding: 0.5em; font-size: 0.8em; }
 PAGE_SCRIPT = r"""
 const data = JSON.parse(document.getElementById("leaderboard-data").textContent);
 const colours = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"];
-const fixed = [["label", "Model"], ["category", "Category"], ["provenance", "Provenance"], ["protocol", "Protocol"]];
+const fixed = [["label", "Model"], ["exposure", "Exposure"], ["category", "Category"], ["provenance", "Provenance"],
+               ["protocol", "Protocol"]];
 let sortKey = data.columns.length ? data.columns[0].key : "label", descending = true;
 const picked = new Set();
+// ranked within each exposure class (the paper: models on more data are not directly comparable) unless ticked
+function together() { return document.getElementById("rank-all").checked; }
 
 function valueOf(row, key) {
   if (fixed.some(([name]) => name === key)) return row[key];
@@ -38,7 +45,10 @@ function valueOf(row, key) {
   return cell ? cell.v : null;
 }
 function ordered(rows) {
+  const grouped = !together();
   return rows.slice().sort((a, b) => {
+    const kinds = grouped ? data.exposures.indexOf(a.exposure) - data.exposures.indexOf(b.exposure) : 0;
+    if (kinds) return kinds;
     const x = valueOf(a, sortKey), y = valueOf(b, sortKey);
     if (x === null && y === null) return a.label.localeCompare(b.label);
     if (x === null) return 1;
@@ -80,18 +90,26 @@ function bodyRow(row) {
   box.type = "checkbox"; box.className = "pick"; box.checked = picked.has(row.model);
   box.addEventListener("change", () => { box.checked ? picked.add(row.model) : picked.delete(row.model); drawFigure(); });
   tr.appendChild(document.createElement("td")).appendChild(box);
+  tr.dataset.exposure = row.exposure;
   for (const [key] of fixed) {
     const td = tr.appendChild(document.createElement("td"));
     td.textContent = row[key] + (key === "label" && row.other ? data.mark : "");
     if (key === "label") td.className = "label";
+    if (key === "exposure") {
+      td.className = "exposure exposure-" + row.exposure;
+      td.title = data.meanings[row.exposure] + "; pretrained on " + row.pretraining_data;
+    }
   }
+  const all = together();
   for (const column of data.columns) {
     const td = tr.appendChild(document.createElement("td"));
     const cell = row.cells[column.key];
     td.dataset.key = column.key;
     if (!cell) continue;
-    td.textContent = cell.text;
-    td.title = (cell.n ? cell.n + " seeds; " : "") + (cell.by ? "tie tested by " + cell.by : "");
+    td.textContent = all ? cell.text_all : cell.text;
+    const by = all ? cell.by_all : cell.by;
+    td.title = (cell.n ? cell.n + " seeds; " : "") + (all ? "ranked with every exposure class" :
+      "ranked within exposure " + row.exposure) + (by ? "; tie tested by " + by : "");
   }
   return tr;
 }
@@ -106,14 +124,16 @@ function csvField(value) {
   return /[",\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
 }
 function visibleCsv() {
-  const head = ["model", "label", "category", "provenance", "protocol"];
+  const all = together();
+  const head = ["model", "label", "exposure", "pretraining_data", "category", "provenance", "protocol", "ranked"];
   for (const c of data.columns) head.push(c.title, c.title + " low", c.title + " high", c.title + " rank");
   const lines = [head.map(csvField).join(",")];
   for (const row of visibleRows()) {
-    const fields = [row.model, row.label, row.category, row.provenance, row.protocol];
+    const fields = [row.model, row.label, row.exposure, row.pretraining_data, row.category, row.provenance,
+                    row.protocol, all ? "every exposure class together" : "within its exposure class"];
     for (const c of data.columns) {
       const cell = row.cells[c.key];
-      fields.push(...(cell ? [cell.v, cell.lo, cell.hi, cell.rank] : [null, null, null, null]));
+      fields.push(...(cell ? [cell.v, cell.lo, cell.hi, all ? cell.rank_all : cell.rank] : [null, null, null, null]));
     }
     lines.push(fields.map(csvField).join(","));
   }
@@ -172,6 +192,7 @@ function controls() {
     label.appendChild(document.createTextNode(" " + category + " "));
   }
   document.getElementById("provenance").addEventListener("change", render);
+  document.getElementById("rank-all").addEventListener("change", render);
   document.getElementById("export").addEventListener("click", exportCsv);
   document.getElementById("notes").replaceChildren(...data.notes.map(note => {
     const item = document.createElement("li"); item.textContent = note; return item; }));
@@ -186,10 +207,14 @@ PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>ImageNet-CoG leaderboard</title>
 <style>{style}</style></head><body>
 <h1>ImageNet-CoG leaderboard</h1>
-<p>{caption} Click a header to sort by it; tick rows to compare them on the figure below.</p>
+<p>{caption} Click a header to sort by it; tick rows to compare them on the figure below. Rows are grouped
+by exposure, what a model's pretraining saw of the levels' concepts, and ranked within it: only models of
+exposure none keep the benchmark's premise (the notes below).</p>
 <div class="controls"><span id="categories">Category: </span>
 <label>Rows: <select id="provenance"><option value="all">all</option><option value="reproduced">reproduced</option>
 <option value="published">published</option><option value="today">today's models (not in the paper)</option></select></label>
+<label title="The paper ranks models pretrained on more than IN-1K apart: 'not directly comparable' (Sec. 4.1)">
+<input type="checkbox" id="rank-all"> Rank every exposure class together</label>
 <button id="export" type="button">Save the rows shown as CSV</button> <span id="shown"></span></div>
 <table id="leaderboard"></table>
 <h2>Top-1 at N = all of the ticked rows, with 95% intervals</h2>

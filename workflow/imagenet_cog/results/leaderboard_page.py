@@ -8,7 +8,9 @@ The wide columns: top-1 on IN-1K and each of Lin's levels at N = all and at the 
 the last level's detection AUROC and the last level's top-1 of each probe kind off the grid
 (zero-shot). A cell is its mean, 95% interval and rank with its tie group; a missing cell is
 empty. The reference protocol is the first run's; a row of another protocol carries
-``OTHER_PROTOCOL_MARK`` and is ranked among its own protocol's rows only.
+``OTHER_PROTOCOL_MARK`` and is ranked among its own protocol's rows only. Within a protocol, a
+cell's rank is among the models of its exposure class (the ``*_all`` columns and the page's
+control: among every class), and the wide table lists the classes in ``EXPOSURES``' order.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from imagenet_cog.core.io import atomic_output, write_text
 from imagenet_cog.core.layout import LEADERBOARD_NAME, LEADERBOARD_PROTOCOLS, LEADERBOARD_SAMPLES, Layout
 from imagenet_cog.core.naming import dataset_title
 from imagenet_cog.core.tables import markdown_table
+from imagenet_cog.models.pretraining import EXPOSURES, MEANINGS
 from imagenet_cog.results.leaderboard_cells import (
     ALL_LEVELS,
     MEASURES,
@@ -32,12 +35,12 @@ from imagenet_cog.results.leaderboard_cells import (
     higher_first,
 )
 from imagenet_cog.results.leaderboard_html import page
-from imagenet_cog.results.leaderboard_ranks import RANK_COLUMNS
+from imagenet_cog.results.leaderboard_ranks import ALL_RANK_COLUMNS, RANK_COLUMNS
 
 OTHER_PROTOCOL_MARK = "§"
-LONG_COLUMNS = ["model", "label", "category", "provenance", "protocol", "paper_name", "today", "dataset", "measure", "shots",
-                "value", "ci95_low", "ci95_high", "n_seeds", "std_error", "published_value", "published_diff",
-                *RANK_COLUMNS, "other_protocol"]
+LONG_COLUMNS = ["model", "label", "category", "provenance", "protocol", "paper_name", "today", "exposure",
+                "pretraining_data", "dataset", "measure", "shots", "value", "ci95_low", "ci95_high", "n_seeds",
+                "std_error", "published_value", "published_diff", *RANK_COLUMNS, *ALL_RANK_COLUMNS, "other_protocol"]
 FEW_SHOT_PREFERRED = 4  # the few-shot N shown beside N = all, where the run has it (the paper: Fig. 4's)
 NOTES = [
     "Each cell: mean over seeds [95% interval] and #rank, with the ranks of its tie group where "
@@ -49,6 +52,12 @@ NOTES = [
     "(supp. Tables 5-10), under the paper's protocol.",
     "Drop and slope rank the smallest first: a model that recognises nothing (random weights) has "
     "neither, so read them beside top-1.",
+    "Exposure: what a model's pretraining saw of the levels' concepts ("
+    + "; ".join(f"{exposure}: {MEANINGS[exposure]}" for exposure in EXPOSURES)
+    + "). ImageNet-CoG is designed for models pretrained on IN-1K (CoG paper, Sec. 3.1), and the paper's own "
+    "models using web data (d-Semi-Sup., d-Semi-Weakly-Sup., d-CLIP, d-MoPro; green in its figures) are 'not "
+    "directly comparable' (Sec. 4.1): each class is ranked within itself, only models of exposure none with "
+    "the paper's IN-1K models. The CSV's rank_all (and the page's control) ranks every class together.",
 ]
 
 
@@ -96,36 +105,40 @@ def number(value, digits: int = 1) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def cell_text(row: dict) -> str:
-    """"mean [low, high] #rank" (ranks of its tie group: "#2 (1-3)"), published mean and ours - it."""
+def cell_text(row: dict, together: bool = False) -> str:
+    """"mean [low, high] #rank" (ranks of its tie group: "#2 (1-3)"), published mean and ours - it;
+    the rank within the model's exposure class, or ``together`` among every class."""
     if pd.isna(row["value"]):
         return ""
     digits = 2 if row["measure"] == "concept_slope" else 1
     text = number(row["value"], digits)
     if pd.notna(row["ci95_low"]):
         text += f" [{number(row['ci95_low'], digits)}, {number(row['ci95_high'], digits)}]"
-    if pd.notna(row["rank"]):
-        text += f" #{int(row['rank'])}"
-        if row["tie_first"] != row["tie_last"]:
-            text += f" ({int(row['tie_first'])}-{int(row['tie_last'])})"
+    rank, first, last = (row[f"{column}{'_all' if together else ''}"] for column in ("rank", "tie_first", "tie_last"))
+    if pd.notna(rank):
+        text += f" #{int(rank)}"
+        if first != last:
+            text += f" ({int(first)}-{int(last)})"
     if pd.notna(row["published_value"]):
         text += f"; paper {number(row['published_value'])}, {row['published_diff']:+.1f}"
     return text
 
 
 def wide_table(long: pd.DataFrame, models: pd.DataFrame, columns: list[dict], reference: str) -> pd.DataFrame:
-    """One row per model (reference protocol first, then by the first column), a cell per column."""
+    """One row per model (reference protocol first, then by exposure class, then by the first
+    column), a cell per column, ranked within its class."""
     keyed = long.assign(key=long["measure"] + "|" + long["dataset"] + "|" + long["shots"].astype(str))
     texts = keyed.assign(text=[cell_text(row) for row in keyed.to_dict("records")])
     texts = texts.pivot(index="model", columns="key", values="text")
-    rows = models.assign(other=models["protocol"] != reference)
+    rows = models.assign(other=models["protocol"] != reference, kind=models["exposure"].map(EXPOSURES.index))
     first = keyed[keyed["key"] == columns[0]["key"]].set_index("model")["value"] if columns else pd.Series(dtype=float)
-    rows = rows.assign(first=rows["model"].map(first)).sort_values(["other", "first"], ascending=[True, False],
+    rows = rows.assign(first=rows["model"].map(first)).sort_values(["other", "kind", "first"],
+                                                                   ascending=[True, True, False],
                                                                    na_position="last", kind="stable")
     table = pd.DataFrame({
         "Model": [label + (OTHER_PROTOCOL_MARK if other else "") for label, other in zip(rows["label"], rows["other"])],
-        "Category": rows["category"].tolist(), "Provenance": rows["provenance"].tolist(),
-        "Protocol": rows["protocol"].tolist(),
+        "Exposure": rows["exposure"].tolist(), "Category": rows["category"].tolist(),
+        "Provenance": rows["provenance"].tolist(), "Protocol": rows["protocol"].tolist(),
     })
     for column in columns:
         table[column["title"]] = texts.reindex(index=rows["model"], columns=[column["key"]]).iloc[:, 0].fillna("").tolist()
@@ -145,12 +158,16 @@ def page_data(long: pd.DataFrame, models: pd.DataFrame, columns: list[dict], ref
             "v": row["value"], "lo": none_if_nan(row["ci95_low"]), "hi": none_if_nan(row["ci95_high"]),
             "n": none_if_nan(row["n_seeds"]), "rank": none_if_nan(row["rank"]), "tf": none_if_nan(row["tie_first"]),
             "tl": none_if_nan(row["tie_last"]), "by": row["compared_by"] or "", "pub": none_if_nan(row["published_value"]),
-            "diff": none_if_nan(row["published_diff"]), "text": cell_text(row)}
+            "diff": none_if_nan(row["published_diff"]), "text": cell_text(row),
+            "rank_all": none_if_nan(row["rank_all"]), "by_all": row["compared_by_all"] or "",
+            "text_all": cell_text(row, together=True)}
     rows = [{"model": row.model, "label": row.label, "category": row.category, "provenance": row.provenance,
              "protocol": row.protocol, "other": row.protocol != reference, "today": bool(row.today),
-             "paper_name": row.paper_name, "cells": cells.get(row.model, {})} for row in models.itertuples()]
+             "paper_name": row.paper_name, "exposure": row.exposure, "pretraining_data": row.pretraining_data,
+             "cells": cells.get(row.model, {})} for row in models.itertuples()]
     return {"columns": columns, "rows": rows, "reference": reference, "protocols": protocols, "notes": notes,
-            "mark": OTHER_PROTOCOL_MARK, "figure": figure}
+            "mark": OTHER_PROTOCOL_MARK, "figure": figure, "exposures": list(EXPOSURES),
+            "meanings": {exposure: MEANINGS[exposure] for exposure in EXPOSURES}}
 
 
 def none_if_nan(value):

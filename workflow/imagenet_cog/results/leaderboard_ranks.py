@@ -1,5 +1,6 @@
 """Ranks with ties: on each column of the leaderboard (a measure on a dataset at an N), within
-each protocol, which models cannot be told apart.
+each protocol and exposure class, which models cannot be told apart; and within each protocol,
+every class together (``ALL_RANK_COLUMNS``).
 
 The models are ordered by their value (a higher top-1 or AUROC first, a smaller drop or slope
 first). The first model leads a *tie group*; each next model is compared with the group's
@@ -38,6 +39,9 @@ RESAMPLES = 1000
 CHUNK = 200  # resamples drawn at once (a real run's slope draws 5,000 concepts each)
 COLUMN_KEYS = ["measure", "dataset", "shots"]
 RANK_COLUMNS = ["rank", "tie_first", "tie_last", "compared_by"]
+# the same ranks with every exposure class of a protocol together
+ALL_RANK_COLUMNS = [f"{column}_all" for column in RANK_COLUMNS]
+CELL_KEYS = ["model", *COLUMN_KEYS]
 CONCEPTS, SEEDS, ERRORS, UNTESTED = "concepts", "seeds", "standard errors", "untested"
 
 
@@ -115,10 +119,10 @@ def rank_group(cells: pd.DataFrame, by_unit: dict, descending: bool, seed: int) 
                           tie_last=[last[leader] for leader in leaders], compared_by=compared)
 
 
-def with_ranks(cells: pd.DataFrame, samples: pd.DataFrame, protocols: pd.Series, seed: int = 0) -> pd.DataFrame:
+def with_ranks(cells: pd.DataFrame, samples: pd.DataFrame, groups: pd.Series, seed: int = 0) -> pd.DataFrame:
     """``cells`` (with NaN values left unranked) with RANK_COLUMNS, each column ranked within each
-    protocol (``protocols``: model -> its protocol's digest)."""
-    cells = cells.assign(protocol=cells["model"].map(protocols))
+    group of models (``groups``: model -> its group, such as its protocol's digest)."""
+    cells = cells.assign(protocol=cells["model"].map(groups))
     ranked = [cells[cells["value"].isna()].assign(compared_by="")]
     present = cells[cells["value"].notna()]
     grouped = {}
@@ -130,3 +134,13 @@ def with_ranks(cells: pd.DataFrame, samples: pd.DataFrame, protocols: pd.Series,
         by_unit = grouped.get((measure, dataset, shots), {})
         ranked.append(rank_group(group, by_unit, higher_first(measure), seed + number))
     return pd.concat(ranked, ignore_index=True).drop(columns="protocol")
+
+
+def with_class_ranks(cells: pd.DataFrame, samples: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """``cells`` ranked within each protocol and exposure class (RANK_COLUMNS: the CoG paper ranks
+    models trained on more data apart, Sec. 4.1) and within each protocol (ALL_RANK_COLUMNS);
+    ``models``: each model's protocol and exposure."""
+    by_model = models.set_index("model")
+    apart = with_ranks(cells, samples, by_model["protocol"] + "|" + by_model["exposure"])
+    together = with_ranks(cells, samples, by_model["protocol"]).rename(columns=dict(zip(RANK_COLUMNS, ALL_RANK_COLUMNS)))
+    return apart.merge(together[[*CELL_KEYS, *ALL_RANK_COLUMNS]], on=CELL_KEYS, how="left")
