@@ -202,9 +202,8 @@ class Catalogue:
 
     def __init__(self, datasets: Mapping[str, Dataset], releases: list[Release], datasets_path: str | Path):
         self.datasets, self.releases, self.datasets_path = dict(datasets), releases, datasets_path
-        papers = [release.paper_name for release in releases if release.paper_name]
         self.papers = {release.paper_name: release for release in releases if release.paper_name}
-        self.accepted = accepted_names(papers)
+        self.accepted = accepted_names(list(self.papers))
 
     @classmethod
     def read(cls, datasets_path: str | Path = DATASETS_TABLE, releases_path: str | Path = RELEASES_TABLE) -> "Catalogue":
