@@ -43,6 +43,7 @@ MODERN = {
     "eva02_vitb14": (IMAGES, "in21k-images"), "aimv2_vitl14": (WEB, "dfn2b,coyo700m,aimv2-private"),
     "pe_core_vitb16": (WEB, "metaclip-pe"), "clip_vitb16": (WEB, "wit400m"), "siglip_vitb16": (WEB, "webli"),
     "dfn_vith14": (WEB, "dfn5b"), "metaclip_vitb16": (WEB, "metaclip2.5b"),
+    "web_dino_vit1b": (WEB, "mc2b"), "web_mae_vit1b": (WEB, "mc2b"),
 }
 # the paper's use-of-web-data models (Sec. 4.1, Table 1); the other 27 are IN-1K only
 PAPER_WEB = {"d-Semi-Sup.": "yfcc100m,in1k", "d-Semi-Weakly-Sup.": "ig1b,in1k", "d-CLIP": "wit400m",
