@@ -7,17 +7,21 @@ BIN := $(VENV)/bin
 CORES ?= $(shell nproc)
 # Rules call `python -m imagenet_cog ...`: that python must be the venv's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# The tested stack: every package at the release the suite last passed with (the lock, x86_64
+# Linux); STACK=newest takes the newest releases pyproject.toml allows instead. The suite's lock
+# check reads which was asked for.
+STACK ?= locked
+LOCK := requirements/lock-linux-x86_64.txt
+export IMAGENET_COG_STACK := $(STACK)
 
-.PHONY: install system-deps demo test clean
+.PHONY: install system-deps demo test lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first and pinned: pip must not replace a local build with a download.
 install: $(BIN)/python system-deps
 	@bash scripts/check-install-space.sh $(VENV)
-	$(BIN)/pip install -q "torch==2.14.1" "torchvision==0.29.1" "torchcodec==0.17.0" || $(BIN)/pip install -q torch torchvision torchcodec
-	$(BIN)/pip install -q -e ".[test]"
+	bash scripts/install-stack.sh $(BIN) $(STACK) $(LOCK)
 
 # WordNet 3.0 for offline use, and SLURM for the cluster test; skipped where already present or not root.
 system-deps:
@@ -35,6 +39,12 @@ demo: install
 # wall time counts the other workers' load, its CPU seconds do not).
 test: install
 	$(BIN)/python -m pytest -ra -n $$(( $(CORES) + 1 )) --dist loadscope --no-loadscope-reorder --durations=25 --cpu-durations=25
+
+# After `make test STACK=newest` passed: the installed stack becomes the tested one (the lock
+# and envs/imagenet-cog.yaml written from it; uv resolves the other Pythons' rows from PyPI).
+lock:
+	$(BIN)/pip install -q uv
+	$(BIN)/python scripts/lock_stack.py
 
 clean:
 	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -1,38 +1,67 @@
-"""The conda environment and pyproject.toml must list the same dependencies."""
+"""The tested stack: the installed packages, the lock (requirements/lock-linux-x86_64.txt) and the
+conda environment hold the same releases, and the lock meets pyproject.toml's requirements."""
 
-import re
-from pathlib import Path
+import importlib.util
+import os
+import sys
 
-import tomllib
 import yaml
+from packaging.utils import canonicalize_name
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-CONDA_NAMES = {"torch": "pytorch"}
+from conftest import REPOSITORY
+
+SPEC = importlib.util.spec_from_file_location("lock_stack", REPOSITORY / "scripts" / "lock_stack.py")
+lock_stack = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(lock_stack)
+THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+REFRESH = "after the suite passed on a new stack (make test STACK=newest), make lock writes it"
 
 
-def requirement_name(requirement: str) -> str:
-    return re.split(r"[<>=!~ ]", requirement, maxsplit=1)[0].strip().lower()
+def lock_rows(python: str) -> dict[str, dict[str, str]]:
+    return lock_stack.lock_rows(lock_stack.LOCK.read_text(), python)
 
 
-def test_conda_environment_matches_pyproject():
-    pyproject = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())
-    wanted = {
-        CONDA_NAMES.get(name, name): requirement
-        for requirement in pyproject["project"]["dependencies"]
-        for name in [requirement_name(requirement)]
-    }
-    environment = yaml.safe_load((REPOSITORY / "envs" / "imagenet-cog.yaml").read_text())
-    listed = {
-        requirement_name(entry): entry
-        for entry in environment["dependencies"]
-        if isinstance(entry, str) and requirement_name(entry) not in ("python", "pip")
-    }
-    assert set(listed) == set(wanted), (
-        f"only in pyproject: {sorted(set(wanted) - set(listed))}; "
-        f"only in envs/imagenet-cog.yaml: {sorted(set(listed) - set(wanted))}"
-    )
-    for name, requirement in wanted.items():
-        assert listed[name].replace(" ", "")[len(name):] == requirement.replace(" ", "")[len(requirement_name(requirement)):], name
+def differences(installed: dict[str, str], locked: dict[str, str]) -> list[str]:
+    return [f"{name}: installed {installed.get(name, 'nothing')}, the lock {locked.get(name, 'nothing')}"
+            for name in sorted(installed.keys() | locked.keys()) if installed.get(name) != locked.get(name)]
+
+
+def test_installed_stack_is_the_lock():
+    """`make install` installs the lock's releases (IMAGENET_COG_STACK, set by make, is `locked`
+    unless STACK=newest asked for the newest, which must still meet pyproject.toml's ranges)."""
+    installed = lock_stack.tested_stack()
+    if os.environ.get("IMAGENET_COG_STACK", "locked") == "newest":
+        runtime, test = lock_stack.project_requirements()
+        everything = installed[lock_stack.WORKFLOW] | installed[lock_stack.TEST]
+        outside = [str(requirement) for requirement in runtime + test
+                   if everything[canonicalize_name(requirement.name)] not in requirement.specifier]
+        assert outside == [], f"installed outside pyproject.toml's ranges: {outside}"
+        return
+    locked = lock_rows(THIS_PYTHON)
+    for part in (lock_stack.WORKFLOW, lock_stack.TEST):
+        assert installed[part] == locked[part], (
+            f"{part}: the installed stack is not the tested one ({lock_stack.LOCK.name}): "
+            f"{differences(installed[part], locked[part])}; make install installs the lock, or {REFRESH}")
+
+
+def test_lock_meets_pyproject_on_every_python():
+    runtime, test = lock_stack.project_requirements()
+    for python in lock_stack.PYTHONS:
+        rows = lock_rows(python)
+        everything = rows[lock_stack.WORKFLOW] | rows[lock_stack.TEST]
+        for requirement, part in [(each, rows[lock_stack.WORKFLOW]) for each in runtime] + [(each, everything) for each in test]:
+            name = canonicalize_name(requirement.name)
+            assert name in part and part[name] in requirement.specifier, (
+                f"Python {python}: the lock has {name} {part.get(name, 'nowhere')}, pyproject.toml asks {requirement}: {REFRESH}")
+
+
+def test_conda_environment_is_the_lock():
+    """envs/imagenet-cog.yaml is written from the lock, for the Python it names."""
+    text = (REPOSITORY / "envs" / "imagenet-cog.yaml").read_text()
+    python = next(entry for entry in yaml.safe_load(text)["dependencies"]
+                  if isinstance(entry, str) and entry.startswith("python="))
+    assert text == lock_stack.conda_environment_text(lock_stack.LOCK.read_text(), python.removeprefix("python=")), (
+        "envs/imagenet-cog.yaml is not the lock's workflow part: make lock writes both")
 
 
 def test_schema_defaults_fill_an_empty_config():
