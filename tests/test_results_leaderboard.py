@@ -37,6 +37,9 @@ CATALOGUE = Catalogue.read(REPOSITORY / "resources" / "pretraining_datasets.tsv"
 # per model: top-1 on IN-1K, falling by this many points per level; seed noise added
 TOP1 = {"resnet": (70.0, 6.0), "strong": (80.0, 4.0), "twin": (80.2, 4.0)}
 PROTOCOL = {"images": "demo", "probes": {"shots": ["4", "all"], "seeds": SEEDS}}
+# the releases the synthetic probe results say they were computed with: one stack, and one other
+STACK = {"imagenet_cog": "0.1.0", "torch": "2.14.1", "numpy": "2.4.6"}
+OTHER_STACK = {**STACK, "torch": "2.15.0"}
 
 
 def seed_rows(model: str, skip: tuple = ()) -> list[dict]:
@@ -88,14 +91,25 @@ def pretraining_argument(models: list[str], exposures: dict[str, str]) -> str:
                             {name: CATALOGUE.of_paper(name) for name in CATALOGUE.papers})
 
 
+def write_probe_results(layout: Layout, seeds: pd.DataFrame, stacks: dict[str, dict]) -> None:
+    """Each seed row's probe result, as far as the leaderboard reads it: its model's stack."""
+    for row in seeds.to_dict("records"):
+        path = Path(layout.probe_result(row["model"], row["dataset"], row["shots"], row["seed"], row["probe"]))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**row, "random_weights": False, "versions": stacks.get(row["model"], STACK)}))
+
+
 def write_run(root: Path, models: list[str], protocol: dict, skip: dict | None = None,
-              concepts: bool = False, exposures: dict[str, str] | None = None) -> list[str]:
-    """A results folder with the tables the leaderboard reads; the command's arguments (the models'
-    exposures none unless ``exposures`` says)."""
+              concepts: bool = False, exposures: dict[str, str] | None = None,
+              stacks: dict[str, dict] | None = None) -> list[str]:
+    """A results folder with the tables the leaderboard reads (``stacks``: a model's results'
+    releases, other than ``STACK``); the command's arguments (the models' exposures none unless
+    ``exposures`` says)."""
     layout = Layout(str(root))
     Path(layout.table("summary", "csv")).parent.mkdir(parents=True)
     seeds = pd.DataFrame([row for model in models for row in seed_rows(model, (skip or {}).get(model, ()))])
     seeds.to_csv(layout.seed_results(), index=False)
+    write_probe_results(layout, seeds, stacks or {})
     summary_of(seeds).to_csv(layout.results_summary(), index=False)
     arguments = ["--results-root", str(root), "--summary", layout.results_summary(),
                  "--seed-results", layout.seed_results(), "--published", str(PUBLISHED),
@@ -119,8 +133,21 @@ def long_table(root: Path) -> pd.DataFrame:
 def run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("run") / "results"
     assert results_leaderboard_command(write_run(root, list(MODELS), PROTOCOL, {"twin": (("l5", "all"),)},
-                                                 concepts=True)) == 0
+                                                 concepts=True, stacks={"twin": OTHER_STACK})) == 0
     return root
+
+
+def test_the_page_names_the_releases_each_protocols_results_were_computed_with(run):
+    """Each distinct stack of the run's probe results, with its number of results, the most first."""
+    results = {model: len(seed_rows(model, (("l5", "all"),) if model == "twin" else ())) for model in MODELS}
+    expected = [{"results": results["resnet"] + results["strong"], "versions": STACK},
+                {"results": results["twin"], "versions": OTHER_STACK}]
+    layout = Layout(str(run))
+    assert json.loads(Path(layout.table("leaderboard_stacks", "json")).read_text()) == {
+        digest(PROTOCOL): expected}
+    page = Path(layout.leaderboard_page()).read_text()
+    data = json.loads(page.split('id="leaderboard-data">', 1)[1].split("</script>", 1)[0])
+    assert data["stacks"] == {digest(PROTOCOL): expected} and 'id="stacks"' in page
 
 
 def test_every_reproduced_number_is_the_summarys_and_the_papers_31_models_are_beside_them(run):
@@ -252,6 +279,8 @@ def test_a_merge_leaves_out_or_marks_the_rows_of_another_protocol(run, tmp_path,
     assert long[long["provenance"] == "published"]["model"].nunique() == 31 and not long["other_protocol"].all()
     assert (long[long["model"] == "twin"]["protocol"] == digest(PROTOCOL)).all()
     assert "Left out, another protocol: Twin" in Path(Layout(str(tmp_path / "merged")).leaderboard_page()).read_text()
+    stacks = json.loads(Path(Layout(str(tmp_path / "merged")).table("leaderboard_stacks", "json")).read_text())
+    assert set(stacks) == {digest(PROTOCOL)}  # the left-out run's stack with its rows
 
     assert leaderboard_command([str(first), str(second), "--output", str(tmp_path / "kept"),
                                 "--keep-other-protocols"]) == 0
@@ -260,6 +289,8 @@ def test_a_merge_leaves_out_or_marks_the_rows_of_another_protocol(run, tmp_path,
     other_twin = kept[(kept["model"] == renamed) & (kept["measure"] == "top1")]
     assert set(other_twin["label"]) == {f"Twin ({second.name})"}
     assert len(other_twin) and other_twin["other_protocol"].all() and (other_twin["rank"] == 1).all()
+    stacks = json.loads(Path(Layout(str(tmp_path / "kept")).table("leaderboard_stacks", "json")).read_text())
+    assert set(stacks) == {digest(PROTOCOL), digest(other)}
     ours = kept[kept["model"].isin(["resnet", "strong", "twin"])]
     assert not ours["other_protocol"].any()
     assert kept[kept["model"] == PUBLISHED_PREFIX + "ResNet50"]["other_protocol"].all()

@@ -40,8 +40,9 @@ import numpy as np
 
 from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
 from imagenet_cog.core.io import write_json, write_tsv
+from imagenet_cog.core.stack import stack_versions
 
-from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
+from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance
 
 log = logging.getLogger("imagenet_cog.analyses.clustering")
 
@@ -252,7 +253,7 @@ def kmeans_command(argv: list[str]) -> int:
         log.error("%s", error)
         return 1
     result.update(model=args.model, dataset=args.dataset, random_weights=bool(train.metadata.get("random_weights")),
-                  train=provenance(train), test=provenance(test), versions=versions())
+                  train=provenance(train), test=provenance(test), versions=stack_versions())
     write_tsv(args.assignments, ["path", "label", "cluster"],
               zip(test.paths, test.labels.tolist(), clusters.tolist()))
     write_json(args.output, result)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
@@ -69,13 +68,3 @@ def provenance(split: SplitFeatures) -> dict[str, Any]:
         "n_concepts": int(np.unique(split.labels).size),
         "feature_metadata": {key: split.metadata[key] for key in keep if key in split.metadata},
     }
-
-
-def versions() -> dict[str, str]:
-    found = {}
-    for package in ("numpy", "scipy", "scikit-learn", "torch", "faiss-cpu"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            continue
-    return found

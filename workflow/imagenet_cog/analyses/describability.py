@@ -41,13 +41,14 @@ from imagenet_cog.core.command_line import add_open_clip_model_options, setup_lo
 from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json, write_tsv
 from imagenet_cog.core.sampling import derived_rng
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.models.open_clip_catalogue import EMBEDDING, POOLED
 from imagenet_cog.models.open_clip_text import TextModel, build_text_model
 from imagenet_cog.models.registry import ModelSpec, is_open_clip_arch, weights_identity
 from imagenet_cog.models.series import resolve_weights
 from imagenet_cog.models.timm_models import PretrainedWeightsUnavailable
 
-from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
+from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance
 from .descriptions import AUTO, GLOSS, DescriptionError, read_auto_descriptions
 from .learnability import clopper_pearson
 from .raters import CHOICES, DESCRIBABILITY, NEGATIVE_KINDS, RaterError, read_catalogue, read_keys
@@ -265,7 +266,7 @@ def model_describability_command(argv: list[str]) -> int:
         "descriptions": str(args.descriptions) if args.descriptions else None,
         "weights": identity,
         "test": provenance(split),
-        "versions": versions(),
+        "versions": stack_versions(),
     })
     for record in records:
         log.info(f"{args.model_name} {args.dataset} {record['metric']}: {record['value']:.3f} "

@@ -38,12 +38,13 @@ import pandas as pd
 import torch
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from imagenet_cog.analyses.common import AnalysisInputError, load_split, provenance, versions
+from imagenet_cog.analyses.common import AnalysisInputError, load_split, provenance
 from imagenet_cog.analyses.detection_scores import NEIGHBOUR_SCORE, PROBE_SCORES, SCORES, SEED_COLUMNS
 from imagenet_cog.core.command_line import add_compute_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import atomic_output, write_json
 from imagenet_cog.core.naming import IN1K
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.features.zeroshot_classifier_file import read_classifier
 from imagenet_cog.probes.classifier import load_or_refit
 
@@ -193,7 +194,7 @@ def detection_command(argv: Sequence[str]) -> int:
         "model": args.model, "analysis": "detection", "rows": rows,
         "settings": {"scores": args.scores, "k": args.k, "temperature": args.temperature, "seeds": args.seeds,
                      "tpr_level": TPR_LEVEL},
-        "inputs": inputs, "versions": versions(), "device": str(device),
+        "inputs": inputs, "versions": stack_versions(), "device": str(device),
         "timings": {"total_s": time.perf_counter() - started},
     })
     for row in rows:

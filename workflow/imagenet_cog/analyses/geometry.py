@@ -31,8 +31,9 @@ import torch
 from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
 from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.io import write_json
+from imagenet_cog.core.stack import stack_versions
 
-from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
+from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance
 
 log = logging.getLogger("imagenet_cog.analyses.geometry")
 
@@ -128,6 +129,6 @@ def geometry_command(argv: list[str]) -> int:
         "device": str(resolve_device(args.device, "analyses.device")),
         "seconds": round(time.perf_counter() - started, 3),
         "test": provenance(test),
-        "versions": versions(),
+        "versions": stack_versions(),
     })
     return 0

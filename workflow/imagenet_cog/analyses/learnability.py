@@ -27,8 +27,9 @@ from scipy.stats import binomtest
 
 from imagenet_cog.core.command_line import add_job_options, setup_logging
 from imagenet_cog.core.io import read_tsv, write_json, write_tsv
+from imagenet_cog.core.stack import stack_versions
 
-from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance, versions
+from .common import AnalysisInputError, l2_normalised, load_split, metric, provenance
 
 log = logging.getLogger("imagenet_cog.analyses.learnability")
 
@@ -139,6 +140,6 @@ def learnability_command(argv: list[str]) -> int:
         "settings": {"tasks": args.tasks, "references": args.references, "seed": args.seed,
                      "similarity": "mean cosine similarity of a query to the references"},
         "test": provenance(test),
-        "versions": versions(),
+        "versions": stack_versions(),
     })
     return 0

@@ -33,6 +33,8 @@ PUBLISHED_FIGURE = "published_vs_ours"
 LEADERBOARD_NAME = "leaderboard"
 LEADERBOARD_SAMPLES = "leaderboard_samples"
 LEADERBOARD_PROTOCOLS = "leaderboard_protocols"
+# the releases the leaderboard's reproduced numbers were computed with, per protocol
+LEADERBOARD_STACKS = "leaderboard_stacks"
 # top-1 per level of every level set (level-sets-results): a table and a figure of the same name
 LEVEL_SETS_NAME = "level_sets"
 # the fine-tuning control's table and figure (finetune-results), of the same name
@@ -399,12 +401,13 @@ class Layout:
 
     def leaderboard_outputs(self) -> list[str]:
         """The leaderboard (results-leaderboard): its long CSV and wide Markdown tables, the
-        samples and protocols a merge re-ranks from, and its page."""
+        samples, protocols and stacks a merge re-ranks from and names, and its page."""
         return [
             self.table(LEADERBOARD_NAME, "csv"),
             self.table(LEADERBOARD_NAME, "md"),
             self.table(LEADERBOARD_SAMPLES, "csv"),
             self.table(LEADERBOARD_PROTOCOLS, "json"),
+            self.table(LEADERBOARD_STACKS, "json"),
             self.leaderboard_page(),
         ]
 

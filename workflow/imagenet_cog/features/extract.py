@@ -45,6 +45,7 @@ from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.image_layouts import FOLDERS, LAYOUT_NAMES
 from imagenet_cog.core.io import read_tsv
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.core.undecodable import DECODER_ERRORS, UndecodableImages, UndecodableImagesError, error_text
 from imagenet_cog.features.decoding import DECODE_CHOICES, DeviceDecoder, choose_decode, crop_offsets, read_encoded
 from imagenet_cog.features.store import code_version, write_shard
@@ -372,6 +373,7 @@ def extract_shard(spec: ModelSpec, images: SplitImages, shard: int, shard_size: 
         "device": str(target), "decode": decode, "host_resize": options.host_resize, "image_root": str(images.image_root),
         "image_layout": images.image_layout, "host_decoded": decoder.host_decoded if decoder else len(rows.paths),
         "code_version": code_version(), "torch_version": str(torch.__version__),
+        "versions": json.dumps(stack_versions(), sort_keys=True),
         **model.provenance,
         "extraction_settings": options.requested(),
     }

@@ -11,7 +11,8 @@ Shard file (``Layout.feature_shard``), one per (model, dataset, split, shard):
 * attributes (:data:`IDENTITY_ATTRIBUTES` plus provenance): ``model``, ``arch``,
   ``weights`` (weights identity), ``random_weights``, ``preprocessing`` (JSON),
   ``feature_dim``, ``features_dtype``, ``dataset``, ``split``, ``shard``, ``precision``
-  (the compute precision used), ``code_version``, ``torch_version``.
+  (the compute precision used), ``code_version``, ``torch_version``, ``versions`` (JSON: the
+  releases of ``core.stack``).
 
 Merged file (``Layout.features``): the same datasets, ``features``/``labels``/``index``/
 ``valid`` as HDF5 virtual datasets over the shards, referenced by paths relative to the

@@ -35,6 +35,7 @@ import torch.utils.data
 
 from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.io import atomic_output, remove_partial_writes, write_json
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.core.undecodable import UndecodableImages, UndecodableImagesError
 from imagenet_cog.features.extract import (
     SplitImages,
@@ -275,7 +276,7 @@ def finetune_result(job: FinetuneJob, loaded, trainer: Trainer, classes: int, tr
         "precision": "bfloat16-autocast" if trainer.autocast else "float32",
         "steps_per_epoch": trainer.steps, "history": history, "resumed_after_epoch": resumed_after,
         "train_seconds": round(sum(epoch["seconds"] for epoch in history), 3),
-        "code_version": code_version(), "torch_version": str(torch.__version__),
+        "code_version": code_version(), "torch_version": str(torch.__version__), "versions": stack_versions(),
     }
 
 

@@ -13,7 +13,7 @@ Result JSON (``Layout.probe_result(..., kind="knn")``), the linear probe's field
     n_train, n_test, n_classes, feature_dim,
     settings {k, reported_k, temperature, similarity, weighting, test_block, train_block},
     timings {total_s (this N, all its seeds), load_s (reading and preparing the features, once per job)},
-    seeds_together (the seeds of this N), versions {imagenet_cog, torch, numpy},
+    seeds_together (the seeds of this N), versions (``core.stack``),
     device, matmul_precision ("float32": the products, TF32 off).
 """
 
@@ -26,11 +26,11 @@ import time
 import numpy as np
 import torch
 
-import imagenet_cog
 from imagenet_cog.core.command_line import add_compute_options, add_job_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import KNN
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.features.store import read_features, read_labels
 from imagenet_cog.probes.knn import SIMILARITIES, WEIGHTINGS, KnnSettings, knn_scores
 from imagenet_cog.probes.search import (
@@ -118,7 +118,7 @@ def knn_grid(args: argparse.Namespace, settings: KnnSettings):
         "random_weights": bool(train.metadata.get("random_weights", False)),
         "n_test": int(test_y.size), "n_classes": num_classes, "feature_dim": int(train.features.shape[1]),
         "settings": settings.as_result(),
-        "versions": {"imagenet_cog": imagenet_cog.__version__, "torch": torch.__version__, "numpy": np.__version__},
+        "versions": stack_versions(),
         "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
         "matmul_precision": "float32",
     }

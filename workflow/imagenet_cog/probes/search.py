@@ -53,7 +53,7 @@ Result JSON (``Layout.probe_result``), one object:
     probe_step (fused, unfused, or why the fused step was unavailable; absent in older results),
     protocol_deviations [{name, ...}] and finalists (the trials of the second stage): only in
                  results of an opt-in deviation from the paper's protocol (probes.two_stage)
-    versions {imagenet_cog, torch, optuna, numpy},
+    versions (the releases of ``core.stack``),
     device, matmul_precision (float32, tf32 or bfloat16: the operands the probes multiplied)
 """
 
@@ -78,10 +78,10 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-import imagenet_cog
 from imagenet_cog.core.device import float32_matmul_precision, resolve_device
 from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.naming import LINEAR, PCA, pca_kind
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.probes.fused_step import resolve_fused, step_description
 from imagenet_cog.probes.kinds import KINDS, SEARCHED_KINDS
 from imagenet_cog.probes.linear import (
@@ -710,12 +710,7 @@ def job_result_fields(data: ProbeData, settings: SearchSettings) -> dict:
         "feature_dim": int(data.train_features.shape[1]),
         "settings": {**settings.defining(), "lr_range": list(settings.lr_range), "wd_range": list(settings.wd_range),
                      **({"two_stage": list(settings.two_stage)} if settings.two_stage else {})},
-        "versions": {
-            "imagenet_cog": imagenet_cog.__version__,
-            "torch": torch.__version__,
-            "optuna": optuna.__version__,
-            "numpy": np.__version__,
-        },
+        "versions": stack_versions(),
         "device": str(target) if target.type == "cpu" else torch.cuda.get_device_name(target),
         "matmul_precision": "tf32" if data.precision == "float32" and target.type == "cuda" else data.precision,
         "probe_step": step_description(shares_passes(settings) and resolve_fused(settings.fused, target)),

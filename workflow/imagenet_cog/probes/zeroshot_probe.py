@@ -34,12 +34,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-import imagenet_cog
 from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.device import DeviceError, resolve_device
 from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import write_json
 from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.features.store import read_features
 from imagenet_cog.features.zeroshot_classifier_file import ZeroShotClassifier, read_classifier
 from imagenet_cog.models.registry import file_sha256
@@ -79,7 +79,7 @@ def common_fields(args: argparse.Namespace, classifier: ZeroShotClassifier, feat
         "model": args.model, "probe": ZEROSHOT, "random_weights": bool(features.metadata.get("random_weights", False)),
         "feature_dim": int(features.features.shape[1]), "logit_scale": classifier.logit_scale,
         "classifier": dict(classifier.provenance),
-        "versions": {"imagenet_cog": imagenet_cog.__version__, "torch": torch.__version__, "numpy": np.__version__},
+        "versions": stack_versions(),
         "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
     }
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from imagenet_cog.core.command_line import setup_logging
-from imagenet_cog.core.layout import LEADERBOARD_NAME, LEADERBOARD_PROTOCOLS, LEADERBOARD_SAMPLES, Layout
+from imagenet_cog.core.layout import LEADERBOARD_NAME, LEADERBOARD_PROTOCOLS, LEADERBOARD_SAMPLES, LEADERBOARD_STACKS, Layout
 from imagenet_cog.core.naming import is_level
 from imagenet_cog.models.pretraining import read_pretraining_json
 from imagenet_cog.results.leaderboard_cells import (
@@ -45,7 +45,7 @@ from imagenet_cog.results.leaderboard_page import write_leaderboard
 from imagenet_cog.results.leaderboard_ranks import ALL_RANK_COLUMNS, RANK_COLUMNS, with_class_ranks
 from imagenet_cog.results.protocol import PAPER_DIGEST, PAPER_PROTOCOL, digest
 from imagenet_cog.results.published import read_published
-from imagenet_cog.results.summary import lin_rows, read_seed_results, read_summary
+from imagenet_cog.results.summary import lin_rows, read_probe_result, read_seed_results, read_summary
 
 DEFAULT_OUTPUT = "leaderboard"
 
@@ -62,6 +62,18 @@ def analysis_cells(args: argparse.Namespace, levels: list[str]) -> tuple[list[di
         found, drawn = detection_cells(detection, args.detection_score)
         cells, samples = cells + found, samples + drawn
     return cells + off_grid_cells(args.off_grid_results), samples
+
+
+def run_stacks(root: str, seeds: pd.DataFrame) -> list[dict]:
+    """The releases the run's probe results (``seeds``' rows) were computed with, as each result
+    records them (``versions``): every distinct stack with its number of results, the most first."""
+    layout, counts = Layout(root), {}
+    for row in seeds.itertuples():
+        result = read_probe_result(Path(layout.probe_result(row.model, row.dataset, row.shots, row.seed, row.probe)))
+        stack = json.dumps(result.get("versions", {}), sort_keys=True)
+        counts[stack] = counts.get(stack, 0) + 1
+    return [{"results": count, "versions": json.loads(stack)}
+            for stack, count in sorted(counts.items(), key=lambda item: -item[1])]
 
 
 def run_leaderboard(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[str]]:
@@ -116,17 +128,18 @@ def results_leaderboard_command(argv: list[str]) -> int:
     models, cells, samples, datasets = run_leaderboard(args)
     protocol = digest(json.loads(args.protocol))
     protocols = {protocol: json.loads(args.protocol), PAPER_DIGEST: PAPER_PROTOCOL}
+    stacks = {protocol: run_stacks(args.results_root, read_seed_results(args.seed_results))}
     levels = [dataset for dataset in datasets if is_level(dataset)]
-    write_leaderboard(Layout(args.results_root), models, ranked(models, cells, samples), samples, protocols, protocol,
-                      datasets, levels)
+    write_leaderboard(Layout(args.results_root), models, ranked(models, cells, samples), samples, protocols, stacks,
+                      protocol, datasets, levels)
     shown = (models["provenance"] != PUBLISHED).sum()
     print(f"{shown} models of the run beside {len(models) - shown} published, protocol {protocol}"
           + ("" if protocol == PAPER_DIGEST else f" (the paper's: {PAPER_DIGEST}, ranked apart)"))
     return 0
 
 
-def read_run(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(long table, samples, protocols) of a results folder's leaderboard."""
+def read_run(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    """(long table, samples, protocols, stacks) of a results folder's leaderboard."""
     layout = Layout(str(folder).rstrip("/"))
     paths = [Path(layout.table(LEADERBOARD_NAME, "csv")), Path(layout.table(LEADERBOARD_SAMPLES, "csv")),
              Path(layout.table(LEADERBOARD_PROTOCOLS, "json"))]
@@ -141,16 +154,19 @@ def read_run(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
                          f"config), or leave the folder out.")
     samples = pd.read_csv(paths[1], dtype={"shots": str, "key": str})
     protocols = json.loads(paths[2].read_text())
-    return long.fillna({"paper_name": ""}), samples, protocols
+    stacks = Path(layout.table(LEADERBOARD_STACKS, "json"))
+    return long.fillna({"paper_name": ""}), samples, protocols, json.loads(stacks.read_text()) if stacks.is_file() else {}
 
 
-def merged(folders: list[Path], keep_other: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict, str, list]:
-    """(models, cells, samples, protocols, reference, left out) of the runs' leaderboards."""
-    models, cells, samples, protocols, left_out, reference = [], [], [], {}, [], None
+def merged(folders: list[Path], keep_other: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict, dict, str, list]:
+    """(models, cells, samples, protocols, stacks, reference, left out) of the runs' leaderboards."""
+    models, cells, samples, protocols, stacks, left_out, reference = [], [], [], {}, {}, [], None
     seen = set()
     for folder in folders:
-        long, drawn, described = read_run(folder)
+        long, drawn, described, described_stacks = read_run(folder)
         protocols |= described
+        for protocol, found in described_stacks.items():
+            stacks.setdefault(protocol, []).extend(found)
         for model, rows in long.groupby("model", sort=False):
             first = rows.iloc[0]
             reproduced = first["provenance"] != PUBLISHED
@@ -167,8 +183,10 @@ def merged(folders: list[Path], keep_other: bool) -> tuple[pd.DataFrame, pd.Data
             models.append({**first[MODEL_COLUMNS].to_dict(), "model": name, "label": label})
             cells.append(rows[CELL_COLUMNS].assign(model=name))
             samples.append(drawn[drawn["model"] == model].assign(model=name))
+    shown = {model["protocol"] for model in models}
     return (pd.DataFrame(models, columns=MODEL_COLUMNS), pd.concat(cells, ignore_index=True),
-            pd.concat(samples, ignore_index=True), protocols, reference or PAPER_DIGEST, left_out)
+            pd.concat(samples, ignore_index=True), protocols,
+            {protocol: found for protocol, found in stacks.items() if protocol in shown}, reference or PAPER_DIGEST, left_out)
 
 
 def leaderboard_command(argv: list[str]) -> int:
@@ -180,11 +198,12 @@ def leaderboard_command(argv: list[str]) -> int:
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="folder of the merged tables and page")
     parser.add_argument("--keep-other-protocols", action="store_true")
     args = parser.parse_args(argv)
-    models, cells, samples, protocols, reference, left_out = merged(args.results, args.keep_other_protocols)
+    models, cells, samples, protocols, stacks, reference, left_out = merged(args.results, args.keep_other_protocols)
     datasets = list(dict.fromkeys(cells.loc[cells["measure"] == "top1", "dataset"]))
     levels = [dataset for dataset in datasets if is_level(dataset)]
     cells = ranked(models, cells.drop(columns=[*RANK_COLUMNS, *ALL_RANK_COLUMNS], errors="ignore"), samples)
-    write_leaderboard(Layout(args.output), models, cells, samples, protocols, reference, datasets, levels, left_out)
+    write_leaderboard(Layout(args.output), models, cells, samples, protocols, stacks, reference, datasets, levels,
+                      left_out)
     print(f"{len(models)} rows under {args.output} (reference protocol {reference})")
     for name in left_out:
         print(f"left out, another protocol: {name}")

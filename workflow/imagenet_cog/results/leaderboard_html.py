@@ -197,6 +197,7 @@ function controls() {
   document.getElementById("notes").replaceChildren(...data.notes.map(note => {
     const item = document.createElement("li"); item.textContent = note; return item; }));
   document.getElementById("protocols").textContent = JSON.stringify(data.protocols, null, 1);
+  document.getElementById("stacks").textContent = JSON.stringify(data.stacks, null, 1);
 }
 controls();
 render();
@@ -221,6 +222,7 @@ exposure none keep the benchmark's premise (the notes below).</p>
 <svg id="figure" width="640" height="320" role="img" aria-label="top-1 over IN-1K and the levels"></svg>
 <h2>Notes</h2><ul class="notes" id="notes"></ul>
 <h2>Protocols (digest: what defines a number)</h2><pre id="protocols"></pre>
+<h2>Stacks (each protocol's probe results by the releases they were computed with)</h2><pre id="stacks"></pre>
 <script type="application/json" id="leaderboard-data">{data}</script>
 <script>{script}</script>
 </body></html>

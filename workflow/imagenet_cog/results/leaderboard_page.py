@@ -1,6 +1,7 @@
 """The leaderboard's files: the long table (``tables/leaderboard.csv``), the wide one
 (``tables/leaderboard.md``), the samples and protocols a later merge re-ranks from
-(``tables/leaderboard_samples.csv``, ``tables/leaderboard_protocols.json``) and the page
+(``tables/leaderboard_samples.csv``, ``tables/leaderboard_protocols.json``), the releases each
+protocol's probe results were computed with (``tables/leaderboard_stacks.json``) and the page
 (``leaderboard.html``: one self-contained file, its data, script and style inline).
 
 The wide columns: top-1 on IN-1K and each of Lin's levels at N = all and at the few-shot N
@@ -22,7 +23,7 @@ import math
 import pandas as pd
 
 from imagenet_cog.core.io import atomic_output, write_text
-from imagenet_cog.core.layout import LEADERBOARD_NAME, LEADERBOARD_PROTOCOLS, LEADERBOARD_SAMPLES, Layout
+from imagenet_cog.core.layout import LEADERBOARD_NAME, LEADERBOARD_PROTOCOLS, LEADERBOARD_SAMPLES, LEADERBOARD_STACKS, Layout
 from imagenet_cog.core.naming import dataset_title
 from imagenet_cog.core.tables import markdown_table
 from imagenet_cog.models.pretraining import EXPOSURES, MEANINGS
@@ -146,9 +147,9 @@ def wide_table(long: pd.DataFrame, models: pd.DataFrame, columns: list[dict], re
 
 
 def page_data(long: pd.DataFrame, models: pd.DataFrame, columns: list[dict], reference: str, protocols: dict,
-              notes: list[str], datasets: list[str]) -> dict:
+              stacks: dict, notes: list[str], datasets: list[str]) -> dict:
     """What the page's script renders: the rows (a cell per column key), the columns, the
-    protocols, and the figure's points (top-1 at N = all on each of ``datasets``)."""
+    protocols and stacks, and the figure's points (top-1 at N = all on each of ``datasets``)."""
     keyed = long.assign(key=long["measure"] + "|" + long["dataset"] + "|" + long["shots"].astype(str))
     figure = [{"key": f"top1|{dataset}|all", "title": dataset_title(dataset)} for dataset in datasets]
     wanted = {column["key"] for column in columns} | {point["key"] for point in figure}
@@ -165,8 +166,8 @@ def page_data(long: pd.DataFrame, models: pd.DataFrame, columns: list[dict], ref
              "protocol": row.protocol, "other": row.protocol != reference, "today": bool(row.today),
              "paper_name": row.paper_name, "exposure": row.exposure, "pretraining_data": row.pretraining_data,
              "cells": cells.get(row.model, {})} for row in models.itertuples()]
-    return {"columns": columns, "rows": rows, "reference": reference, "protocols": protocols, "notes": notes,
-            "mark": OTHER_PROTOCOL_MARK, "figure": figure, "exposures": list(EXPOSURES),
+    return {"columns": columns, "rows": rows, "reference": reference, "protocols": protocols, "stacks": stacks,
+            "notes": notes, "mark": OTHER_PROTOCOL_MARK, "figure": figure, "exposures": list(EXPOSURES),
             "meanings": {exposure: MEANINGS[exposure] for exposure in EXPOSURES}}
 
 
@@ -177,7 +178,7 @@ def none_if_nan(value):
 
 
 def write_leaderboard(layout: Layout, models: pd.DataFrame, cells: pd.DataFrame, samples: pd.DataFrame,
-                      protocols: dict, reference: str, datasets: list[str], levels: list[str],
+                      protocols: dict, stacks: dict, reference: str, datasets: list[str], levels: list[str],
                       left_out: list[str] = ()) -> pd.DataFrame:
     """Every file of the leaderboard (module docstring); returns the long table."""
     long = long_table(models, cells, reference)
@@ -188,10 +189,11 @@ def write_leaderboard(layout: Layout, models: pd.DataFrame, cells: pd.DataFrame,
     with atomic_output(layout.table(LEADERBOARD_SAMPLES, "csv")) as temporary:
         samples.reindex(columns=SAMPLE_COLUMNS).to_csv(temporary, index=False)
     write_text(layout.table(LEADERBOARD_PROTOCOLS, "json"), json.dumps(protocols, indent=1, sort_keys=True) + "\n")
+    write_text(layout.table(LEADERBOARD_STACKS, "json"), json.dumps(stacks, indent=1, sort_keys=True) + "\n")
     caption = (f"Leaderboard: every model of the run beside the paper's published models; the reference "
                f"protocol is {reference}.")
     write_text(layout.table(LEADERBOARD_NAME, "md"), markdown_table(wide_table(long, models, columns, reference),
                                                                 caption, notes))
-    data = page_data(long, models, columns, reference, protocols, notes, datasets)
+    data = page_data(long, models, columns, reference, protocols, stacks, notes, datasets)
     write_text(layout.leaderboard_page(), page(html.escape(caption), data))
     return long

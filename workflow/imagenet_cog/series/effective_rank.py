@@ -20,7 +20,7 @@ numbers from samples of different sizes do not compare.
 Result JSON (``Layout.effective_rank``): model, dataset, split, effective_rank, epsilon,
 n_rows (sampled), n_valid_rows (the split's), sample_seed, feature_dim, max_rank (min of rows
 and width), features (the file read), feature_metadata (its model, arch, weights identity),
-timings {read_s, svd_s}, device, versions {numpy, torch}.
+timings {read_s, svd_s}, device, versions (``core.stack``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from imagenet_cog.core.command_line import add_compute_options, setup_logging
 from imagenet_cog.core.device import resolve_device
 from imagenet_cog.core.failures import ExplainedError
 from imagenet_cog.core.io import write_json
+from imagenet_cog.core.stack import stack_versions
 from imagenet_cog.features.store import read_features, read_labels
 
 log = logging.getLogger("imagenet_cog.series.effective_rank")
@@ -93,7 +94,7 @@ def measure(path: Path, size: int, seed: int, device: str | torch.device = "cpu"
         "features": str(path),
         "feature_metadata": {key: loaded.metadata[key] for key in FEATURE_METADATA if key in loaded.metadata},
         "timings": {"read_s": read_s, "svd_s": time.perf_counter() - started - read_s},
-        "device": str(device), "versions": {"numpy": np.__version__, "torch": torch.__version__},
+        "device": str(device), "versions": stack_versions(),
     }
 
 
