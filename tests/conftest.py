@@ -230,7 +230,7 @@ def run_temp_root(tmp_path_factory) -> Path:
 def demo_run(tmp_path_factory) -> Path:
     """A working copy in which the whole demo workflow has run to completion, on every core:
     built by the first worker that asks; a failed build is reported to every worker that asks
-    rather than built again."""
+    rather than built again. What the run printed is kept beside the copy (``demo_screen``)."""
     root = run_temp_root(tmp_path_factory)
     workdir, failure = root / "demo" / "workflow-copy", root / "demo.failed"
     with FileLock(root / "demo.lock"):
@@ -238,12 +238,27 @@ def demo_run(tmp_path_factory) -> Path:
             raise AssertionError(f"the shared demo run failed in another worker:\n{failure.read_text()}")
         if not (root / "demo.done").exists():
             try:
-                snakemake(copy_workflow(workdir), "--cores", str(os.cpu_count() or 1))
+                result = snakemake(copy_workflow(workdir), "--cores", str(os.cpu_count() or 1))
             except AssertionError as error:
                 failure.write_text(str(error))
                 raise
+            demo_screen(workdir).write_text(result.stdout + result.stderr)
             (root / "demo.done").touch()
     return workdir
+
+
+def demo_screen(demo_run: Path) -> Path:
+    """The file that holds what the demo's run printed (its stdout and stderr)."""
+    return demo_run.with_name("screen.txt")
+
+
+# A warning a library or the workflow prints: Python's warnings (`file:line: SomeWarning: ...`),
+# logging's and docutils' levels (`WARNING`, `(WARNING/2)`), deprecations
+WARNING_LINE = re.compile(r"(?i)\bwarn(ing|ings)?\b|deprecat")
+
+
+def warning_lines(screen: str) -> list[str]:
+    return [line for line in screen.splitlines() if WARNING_LINE.search(line)]
 
 
 def copy_of_demo(demo_run: Path, destination: Path) -> Path:

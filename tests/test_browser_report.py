@@ -21,7 +21,7 @@ from headless_browser import console_errors, downloaded, headless_chromium, save
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
 
-from conftest import REPOSITORY, snakemake
+from conftest import REPOSITORY, demo_screen, snakemake, warning_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -62,10 +62,23 @@ def output_map_stages() -> set[str]:
 
 @pytest.fixture(scope="module")
 def report(demo_run, tmp_path_factory) -> Path:
-    """The demo's report, built once (the suite's only report build)."""
+    """The demo's report, built once (the suite's only report build); what the build printed is
+    kept beside it (``report_screen``)."""
     path = tmp_path_factory.mktemp("report") / "report.html"
-    snakemake(demo_run, "--report", str(path))
+    result = snakemake(demo_run, "--report", str(path))
+    report_screen(path).write_text(result.stdout + result.stderr)
     return path
+
+
+def report_screen(report: Path) -> Path:
+    return report.with_name("screen.txt")
+
+
+def test_the_demo_and_its_report_print_no_warning(demo_run, report):
+    """`make demo`'s screen (the run, then the report: docutils reads the captions, matplotlib,
+    pandas and torch work in the jobs) holds no warning a user would have to judge."""
+    for what, screen in (("the demo's run", demo_screen(demo_run)), ("its report", report_screen(report))):
+        assert warning_lines(screen.read_text()) == [], f"{what} printed a warning"
 
 
 @pytest.fixture(scope="module")

@@ -462,7 +462,9 @@ def leave_the_imports_exit_work_undone() -> None:
     import weakref
 
     for thing in gc.get_objects():
-        if isinstance(thing, weakref.finalize):
+        # the type, not isinstance: that asks a deprecated alias (torch.distributed.reduce_op)
+        # for its __class__, which warns
+        if issubclass(type(thing), weakref.finalize):
             thing.atexit = False
     dynamo_utils = sys.modules.get("torch._dynamo.utils")
     if dynamo_utils is not None:
