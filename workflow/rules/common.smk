@@ -229,12 +229,10 @@ def command_line_request():
     import sys
 
     from snakemake.cli import get_argument_parser
+    from imagenet_cog.core.snakemake_insides import LISTING_OPTIONS
 
     known, _ = get_argument_parser().parse_known_args(sys.argv[1:])
-    listing = any(
-        getattr(known, option, None)
-        for option in ("list_rules", "list_target_rules", "lint", "rulegraph", "dag", "filegraph", "summary", "detailed_summary")
-    )
+    listing = any(getattr(known, option, None) for option in LISTING_OPTIONS)
     return set(known.targets), listing
 
 
@@ -290,19 +288,16 @@ def warm_start_wanted():
     return setting == "always" or (config["mode"] == "demo" and len(workflow.dag) >= WARM_START_MIN_JOBS)
 
 
-# Snakemake's default job rate limit (--max-jobs-per-timespan 100/1s)
-DEFAULT_JOB_RATE = (100, 1)
-
-
 def drop_the_default_job_rate_limit():
     """A local run goes without Snakemake's default job rate limit: with it, every scheduling round
     while jobs wait for cores schedules another one a second later, and each job's end starts such
     a chain, so the demo's 380 jobs took 25,699 rounds (18 s of CPU in job selection alone; the
     limiter's known fault, snakemake/snakemake PR 3744). Its cores limit a local run's jobs; a
     cluster run, or a limit set on the command line, keeps it: it paces submissions."""
-    limiter = getattr(workflow.scheduler, "job_rate_limiter", None)
-    if jobs_are_local_processes() and limiter is not None and (limiter.max_jobs, limiter.timespan) == DEFAULT_JOB_RATE:
-        workflow.scheduler.job_rate_limiter = None
+    from imagenet_cog.core import snakemake_insides
+
+    if jobs_are_local_processes():
+        snakemake_insides.drop_the_default_job_rate_limit(workflow.scheduler)
 
 
 def start_warm_start():

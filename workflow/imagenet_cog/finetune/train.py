@@ -128,9 +128,13 @@ def prepared_network(job: FinetuneJob, classes: int, processes: Processes):
     return loaded, network.to(processes.device, memory_format=torch.channels_last)
 
 
+# torch's batch norms by their public names (a lazy one becomes one of them at its first batch)
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
 def set_batch_norm_momentum(network: nn.Module, momentum: float) -> None:
     for module in network.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        if isinstance(module, BATCH_NORMS):
             module.momentum = momentum
 
 
