@@ -22,6 +22,7 @@ MOVES_NO_NUMBER = {
     "jsonschema": "checks it",
     "tabulate": "writes the tables' Markdown",
     "pyarrow": "reads a Hub copy's image bytes, which PIL decodes",
+    "huggingface-hub": "finds a transformers release's files (its commit is the model's identity)",
 }
 
 
