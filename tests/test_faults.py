@@ -10,8 +10,10 @@ not repeated here.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -19,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,11 +35,14 @@ from test_features import extract, tiny  # noqa: F401  (tiny is a fixture)
 
 from conftest import SNAKEMAKE, copy_of_demo, copy_workflow, make_world, snakemake, snakemake_environment
 from imagenet_cog import cli
+from imagenet_cog.core.disks import block_size
 from imagenet_cog.core.failures import REASONS_VARIABLE, ExplainedError, reason_of, reasons_report
 from imagenet_cog.core.io import atomic_output, write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import merge_shards, read_features, write_shard
-from imagenet_cog.plan.space import UNPRICED_BYTES, Need, run_needs, space_problems, ways_on
+from imagenet_cog.plan.footprint import Files
+from imagenet_cog.plan.space import Need, held_on_disk, run_needs, space_problems, ways_on
+from imagenet_cog.plan.table import human_bytes
 from imagenet_cog.probes.search import DamagedJournalError, open_study
 from imagenet_cog.results.summary import read_probe_result
 
@@ -310,13 +316,19 @@ def test_a_run_that_does_not_fit_its_disk_is_stopped_with_both_figures_and_the_w
     assert "float16" not in ways_on("float16")
 
 
-def test_what_a_run_still_writes_is_the_plan_and_the_unpriced_less_what_results_dir_holds(tmp_path):
+def test_what_a_run_still_writes_is_its_files_in_whole_blocks_less_what_results_dir_takes(tmp_path):
     (tmp_path / "results" / "features").mkdir(parents=True)
     (tmp_path / "results" / "features" / "train.h5").write_bytes(b"x" * 1000)
-    written, temporary = run_needs(str(tmp_path / "results"), 5e6)
-    assert written.bytes == 5e6 + UNPRICED_BYTES - 1000 and temporary.bytes == 0
-    assert "less the 1.0 kB results_dir holds" in written.what
-    assert run_needs(str(tmp_path / "not-made-yet"), 0.0)[0].bytes == UNPRICED_BYTES
+    block = block_size(tmp_path)
+    files = [Files("the plan's bytes_written", 2, 5e6), Files("logs", 10, 0)]
+    whole = 2 * math.ceil(2.5e6 / block) * block + 10 * block
+    held = held_on_disk(tmp_path / "results")
+    assert held >= block  # the file takes a block, however few its bytes
+    written, temporary = run_needs(str(tmp_path / "results"), files)
+    assert written.bytes == whole - held and temporary.bytes == 0
+    assert f"its 12 files and folders in whole {block}-byte blocks" in written.what
+    assert f"less the {human_bytes(held)} results_dir takes" in written.what
+    assert run_needs(str(tmp_path / "not-made-yet"), files)[0].bytes == whole
 
 
 def test_a_run_with_little_to_spare_is_warned_and_one_with_room_is_not(tmp_path):
@@ -324,6 +336,36 @@ def test_a_run_with_little_to_spare_is_warned_and_one_with_room_is_not(tmp_path)
     stops, warnings = space_problems(needs, ways_on("float16"), free_space(int(33e9)))
     assert stops == [] and len(warnings) == 1 and "has 33.0 GB free" in warnings[0]
     assert space_problems(needs, ways_on("float16"), free_space(int(40e9))) == ([], [])
+
+
+# a disk that fills, on a small filesystem of its own ---------------------------------------------
+
+
+@contextlib.contextmanager
+def small_filesystem(folder: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``folder``: a real disk's ENOSPC in a few kB (mounting
+    needs root, as the SLURM test's cluster does)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    assert mounted.returncode == 0, f"mounting a tmpfs needs root: {mounted.stderr}"
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+def test_the_72_mb_case_stops_before_its_first_job(tmp_path):
+    """The demo with results/ on a 72 MB filesystem (75.5 MB free): its finished folder takes
+    ~95 MB there, so the free-space check stops it, naming the filesystem, before any job."""
+    workdir = copy_workflow(tmp_path / "copy")
+    with small_filesystem(workdir / "results", "72m") as results:
+        stopped = snakemake(workdir, "--cores", "1", check=False)
+        assert list(results.iterdir()) == []
+    screen = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0 and "Not enough free space: this run writes about" in screen, screen[-3000:]
+    assert f"the filesystem at {results} has 75.5 MB free" in screen and "--config free_space=warn" in screen
+    assert not re.search(r"^\s*(local)?rule \w+:$", stopped.stdout, re.MULTILINE)
 
 
 # a bad config: rejected before any job starts -----------------------------------------------------

@@ -31,10 +31,12 @@ from imagenet_world import (
     write_outer_tar,
     write_synset_tars,
 )
+from test_plan_footprint import estimate_and_disk
 
 from conftest import copy_workflow, snakemake
 from imagenet_cog.core.io import read_tsv, write_lines
 from imagenet_cog.core.layout import Layout
+from imagenet_cog.splits.summary import split_summary
 
 pytestmark = pytest.mark.e2e
 
@@ -189,6 +191,17 @@ def concept_wnids(workdir: Path) -> set[tuple[str, str]]:
     """(dataset, wnid) of the per-concept table: each image's concept read from its path."""
     with open(workdir / LAYOUT.table("concepts", "csv")) as table:
         return {(row["dataset"], row["wnid"]) for row in csv.DictReader(table)}
+
+
+def test_the_free_space_estimate_covers_what_the_run_takes_on_its_disk(tars_run, tmp_path):
+    """The estimate of the whole run (plan/footprint.py, with this world's sizes: its split
+    summary, made here from its tables) against what the run of the readers' targets left, as a
+    disk of 4 kB blocks counts it: 42 MB, 40.6 MB of it the levels stage's (WordNet's corpus)."""
+    summary = tmp_path / "summary.tsv"
+    split_summary([*(f"--table={dataset}={tars_run / LAYOUT.image_splits(dataset)}" for dataset in DATASETS),
+                   "--output", str(summary)])
+    estimate, taken = estimate_and_disk(tars_run, "--configfile", "tars.yaml", split_summary=summary)
+    assert taken <= estimate <= 1.25 * taken, (estimate, taken)
 
 
 def test_features_from_the_tars_equal_those_from_the_same_images_in_folders(tars_run, world, tmp_path):

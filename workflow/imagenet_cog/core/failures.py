@@ -22,7 +22,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from imagenet_cog.core.io import is_disk_full, write_json
+from imagenet_cog.core.disks import is_disk_full
+from imagenet_cog.core.io import write_json
 
 REASONS_VARIABLE = "IMAGENET_COG_REASONS"
 FULL_DISK_ADVICE = ("free space (or move results_dir to a larger disk) and re-run Snakemake: only this job and the "

@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from imagenet_cog.core.disks import filesystem_full, is_disk_full
+
 
 def _default_file_mode() -> int:
     """The mode ``open()`` would give a new file; mkstemp's 0600 would hide results from a
@@ -36,8 +38,6 @@ DEFAULT_DIRECTORY_MODE = DEFAULT_FILE_MODE | (DEFAULT_FILE_MODE & 0o444) >> 2
 
 
 PARTIAL_SUFFIX = ".partial"
-# Free bytes under which a filesystem counts as full: a write that fails there filled it to the block.
-FULL_BELOW = 1 << 20
 
 
 def partial_writes(path: str | os.PathLike) -> list[Path]:
@@ -113,20 +113,6 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-
-
-def filesystem_full(folder: str | os.PathLike) -> bool:
-    """Whether ``folder``'s filesystem is full: a write failed so is taken for a full disk even
-    where the library said otherwise (torch.save's "unexpected pos", measured on a full tmpfs)."""
-    try:
-        return shutil.disk_usage(folder).free < FULL_BELOW
-    except OSError:
-        return False
-
-
-def is_disk_full(error: Exception) -> bool:
-    # h5py reports HDF5's failed writes as a RuntimeError carrying the C library's text.
-    return getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(error)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

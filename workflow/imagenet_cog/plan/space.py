@@ -1,9 +1,9 @@
 """Whether a run's files fit on its disks, checked before its first job (the Snakefile's onstart).
 
-What the run still writes is the plan's ``bytes_written`` for the configured run (features,
-the probes' journals, results and classifiers, tables; :mod:`imagenet_cog.plan.table`) and
-what the plan does not price (:data:`UNPRICED_BYTES`), less what ``results_dir`` already
-holds, so that a resumed run is asked only for the rest. It is
+What the run still writes is what the configured run leaves under ``results_dir`` as its
+disk counts it (:mod:`imagenet_cog.plan.footprint`: the plan's ``bytes_written`` and the
+stages the plan does not price, every file in whole blocks of that disk), less what
+``results_dir`` already takes on it, so that a resumed run is asked only for the rest. It is
 set against the free space of ``results_dir``'s filesystem; the temporary folder's, where it
 is another filesystem, is asked for what the plan puts there: nothing it counts, so it stops
 a run only when full. A need that fits with less than :data:`MARGIN` to spare is a warning;
@@ -17,18 +17,13 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
-from imagenet_cog.plan.rates import read_rates
-from imagenet_cog.plan.table import human_bytes, plan_rows
+from imagenet_cog.core.disks import block_size, existing, mount_point
+from imagenet_cog.plan.footprint import Files
+from imagenet_cog.plan.table import human_bytes
 
 MARGIN = 0.05  # less to spare than this share of the need is a warning
-# What a run writes that the plan does not price (the levels stage's WordNet corpus and
-# catalogue, the demo's generated world, logs, figures, analyses): measured on the finished
-# demo, 73.3 MB written against the plan's 9.8 MB.
-UNPRICED_BYTES = 63.5e6
-
 
 
 @dataclass
@@ -45,46 +40,30 @@ def ways_on(features_dtype: str) -> str:
             "or --config free_space=warn to start anyway.")
 
 
-def planned_bytes(config: dict, image_counts: str, split_summary: str, rates: str) -> float:
-    """The plan's total bytes_written for ``config`` (exact dataset sizes once the split summary exists)."""
-    rows, _ = plan_rows(config, Path(image_counts), Path(split_summary), read_rates(Path(rates)), 1)
-    return next(row.bytes_written for row in rows if row.stage == "total")
-
-
-def held_bytes(folder: str | os.PathLike) -> int:
-    """The bytes of the files under ``folder`` (0 where it does not exist yet)."""
+def held_on_disk(folder: str | os.PathLike) -> int:
+    """What the files and folders under ``folder`` take on its disk (0 where it does not exist yet)."""
     total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
             try:
-                total += os.lstat(os.path.join(root, name)).st_size
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
             except OSError:  # removed while walked
                 continue
     return total
 
 
-def existing(folder: str | os.PathLike) -> Path:
-    """``folder`` or its nearest existing parent: where it will be made."""
-    path = Path(folder).resolve()
-    while not path.exists():
-        path = path.parent
-    return path
-
-
-def mount_point(folder: str | os.PathLike) -> Path:
-    path = existing(folder)
-    while not os.path.ismount(path):
-        path = path.parent
-    return path
-
-
-def run_needs(results_dir: str, planned: float) -> list[Need]:
-    held = held_bytes(results_dir)
-    still = max(planned + UNPRICED_BYTES - held, 0)
+def run_needs(results_dir: str, files: list[Files]) -> list[Need]:
+    """What the run's files (:func:`imagenet_cog.plan.footprint.run_files`) still need on
+    results_dir's disk, and the temporary folder's need."""
+    block = block_size(results_dir)
+    whole = sum(kind.on_disk(block) for kind in files)
+    held = held_on_disk(results_dir)
+    still = max(whole - held, 0)
     return [
-        Need(results_dir, f"this run writes about {human_bytes(still)} to results_dir {results_dir} (the plan's "
-                          f"bytes_written, {human_bytes(planned)}, and {human_bytes(UNPRICED_BYTES)} of files it does "
-                          f"not price, less the {human_bytes(held)} results_dir holds)", still),
+        Need(results_dir, f"this run writes about {human_bytes(still)} to results_dir {results_dir} (its "
+                          f"{sum(kind.count for kind in files):,} files and folders in whole {block}-byte blocks: the "
+                          f"plan's bytes_written, {human_bytes(files[0].bytes)}, the stages the plan does not price "
+                          f"and every job's log; less the {human_bytes(held)} results_dir takes)", still),
         Need(tempfile.gettempdir(), f"the temporary folder {tempfile.gettempdir()} needs room", 0),
     ]
 

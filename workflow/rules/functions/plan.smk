@@ -69,14 +69,22 @@ def plan_arguments():
 def check_free_space():
     """The run's start: stopped when what it still writes does not fit on results_dir's disk
     (imagenet_cog.plan.space); `snakemake plan` and needed_synsets are not checked."""
-    from imagenet_cog.plan.space import planned_bytes, run_needs, space_problems, ways_on
+    from pathlib import Path
+
+    from imagenet_cog.plan.footprint import run_files
+    from imagenet_cog.plan.rates import read_rates
+    from imagenet_cog.plan.space import run_needs, space_problems, ways_on
 
     asked, _ = command_line_request()
     if asked and asked <= {*PRICING_RULES, PATHS.needed_synsets(), PATHS.needed_synset_tars()}:
         return
-    settings = json.loads(plan_config_json())
-    planned = planned_bytes(settings, config["concepts"]["image_counts"], PATHS.split_summary(), config["plan"]["rates"])
-    stops, warnings = space_problems(run_needs(PATHS.root, planned), ways_on(config["features"]["dtype"]))
+    files = run_files(
+        json.loads(plan_config_json()),
+        Path(config["concepts"]["image_counts"]),
+        Path(PATHS.split_summary()),
+        read_rates(Path(config["plan"]["rates"])),
+    )
+    stops, warnings = space_problems(run_needs(PATHS.root, files), ways_on(config["features"]["dtype"]))
     if config["free_space"] == "warn":
         warnings, stops = [f"{stop}\nStarting anyway (free_space: warn)." for stop in stops] + warnings, []
     for warning in warnings:
