@@ -28,16 +28,30 @@ from types import SimpleNamespace
 import h5py
 import numpy as np
 import pytest
+import torch
 import yaml
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
+from PIL import Image
 from test_features import extract, tiny  # noqa: F401  (tiny is a fixture)
 
 from conftest import SNAKEMAKE, copy_of_demo, copy_workflow, make_world, snakemake, snakemake_environment
 from imagenet_cog import cli
+from imagenet_cog.core import failures
 from imagenet_cog.core.disks import block_size
-from imagenet_cog.core.failures import REASONS_VARIABLE, ExplainedError, reason_of, reasons_report
-from imagenet_cog.core.io import atomic_output, write_tsv
+from imagenet_cog.core.failures import (
+    REASONS_VARIABLE,
+    SPARE_BYTES,
+    SPARE_PREFIX,
+    SPARES,
+    ExplainedError,
+    full_disk_reason,
+    prepare_reasons,
+    reason_of,
+    reasons_report,
+    report_failure,
+)
+from imagenet_cog.core.io import atomic_output, write_json, write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import merge_shards, read_features, write_shard
 from imagenet_cog.plan.footprint import Files
@@ -185,18 +199,20 @@ def full_disk_from_atomic_output(path: Path) -> OSError:
 
 def test_reasons_are_the_messages_of_errors_raised_on_purpose_and_of_a_full_disk(tmp_path):
     assert reason_of(ExplainedError("x.h5: cut short; rebuild it")) == "x.h5: cut short; rebuild it"
+    # a full disk is worded alike for every job it stops (the file it failed on is in the job's log)
     worded = full_disk_from_atomic_output(tmp_path / "table.tsv")
-    assert reason_of(worded) == worded.strerror and worded.strerror.startswith(f"{tmp_path / 'table.tsv'}: the disk is full")
+    assert worded.strerror.startswith(f"{tmp_path / 'table.tsv'}: the disk is full")
+    assert reason_of(worded).startswith("the disk is full: the filesystem at /") and "re-run Snakemake" in reason_of(worded)
     raw = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "results/logs/x.log")
-    assert reason_of(raw).startswith("a write failed: the disk is full (No space left on device); free space")
-    assert "the disk is full" in reason_of(RuntimeError(H5PY_DISK_FULL))
+    assert reason_of(raw) == reason_of(worded)
+    assert reason_of(RuntimeError(H5PY_DISK_FULL)) == reason_of(worded)
     try:
         try:
             raise RuntimeError(H5PY_DISK_FULL)
         except RuntimeError as cause:
             raise ValueError("a library's own error") from cause
     except ValueError as wrapped:
-        assert "the disk is full" in reason_of(wrapped)
+        assert reason_of(wrapped) == reason_of(worded)
     assert reason_of(ValueError("an unexpected error")) is None
     assert reason_of(KeyError("features")) is None
 
@@ -355,6 +371,80 @@ def small_filesystem(folder: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "--lazy", str(folder)], check=True)
 
 
+def fill(folder: Path, leave: int = 0) -> None:
+    """Zeros under ``folder`` until its filesystem has ``leave`` bytes free (whole pages)."""
+    with open(folder / "filler", "wb", buffering=0) as stream:
+        with contextlib.suppress(OSError):
+            stream.write(bytes(max(shutil.disk_usage(folder).free - leave, 0)))
+    assert shutil.disk_usage(folder).free == leave
+
+
+def plot_to(path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots()
+    axes.imshow(np.random.default_rng(0).random((256, 256)))
+    try:
+        figure.savefig(path)
+    finally:
+        plt.close(figure)
+
+
+def hdf5_to(path: Path) -> None:
+    with h5py.File(path, "w") as stream:
+        stream.create_dataset("features", data=np.ones((256, 256), np.float32))
+
+
+LIBRARY_WRITES = {
+    "torch.save": lambda path: torch.save(torch.ones(65536), path),
+    "h5py": hdf5_to,
+    "Optuna's journal": lambda path: finished_trials(path, 3),
+    "matplotlib": plot_to,
+    "PIL": lambda path: Image.fromarray(np.random.default_rng(0).integers(0, 256, (256, 256, 3), np.uint8)).save(path, "PNG"),
+    "an atomic write": lambda path: write_json(path, {"rows": list(range(65536))}),
+}
+
+
+@pytest.mark.parametrize("library", LIBRARY_WRITES)
+def test_a_write_that_finds_the_disk_full_is_told_so_naming_the_filesystem(tmp_path, monkeypatch, library):
+    """Each library's own error on a full tmpfs (torch.save's is no OSError) is the full-disk
+    reason, naming the filesystem and worded alike for every job."""
+    with small_filesystem(tmp_path / "small", "1m") as disk:
+        monkeypatch.setenv(REASONS_VARIABLE, str(disk / "logs" / "reasons"))
+        fill(disk)
+        with pytest.raises(Exception) as raised:
+            LIBRARY_WRITES[library](disk / "output")
+        assert reason_of(raised.value) == full_disk_reason(disk), repr(raised.value)
+        assert f"the filesystem at {disk} has no space left" in full_disk_reason(disk)
+
+
+def test_a_run_start_removes_the_reasons_and_keeps_the_spares_it_laid(tmp_path):
+    prepare_reasons(tmp_path)
+    spares = {path: path.stat().st_mtime_ns for path in tmp_path.iterdir()}
+    assert len(spares) == SPARES and all(path.read_bytes() == b" " * SPARE_BYTES for path in spares)
+    (tmp_path / "0123456789abcdef.json").write_text("{}")
+    prepare_reasons(tmp_path)  # a finished run's files untouched by the next run's start
+    assert {path: path.stat().st_mtime_ns for path in tmp_path.iterdir()} == spares
+    assert reasons_report(tmp_path) == ""
+
+
+def test_a_reason_a_full_disk_has_no_room_for_is_kept_in_a_spare_and_told_once(tmp_path, monkeypatch):
+    with small_filesystem(tmp_path / "small", "1m") as disk:
+        reasons = disk / "logs" / "reasons"
+        prepare_reasons(reasons)
+        monkeypatch.setenv(REASONS_VARIABLE, str(reasons))
+        fill(disk)
+        for job in range(SPARES + 1):
+            monkeypatch.setattr(failures, "job_log", lambda job=job: f"/logs/job-{job}.log")  # each its own
+            with pytest.raises(OSError) as raised:
+                write_json(disk / f"result-{job}.json", {"rows": list(range(65536))})
+            assert report_failure(f"python -m imagenet_cog job-{job}", raised.value)
+        assert shutil.disk_usage(disk).free == 0 and not list(reasons.glob(f"{SPARE_PREFIX}*"))
+        told = reasons_report(reasons)
+    # the spares' jobs named, the one after them not; the same reason once
+    assert told.count(full_disk_reason(disk)) == 1 and f"(/logs/job-0.log and {SPARES - 1} other jobs)" in told, told
+
+
 def test_the_72_mb_case_stops_before_its_first_job(tmp_path):
     """The demo with results/ on a 72 MB filesystem (75.5 MB free): its finished folder takes
     ~95 MB there, so the free-space check stops it, naming the filesystem, before any job."""
@@ -366,6 +456,22 @@ def test_the_72_mb_case_stops_before_its_first_job(tmp_path):
     assert stopped.returncode != 0 and "Not enough free space: this run writes about" in screen, screen[-3000:]
     assert f"the filesystem at {results} has 75.5 MB free" in screen and "--config free_space=warn" in screen
     assert not re.search(r"^\s*(local)?rule \w+:$", stopped.stdout, re.MULTILINE)
+
+
+def test_a_job_that_finds_the_disk_full_says_so_once_on_the_screen(tmp_path):
+    """With free_space: warn, a run starts on a 1 MB filesystem left with room for its spare
+    reason files alone: WordNet's copy (37 MB) fails at its first block, and the screen names the
+    filesystem once, though not a byte more fits there."""
+    workdir = copy_workflow(tmp_path / "copy")
+    with small_filesystem(workdir / "results", "1m") as results:
+        fill(results, leave=SPARES * SPARE_BYTES)
+        failed = snakemake(workdir, "--cores", "1", "--config", "free_space=warn", "--", Layout().wordnet_corpus(),
+                           check=False)
+        assert shutil.disk_usage(results).free == 0
+    screen = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "Starting anyway (free_space: warn)" in screen
+    assert "Why a job failed" in screen and screen.count(full_disk_reason(results)) == 1, screen[-3000:]
+    assert "results/logs/levels/wordnet_corpus.log" in screen.split(full_disk_reason(results))[1]
 
 
 # a bad config: rejected before any job starts -----------------------------------------------------

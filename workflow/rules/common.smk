@@ -323,10 +323,11 @@ def start_warm_start():
 
 
 def forget_failure_reasons():
-    """The run's start: the reasons of an earlier run's failed jobs are not this run's."""
-    from imagenet_cog.core.failures import clear_reasons
+    """The run's start: the reasons of an earlier run's failed jobs are not this run's; spare
+    reason files wait for a disk that fills."""
+    from imagenet_cog.core.failures import prepare_reasons
 
-    clear_reasons(PATHS.failure_reasons())
+    prepare_reasons(PATHS.failure_reasons())
 
 
 def show_failure_reasons():
