@@ -9,7 +9,8 @@
   stage);
 - a name is imported from the module that defines it, never through another module that
   imported it (no helper borrowed from another module, no second way to reach it);
-- every command of ``python -m imagenet_cog`` resolves to a function;
+- every command of ``python -m imagenet_cog`` resolves to a function, and takes its
+  ``--device`` from the shared option;
 - the config schema's dataset pattern is the naming module's;
 - reading the Snakefile imports no torch: every Snakemake process reads it (each SLURM job's
   two, every dry run), and torch's import costs seconds of each.
@@ -384,6 +385,15 @@ def test_only_the_plots_module_chooses_matplotlibs_backend():
         str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if backend_choices(ast.parse(path.read_text()))
     )
     assert choosers == ["core/plots.py"], f"matplotlib's backend is chosen in {choosers}; only core/plots.py may"
+
+
+def test_every_command_takes_the_shared_device_option():
+    """One --device: core/command_line.py's (auto, cpu or cuda, its help saying what the command
+    does there); no command defines its own."""
+    shared = PACKAGE / "core" / "command_line.py"
+    own = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                 if path != shared and '"--device"' in path.read_text())
+    assert own == [], f"{own} define their own --device; use add_device_option (core/command_line.py)"
 
 
 # "issue #33", "(#56)": a tracker reference a reader of the code cannot open

@@ -150,7 +150,7 @@ def caption_images_command(argv: list[str]) -> int:
     parser.add_argument("--per-group", type=int, default=0, help="first N test images of each concept (0: all)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--num-workers", type=int, default=0)
-    add_compute_options(parser, threads=None)
+    add_compute_options(parser, "the CoCa model captions the images", threads=None)
     parser.add_argument("--output", required=True, type=Path, help="captions TSV: path, group, caption")
     args = parsed_arguments(parser, argv)
     try:
@@ -249,7 +249,7 @@ def auto_descriptions_command(argv: list[str]) -> int:
     parser.add_argument("--assignments", type=Path, default=None,
                         help="k-means assignments TSV: group the captions by cluster instead of concept")
     parser.add_argument("--batch-size", type=int, default=256, help="captions the text tower encodes at once")
-    add_compute_options(parser, threads=None)
+    add_compute_options(parser, "the text tower embeds the captions", threads=None)
     parser.add_argument("--output", required=True, type=Path, help="descriptions TSV: group, description, score, captions")
     args = parsed_arguments(parser, argv)
     try:

@@ -234,7 +234,7 @@ def kmeans_command(argv: list[str]) -> int:
     parser.add_argument("--no-l2-normalise", action="store_true")
     parser.add_argument("--train-per-concept", type=int, default=None)
     parser.add_argument("--subsample-seed", type=int, default=0)
-    add_compute_options(parser)
+    add_compute_options(parser, "k-means runs (on a GPU, torch's; on the CPU, faiss')")
     args = parser.parse_args(argv)
     setup_logging()
     import faiss

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from imagenet_cog.core.command_line import setup_logging
+from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.io import write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.features.store import image_features
@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True)
     parser.add_argument("--dataset", nargs="+", action="append", required=True, metavar=("DATASET", "SEED"),
                         help="a dataset and its probe seeds (repeatable)")
-    parser.add_argument("--device", default="cpu", help="where a missing classifier is refitted")
+    add_device_option(parser, "a missing N = all classifier is refitted")
     parser.add_argument("--output", required=True)
     return parser
 

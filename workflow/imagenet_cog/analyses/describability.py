@@ -201,7 +201,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--catalogue", required=True, help="wnid, name, gloss TSV")
     parser.add_argument("--descriptions", help="automatic descriptions TSV (group, description, score, captions)")
     parser.add_argument("--test", required=True, help="the model's test features of the dataset (HDF5)")
-    add_open_clip_model_options(parser)
+    add_open_clip_model_options(parser, "answers the describability tasks")
     parser.add_argument("--image-features", help=f"the model's image features (open_clip: {EMBEDDING}, the default)")
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--answers", required=True, help="per task and description source TSV")

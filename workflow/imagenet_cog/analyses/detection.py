@@ -172,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--scores", nargs="+", choices=SCORES, default=list(SCORES))
     parser.add_argument("--k", type=int, default=1000)
     parser.add_argument("--temperature", type=float, default=1.0)
-    add_compute_options(parser)
+    add_compute_options(parser, "the kept classifiers and the k-NN score the known and unseen test features")
     parser.add_argument("--output", required=True, help="the result JSON")
     parser.add_argument("--seed-table", required=True, help="the per-seed TSV")
     return parser

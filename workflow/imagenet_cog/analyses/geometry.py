@@ -103,7 +103,7 @@ def geometry_command(argv: list[str]) -> int:
     parser.add_argument("--alpha", type=float, default=2.0)
     parser.add_argument("--t", type=float, default=2.0)
     parser.add_argument("--block-size", type=int, default=1024)
-    add_compute_options(parser)
+    add_compute_options(parser, "alignment and uniformity are computed")
     args = parser.parse_args(argv)
     setup_logging()
 

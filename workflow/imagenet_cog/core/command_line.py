@@ -24,18 +24,21 @@ def setup_logging(to_stdout: bool = False) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
 
 
-def add_device_option(parser: argparse.ArgumentParser, default: str = "auto") -> None:
-    """--device: auto (a GPU when there is one), cpu or cuda (core.device resolves it)."""
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default=default)
+def add_device_option(parser: argparse.ArgumentParser, use: str) -> None:
+    """--device: auto (a GPU when there is one), cpu or cuda (core.device resolves it); its help
+    says what the command does there (``use``)."""
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
+                        help=f"where {use}: auto (a GPU when there is one), cpu or cuda")
 
 
-def add_open_clip_model_options(parser: argparse.ArgumentParser) -> None:
-    """The config entry of an open_clip image-text model, as the rules pass it, and its device."""
+def add_open_clip_model_options(parser: argparse.ArgumentParser, use: str) -> None:
+    """The config entry of an open_clip image-text model, as the rules pass it, and its device
+    (where the model does ``use``)."""
     parser.add_argument("--model-name", required=True, help="the model's name in config.yaml's models")
     parser.add_argument("--arch", required=True, help="open_clip/<model name>")
     parser.add_argument("--weights", required=True, help="an open_clip pretrained tag, a checkpoint file or random[:seed]")
     parser.add_argument("--trusted-globals", nargs="*", default=[], help="objects the checkpoint may hold besides tensors")
-    add_device_option(parser)
+    add_device_option(parser, f"the model {use}")
 
 
 def add_job_options(parser: argparse.ArgumentParser, *splits: str) -> None:
@@ -47,10 +50,10 @@ def add_job_options(parser: argparse.ArgumentParser, *splits: str) -> None:
     parser.add_argument("--dataset", required=True)
 
 
-def add_compute_options(parser: argparse.ArgumentParser, threads: int | None = 1) -> None:
-    """--device and --threads: where a job computes, and the CPU threads PyTorch (or faiss) uses
-    (``threads`` the default; None: the library's own choice)."""
-    add_device_option(parser)
+def add_compute_options(parser: argparse.ArgumentParser, use: str, threads: int | None = 1) -> None:
+    """--device and --threads: where a job computes (``use``, for the help), and the CPU threads
+    PyTorch (or faiss) uses (``threads`` the default; None: the library's own choice)."""
+    add_device_option(parser, use)
     parser.add_argument("--threads", type=int, default=threads, help="CPU threads for PyTorch")
 
 

@@ -482,7 +482,7 @@ def add_extraction_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--dtype", choices=["float16", "float32"], default="float16")
-    add_device_option(parser)
+    add_device_option(parser, "the network computes the features (with --decode device, decodes and resizes the images too)")
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")
     parser.add_argument("--decode", choices=DECODE_CHOICES, default="auto",
                         help="where JPEGs are decoded and resized (auto: host, the faster path measured)")

@@ -42,7 +42,7 @@ def zeroshot_classifier_command(argv: list[str]) -> int:
         description="Write the zero-shot text classifier of an open_clip model for a dataset's names table "
                     "(kept when the file exists with the same provenance).",
     )
-    add_open_clip_model_options(parser)
+    add_open_clip_model_options(parser, "embeds the concept names")
     parser.add_argument("--names", required=True, help="the dataset's names table (concept-names)")
     parser.add_argument("--templates", choices=sorted(TEMPLATE_SETS), default="openai",
                         help="open_clip's prompt templates: openai (80) or simple (7)")

@@ -290,7 +290,7 @@ def finetune_command(argv: list[str]) -> int:
     add_model_arguments(parser)
     parser.add_argument("--recipe", required=True, help="finetune.recipe as JSON")
     parser.add_argument("--seed", type=int, default=0)
-    add_device_option(parser)
+    add_device_option(parser, "the network is fine-tuned and tested")
     parser.add_argument("--num-workers", type=int, default=0, help="loader processes of each training process")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--mixed-precision", choices=["true", "false"], default="true")

@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--weighting", choices=WEIGHTINGS, default=defaults.weighting)
     parser.add_argument("--test-block", type=int, default=defaults.test_block, help="test images per block")
     parser.add_argument("--train-block", type=int, default=defaults.train_block, help="training images per product")
-    add_compute_options(parser)
+    add_compute_options(parser, "each test feature's nearest training features are found")
     return parser
 
 

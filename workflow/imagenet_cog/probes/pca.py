@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m imagenet_cog pca-components", description=__doc__.split("\n")[0])
     parser.add_argument("--train", required=True, help="training features (HDF5)")
     parser.add_argument("--output", required=True, help="components (HDF5)")
-    add_compute_options(parser)
+    add_compute_options(parser, "the principal components are fitted")
     args = parser.parse_args(argv)
     setup_logging()
     torch.set_num_threads(max(1, args.threads))

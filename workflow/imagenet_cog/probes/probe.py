@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--wd-range", type=float, nargs=2, default=defaults.wd_range)
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
     parser.add_argument("--trials-per-batch", type=int, default=defaults.trials_per_batch)
-    add_compute_options(parser)
+    add_compute_options(parser, "the search's candidates and the final probe are trained and scored")
     parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default=defaults.precision,
                         help="matmul operands; auto: bfloat16 where the device multiplies it natively")
     parser.add_argument("--kind", choices=SEARCHED_KINDS, default=defaults.kind, help="the probe's kind")

@@ -183,7 +183,7 @@ def _parser(open_set: bool) -> argparse.ArgumentParser:
     parser.add_argument("--classifier", required=True, help="the text classifier (zeroshot-classifier)")
     if open_set:
         parser.add_argument("--names", required=True, help="the open-set names table (its dataset column)")
-    add_device_option(parser)
+    add_device_option(parser, "the test features are scored against the text classifier")
     parser.add_argument("--output", required=True, help="the result JSON")
     return parser
 

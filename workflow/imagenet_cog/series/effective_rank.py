@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", type=Path, required=True, help="the result JSON")
     parser.add_argument("--rows", type=int, required=True, help="the sample's size (the paper: 25600)")
     parser.add_argument("--seed", type=int, required=True, help="the sample's seed")
-    add_compute_options(parser)
+    add_compute_options(parser, "the training features' singular values are computed")
     return parser
 
 

@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 
 from imagenet_cog.core.archives import ImageFiles
-from imagenet_cog.core.command_line import setup_logging
+from imagenet_cog.core.command_line import add_device_option, setup_logging
 from imagenet_cog.core.io import read_tsv, write_tsv
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.plots import save_figure_file
@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--concepts", required=True, help="the concept catalogue (wnid, name, gloss)")
     parser.add_argument("--threshold", type=float, default=0.99)
     parser.add_argument("--contact-sheet-images", type=int, default=12)
-    parser.add_argument("--device", default="cpu")
+    add_device_option(parser, "a missing N = all classifier is refitted")
     parser.add_argument("--predictions", required=True)
     parser.add_argument("--shares", required=True)
     parser.add_argument("--contact-sheet", required=True)
