@@ -30,6 +30,7 @@ from huggingface_hub import constants
 from huggingface_hub.errors import RepositoryNotFoundError
 from huggingface_hub.hf_api import BlobLfsInfo, RepoSibling
 from PIL import Image
+from safetensors.torch import load_file
 from torchcodec.decoders import decode_jpeg
 from transformers import (
     AutoImageProcessor,
@@ -45,6 +46,7 @@ from transformers import (
     Dinov2WithRegistersConfig,
     Dinov2WithRegistersModel,
     ViTConfig,
+    ViTForImageClassification,
     ViTImageProcessor,
     ViTMAEConfig,
     ViTMAEModel,
@@ -55,17 +57,20 @@ from conftest import copy_workflow, make_world, refused_overlay
 from imagenet_cog.features.decoding import resize_and_crop
 from imagenet_cog.features.extract import ExtractionOptions, ImageRows, SplitImages, extract_shard
 from imagenet_cog.models import hf_catalogue, hf_release
+from imagenet_cog.models.checkpoint_fit import checkpoint_misfit
 from imagenet_cog.models.hf_catalogue import DEFAULT_DEPTH, DEFAULT_IMAGE_SIZE, PROCESSORS, processor_preprocessing
 from imagenet_cog.models.registry import (
     ModelSpec,
     Preprocessing,
     build_model,
+    checkpoint_sha256,
     describe_models,
     file_sha256,
     planned_feature_dim,
     planned_preprocessing,
     weights_identity,
 )
+from imagenet_cog.models.series import checkpoint_entry, expand_series
 from imagenet_cog.plan.work import model_widths
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -306,16 +311,21 @@ def fill_cache(cache: Path, repo: str, folder: Path, commit: str, ref: str = "ma
     (root / "refs" / ref).write_text(commit)
 
 
+def forget_releases() -> None:
+    """Releases are read afresh (planning keeps what it read: the Hub's listings, the releases)."""
+    hf_release.hub_listing.cache_clear()
+    hf_release.resolve_release.cache_clear()
+    hf_catalogue.resolve.cache_clear()
+
+
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
     """An empty Hugging Face cache and a Hub out of reach (HF_HUB_OFFLINE), for this test."""
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    hf_release.resolve_release.cache_clear()
-    hf_catalogue.resolve.cache_clear()
+    forget_releases()
     yield tmp_path / "hf-cache"
-    hf_release.resolve_release.cache_clear()
-    hf_catalogue.resolve.cache_clear()
+    forget_releases()
 
 
 def test_a_hub_repo_is_its_commit_and_its_weights_the_same_online_and_from_the_cache(hub, tmp_path, monkeypatch):
@@ -337,16 +347,14 @@ def test_a_hub_repo_is_its_commit_and_its_weights_the_same_online_and_from_the_c
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hf_release.HfApi, "model_info", model_info)
     monkeypatch.setattr(hf_release, "hf_hub_download", lambda repo, name, revision: str(snapshot / name))
-    hf_release.resolve_release.cache_clear()
-    hf_catalogue.resolve.cache_clear()
+    forget_releases()
     assert weights_identity(spec) == offline
     assert build_model(spec).provenance["hf_commit"] == commit
 
     # a new commit of the same weights is another revision: that model's features again
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     fill_cache(hub, "lab/tiny-vit", folder, "b" * 40)
-    hf_release.resolve_release.cache_clear()
-    hf_catalogue.resolve.cache_clear()
+    forget_releases()
     assert weights_identity(spec) == offline.replace(commit, "b" * 40)
     assert weights_identity(ModelSpec("vit", "hf/lab/tiny-vit", revision=commit)) == offline
 
@@ -356,8 +364,7 @@ def test_a_hub_repo_is_its_commit_and_its_weights_the_same_online_and_from_the_c
 
 def refusal(spec: ModelSpec) -> str:
     """What checking ``spec`` refuses, its release read afresh (planning keeps what it read)."""
-    hf_release.resolve_release.cache_clear()
-    hf_catalogue.resolve.cache_clear()
+    forget_releases()
     with pytest.raises((ValueError, FileNotFoundError)) as refused:
         spec.check()
     return str(refused.value)
@@ -432,14 +439,124 @@ def test_every_refusal_is_told_in_one_screen_before_any_job(tmp_path):
     config = json.loads((remote / "config.json").read_text())
     (remote / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModel": "mine.ViT"}}))
     save_release(workdir / "models" / "mae", "vit_mae")
+    # a series whose second step is another network's: its shapes, read from the files' headers
+    save_release(workdir / "models" / "vit", "vit")
+    trainer_checkpoint(workdir / "runs" / "vit" / "checkpoint-1", seed=1)
+    trainer_checkpoint(workdir / "runs" / "vit" / "checkpoint-2", seed=2, hidden_size=48)
     told = refused_overlay(workdir, {"models": {
         "missing": {"arch": "hf/./models/missing"},
         "remote": {"arch": "hf/./models/remote"},
         "mae_pooler": {"arch": "hf/./models/mae", "tokens": "pooler_output"},
-    }})
-    assert "This run lacks 3 things it needs; no job was started" in told
+        "vit_run": {"arch": "hf/./models/vit", "checkpoints": "runs/vit/checkpoint-{step}", "step_unit": "iteration"},
+    }, "series": {"settle_seconds": 0}})
+    assert "This run lacks 4 things it needs; no job was started" in told
     assert "folder ./models/missing does not exist" in told
     assert "asks for remote code" in told and "cannot give tokens: pooler_output" in told
+    assert ("model 'vit_run' (a series of arch hf/./models/vit): step 2, checkpoint runs/vit/checkpoint-2 does not fit "
+            "a ViTModel (36 tensors of other shapes: vit.embeddings.cls_token (1, 1, 48) in the file") in told
+    assert "checkpoint-1 " not in told
+
+
+# a training run's checkpoints as a series --------------------------------------------------
+
+VIT_CONFIG = {**SMALL, "num_hidden_layers": 2, "image_size": 32, "patch_size": 8}
+SERIES_SETTINGS = {"shots": ["all"], "seeds": 1, "trials": 2, "knn": True, "concepts": True, "full_protocol_steps": [],
+                   "settle_seconds": 0}
+
+
+def trainer_checkpoint(folder: Path, seed: int, **config) -> Path:
+    """A folder as transformers' Trainer writes each checkpoint-<step> of a ViT fine-tuned for
+    classification: the task model's safetensors (the backbone's keys under its prefix, vit.,
+    and the head's) and config, the trainer's state, and the optimizer's, a pickle never read."""
+    torch.manual_seed(seed)
+    ViTForImageClassification(ViTConfig(**{**VIT_CONFIG, **config})).save_pretrained(folder)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": seed}))
+    torch.save({"state": {}}, folder / "optimizer.pt")
+    return folder
+
+
+def series_specs(name: str, arch: Path, pattern: Path):
+    """The series of ``pattern``'s folders (the Snakefile's reading) and each evaluated step's spec."""
+    entry = {"arch": f"hf/{arch}", "checkpoints": str(pattern), "step_unit": "iteration"}
+    series, lacks = expand_series(name, entry, SERIES_SETTINGS, checkpoint_sha256)
+    specs = {checkpoint.step: ModelSpec.from_config(checkpoint.model, checkpoint_entry(entry, checkpoint))
+             for checkpoint in series.evaluated()}
+    return series, lacks, specs
+
+
+def test_a_trainer_runs_checkpoint_folders_are_a_series_of_the_arch_whose_identity_is_their_weights(tmp_path):
+    """arch: the network's config and image processor (here a folder without weights); each step
+    the weights of a Trainer's checkpoint-<step>, loaded as transformers loads a task model's into
+    its backbone, its identity its weights' content: a copy of a step is that step, a moved run the
+    same series."""
+    base = tmp_path / "first" / "vit-base"
+    ViTConfig(**VIT_CONFIG).save_pretrained(base)
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(base)
+    run = tmp_path / "first" / "run"
+    for step in (500, 1000):
+        trainer_checkpoint(run / f"checkpoint-{step}", seed=step)
+    shutil.copytree(run / "checkpoint-500", run / "checkpoint-1500")
+    (run / "checkpoint-last").mkdir()
+    series, lacks, specs = series_specs("vit", base, run / "checkpoint-{step}")
+    assert lacks == [] and [checkpoint.step for checkpoint in series.checkpoints] == [500, 1000, 1500]
+    assert series.checkpoints[2].same_as == "vit@500" and series.passed_over == (str(run / "checkpoint-last"),)
+    identities = {step: weights_identity(spec) for step, spec in specs.items()}
+    assert identities[500].startswith("hf:config:") and identities[500] != identities[1000]
+    assert identities[500].split("+")[1] == f"safetensors:{file_sha256(run / 'checkpoint-500' / 'model.safetensors')}"
+    # each step is its weights loaded into the arch's network: the task model's backbone
+    pixels = torch.rand(2, 3, 32, 32)
+    with torch.inference_mode():
+        for step, spec in specs.items():
+            assert checkpoint_misfit(spec) is None
+            trained = ViTForImageClassification.from_pretrained(run / f"checkpoint-{step}").eval()
+            expected = trained.vit(pixel_values=pixels).last_hidden_state[:, 0]
+            torch.testing.assert_close(build_model(spec).network(pixels), expected)
+    # the run copied elsewhere (new files), and its base: the same steps, the same identities
+    moved = shutil.copytree(tmp_path / "first", tmp_path / "moved", copy_function=shutil.copy)
+    _, _, moved_specs = series_specs("vit", moved / "vit-base", moved / "run" / "checkpoint-{step}")
+    assert {step: weights_identity(spec) for step, spec in moved_specs.items()} == identities
+
+
+def test_a_step_that_does_not_fit_the_arch_is_refused_as_its_job_would_refuse_it(tmp_path):
+    base = save_release(tmp_path / "vit-base", "vit")
+    run = tmp_path / "run"
+    trainer_checkpoint(run / "checkpoint-1", seed=1)
+    trainer_checkpoint(run / "checkpoint-2", seed=2, hidden_size=48)
+    _, lacks, specs = series_specs("vit", base, run / "checkpoint-{step}")
+    assert lacks == [] and checkpoint_misfit(specs[1]) is None
+    verdict = checkpoint_misfit(specs[2])
+    assert verdict.startswith("does not fit a ViTModel (36 tensors of other shapes: vit.embeddings.cls_token (1, 1, 48) "
+                              "in the file, (1, 1, 32) in the network")
+    with pytest.raises(ValueError, match=r"model 'vit@2' \(series vit, step 2\): checkpoint .*checkpoint-2 leaves 36 "
+                                         r"tensors of its ViTModel unset \(embeddings.cls_token \(1, 1, 48\) in the file"):
+        build_model(specs[2])
+
+
+def test_sharded_weights_are_one_content_and_a_folder_without_safetensors_is_a_lack_naming_its_step(tmp_path):
+    base = save_release(tmp_path / "vit-base", "vit")
+    run = tmp_path / "run"
+    torch.manual_seed(1)
+    ViTModel(ViTConfig(**VIT_CONFIG), add_pooling_layer=False).save_pretrained(run / "checkpoint-1", max_shard_size="40KB")
+    shards = sorted((run / "checkpoint-1").glob("model-*.safetensors"))
+    assert len(shards) > 1 and not (run / "checkpoint-1" / "model.safetensors").exists()
+    pickled = run / "checkpoint-2"
+    trainer_checkpoint(pickled, seed=2)
+    torch.save(load_file(pickled / "model.safetensors"), pickled / "pytorch_model.bin")
+    (pickled / "model.safetensors").unlink()
+    series, lacks, specs = series_specs("vit", base, run / "checkpoint-{step}")
+    assert [checkpoint.step for checkpoint in series.checkpoints] == [1]
+    assert lacks == [f"model 'vit': step 2: checkpoint {pickled} has no model.safetensors (nor "
+                     f"model.safetensors.index.json); its weights are pytorch_model.bin, a pickle, which is not loaded. "
+                     f"Save the weights as safetensors (Trainer's default, save_safetensors; save_pretrained's)."]
+    assert checkpoint_misfit(specs[1]) is None
+    shard_lines = "".join(f"{shard.name} {file_sha256(shard)}\n" for shard in shards)
+    assert weights_identity(specs[1]).split("+")[1] == f"safetensors:{hashlib.sha256(shard_lines.encode()).hexdigest()}"
+    with torch.inference_mode():
+        pixels = torch.rand(1, 3, 32, 32)
+        expected = ViTModel.from_pretrained(run / "checkpoint-1", add_pooling_layer=False).eval()(pixels).last_hidden_state
+        torch.testing.assert_close(build_model(specs[1]).network(pixels), expected[:, 0])
+    # a model of its own may name such a folder as its weights (a run's final checkpoint)
+    assert "checkpoint folder 'gone' does not exist" in refusal(hf_spec(base, weights="gone"))
 
 
 # the plan and the models table -------------------------------------------------------------
@@ -455,3 +572,13 @@ def test_the_plan_prices_it_and_the_models_table_lists_it(hub, tmp_path):
     assert rows[0] == {"name": "DINOv2 (hf)", "category": "other", "arch": f"hf/{folder}", "input_size": 28,
                        "feature_dim": 160}
     assert (rows[1]["input_size"], rows[1]["feature_dim"]) == ("?", "?") and "hf download" in rows[1]["missing"]
+    # a series of a Trainer's run, its arch a config and an image processor without weights: the
+    # models table lists the entry, the plan prices each step (the Snakefile's models)
+    base = tmp_path / "vit-base"
+    ViTConfig(**VIT_CONFIG).save_pretrained(base)
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(base)
+    step = trainer_checkpoint(tmp_path / "run" / "checkpoint-500", seed=5)
+    series = {"vit": {"arch": f"hf/{base}", "checkpoints": str(tmp_path / "run/checkpoint-{step}"),
+                      "step_unit": "iteration"}}
+    assert [(row["input_size"], row["feature_dim"]) for row in describe_models(series)] == [(32, 32)]
+    assert model_widths({"vit@500": {"arch": f"hf/{base}", "weights": str(step)}}) == ({"vit@500": (f"hf/{base}", 32)}, {})

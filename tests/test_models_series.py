@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPOSITORY
-from imagenet_cog.models.registry import ModelSpec, file_sha256
+from imagenet_cog.models.registry import ModelSpec, checkpoint_sha256, file_sha256
 from imagenet_cog.models.series import (
     STEP_UNITS,
     WEIGHTS_VARIABLE,
@@ -118,6 +118,23 @@ def test_a_file_still_being_written_is_left_for_the_next_run(tmp_path):
     assert [checkpoint.step for checkpoint in series.checkpoints] == [1]
     assert series.unsettled == (young,)
     assert any("left for the next run" in line and young in line for line in series.screen_lines())
+
+
+def test_a_checkpoint_folder_is_its_weights_and_settles_with_its_newest_file(tmp_path):
+    """A transformers Trainer's checkpoint-<step> folders: each step's content is its
+    model.safetensors (the optimizer's state beside it aside), and a folder whose newest file is
+    young is left for the next run."""
+    for step, weights in ((1, b"a"), (2, b"b"), (3, b"a")):
+        written(tmp_path, f"run/checkpoint-{step}/model.safetensors", weights)
+        written(tmp_path, f"run/checkpoint-{step}/optimizer.pt", f"state {step}".encode())
+    written(tmp_path, "run/checkpoint-2/trainer_state.json", b"{}", age=0)
+    for step in (1, 2, 3):
+        old = (tmp_path / "run" / f"checkpoint-{step}" / "model.safetensors").stat().st_mtime
+        os.utime(tmp_path / "run" / f"checkpoint-{step}", (old, old))
+    series, lacks = expand_series("vit", entry(str(tmp_path / "run/checkpoint-{step}")),
+                                  {**SETTINGS, "settle_seconds": 60}, checkpoint_sha256)
+    assert lacks == [] and series.unsettled == (str(tmp_path / "run/checkpoint-2"),)
+    assert [(checkpoint.step, checkpoint.same_as) for checkpoint in series.checkpoints] == [(1, None), (3, "vit@1")]
 
 
 def test_a_workflow_made_checkpoint_need_not_exist_yet(tmp_path):

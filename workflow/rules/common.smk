@@ -85,7 +85,7 @@ def workflow_checkpoints():
 # plan and table it. A checkpoint's path never reaches a job's command: the jobs find it in
 # their environment (SERIES_WEIGHTS_VARIABLE), so that a moved folder reruns nothing.
 from imagenet_cog.models.series import WEIGHTS_VARIABLE as SERIES_WEIGHTS_VARIABLE
-from imagenet_cog.models.registry import file_sha256
+from imagenet_cog.models.registry import checkpoint_sha256
 from imagenet_cog.models.series import (
     SeriesError,
     checkpoint_entry,
@@ -112,7 +112,7 @@ for series_name, series_entry in [(name, entry) for name, entry in config["model
             )
         # a job's own reading of the Snakefile (on SLURM, every job's) runs one model: it skips
         # digesting every checkpoint for duplicates, which only the run's planning needs
-        digest = file_sha256 if workflow.is_main_process else os.path.realpath
+        digest = checkpoint_sha256 if workflow.is_main_process else os.path.realpath
         series, lacks = expand_series(
             series_name,
             series_entry,

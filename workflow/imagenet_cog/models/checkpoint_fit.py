@@ -10,9 +10,11 @@ file's content (its weights identity, the sha256 a series and the features' para
 the model's arch settings, the libraries' versions and this code's: an unchanged file is judged once.
 
 Judged: the registry's archs (torchvision, timm and the project's networks), which the job loads
-through ``load_checkpoint``. The ``timm/`` and ``open_clip/`` archs' files are loaded by those
-libraries' own loaders (a model's checkpoint filter may convert tensors), and a custom factory reads
-its file itself: their jobs judge them.
+through ``load_checkpoint``, and the ``hf/`` archs' checkpoint folders, whose keys are renamed as
+transformers' ``from_pretrained`` renames them in the job
+(:func:`imagenet_cog.models.hf_models.checkpoint_misfit`). The ``timm/`` and ``open_clip/`` archs'
+files are loaded by those libraries' own loaders (a model's checkpoint filter may convert tensors),
+and a custom factory reads its file itself: their jobs judge them.
 """
 
 from __future__ import annotations
@@ -27,18 +29,19 @@ from typing import Any, Sequence
 
 from imagenet_cog.core.io import write_json
 from imagenet_cog.models.checkpoints import CheckpointMismatch, fit_checkpoint, misfit, read_checkpoint
-from imagenet_cog.models.registry import BUILDERS, REGISTRY, ModelSpec, file_sha256, weights_identity
+from imagenet_cog.models.registry import BUILDERS, REGISTRY, ModelSpec, file_sha256, is_hf_arch, weights_identity
 
 # the libraries whose networks (or whose reading of a file) a verdict depends on, and the modules
-LIBRARIES = ("torch", "torchvision", "timm", "safetensors")
-CODE = ("imagenet_cog.models.checkpoints", "imagenet_cog.models.registry", __name__)
+LIBRARIES = ("torch", "torchvision", "timm", "safetensors", "transformers")
+CODE = ("imagenet_cog.models.checkpoints", "imagenet_cog.models.registry", "imagenet_cog.models.hf_models", __name__)
 # an error of a file torch or safetensors cannot read is shown up to this many characters
 SHOWN_ERROR = 300
 
 
 def fit_checked(spec: ModelSpec) -> bool:
-    """Whether ``spec``'s checkpoint is judged before any job (a registry arch's file)."""
-    return spec.is_checkpoint() and spec.arch in REGISTRY
+    """Whether ``spec``'s checkpoint is judged before any job (a registry arch's file, an hf/
+    arch's folder)."""
+    return spec.is_checkpoint() and (spec.arch in REGISTRY or is_hf_arch(spec.arch))
 
 
 def checkpoint_misfit(spec: ModelSpec) -> str | None:
@@ -46,6 +49,13 @@ def checkpoint_misfit(spec: ModelSpec) -> str | None:
     None when its extraction job loads it."""
     import torch
 
+    if is_hf_arch(spec.arch):
+        from imagenet_cog.models.hf_models import checkpoint_misfit as hf_checkpoint_misfit
+
+        try:
+            return hf_checkpoint_misfit(spec.hf_model(), spec.weights)
+        except Exception as error:  # safetensors cannot read a file of the folder, nor can the job
+            return f"cannot be read as a checkpoint ({type(error).__name__}: {str(error)[:SHOWN_ERROR]})"
     architecture = REGISTRY[spec.arch]
     with torch.device("meta"):
         network = BUILDERS[architecture.library](architecture, pretrained=False)

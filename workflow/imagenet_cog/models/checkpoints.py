@@ -365,7 +365,8 @@ class CheckpointFit:
     prefix: str = ""
 
 
-def _listing(keys: list[str], describe: Callable[[str], str] = str, shown: int = 8) -> str:
+def key_listing(keys: list[str], describe: Callable[[str], str] = str, shown: int = 8) -> str:
+    """The first ``shown`` keys, each described, and how many more there are."""
     return ", ".join(map(describe, keys[:shown])) + (f" (+{len(keys) - shown} more)" if len(keys) > shown else "")
 
 
@@ -393,11 +394,11 @@ def fit_checkpoint(payload: Any, own: dict[str, Any], checkpoint: str) -> Checkp
 
     problems = []
     if missing:
-        problems.append(f"{len(missing)} of {len(needed)} backbone keys missing: {_listing(missing)}")
+        problems.append(f"{len(missing)} of {len(needed)} backbone keys missing: {key_listing(missing)}")
     if unexpected:
-        problems.append(f"{len(unexpected)} unexpected keys: {_listing(unexpected)}")
+        problems.append(f"{len(unexpected)} unexpected keys: {key_listing(unexpected)}")
     if wrong_shape:
-        problems.append(f"{len(wrong_shape)} of {len(mapped)} keys with other shapes: {_listing(wrong_shape, shapes, 3)}")
+        problems.append(f"{len(wrong_shape)} of {len(mapped)} keys with other shapes: {key_listing(wrong_shape, shapes, 3)}")
     found = (f"format not among the known releases, generic prefix search; loaded {len(mapped)} tensors under "
              f"prefix '{prefix}', ignored {len(state) - len(mapped)} (heads and other networks)")
     return CheckpointFit(mapped, found, tuple(problems), prefix)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from imagenet_cog.core.failures import ExplainedError
-from imagenet_cog.models.hf_release import COMMIT, HfRelease, names_folder, resolve_release
+from imagenet_cog.models.hf_release import COMMIT, HfRelease, checkpoint_digest, names_folder, resolve_release
 from imagenet_cog.models.tokens import AVGPOOL, CLS, CLS_AVGPOOL, POOLER_OUTPUT, PRE_LOGITS, TokenChoice
 
 # transformers' config defaults where a saved config leaves a key out (the families' configs
@@ -257,11 +257,15 @@ class HfModel:
         """The fields of the registry's ``Preprocessing`` for this release (its image processor)."""
         return processor_preprocessing(self.release.processor_config, self.family, self.release.title)
 
-    def identity(self, digest: Callable) -> str:
+    def identity(self, digest: Callable, checkpoint: str | None = None) -> str:
         """The weights identity: the release's (repo, commit, weights' sha256; a folder's content)
-        and the reading."""
-        return f"{self.release.identity(digest, code=self.trust_remote_code)}+tokens:{self.choice.tokens}/blocks:" \
-               f"{self.choice.blocks}"
+        and the reading; with a ``checkpoint`` folder, the network's config and the checkpoint's
+        weights, their content alone (a copied or moved run, or a new commit of the repo that
+        leaves its config alone, is the same model)."""
+        code = self.trust_remote_code
+        weights = (self.release.identity(digest, code=code) if checkpoint is None else
+                   f"hf:config:{self.release.config_digest(digest, code)}+safetensors:{checkpoint_digest(checkpoint, digest)}")
+        return f"{weights}+tokens:{self.choice.tokens}/blocks:{self.choice.blocks}"
 
     def provenance(self) -> dict[str, str | int]:
         """What the shards record besides the arch: the release, its commit, the family, the reading,
@@ -281,14 +285,18 @@ def check_entry(source: str, revision: str | None, trust_remote_code: bool | Non
 # Kept: planning resolves every model for each of its jobs' parameters.
 @functools.cache
 def resolve(source: str, revision: str | None = None, tokens: str | None = None, blocks: int | None = None,
-            trust_remote_code: bool = False, owner: str = "", fetch_weights: bool = False) -> HfModel:
+            trust_remote_code: bool = False, owner: str = "", fetch_weights: bool = False,
+            release_weights: bool = True) -> HfModel:
     """``source`` (of ``arch: hf/<source>``: a Hub repo ``<org>/<name>`` or a folder) resolved
     and checked: the release at ``revision``, its family, the reading (``tokens``, ``blocks``;
     absent: the family's), its image processor and input size. ``fetch_weights``: the weights
-    are downloaded if need be."""
+    are downloaded if need be; ``release_weights`` false: the release's weights are not the
+    model's (a checkpoint's are), and are neither read nor required."""
     check_entry(source, revision, trust_remote_code, owner)
-    release = resolve_release(source, revision, owner, code=trust_remote_code, fetch_weights=fetch_weights)
-    release.weight_files()
+    release = resolve_release(source, revision, owner, code=trust_remote_code, fetch_weights=fetch_weights,
+                              weights=release_weights)
+    if release_weights:
+        release.weight_files()
     config = release.config
     model_type = str(config.get("model_type", ""))
     remote = config.get("auto_map") or config.get("trust_remote_code")

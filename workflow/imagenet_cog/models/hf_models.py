@@ -20,13 +20,16 @@ and two extractions of the same images are equal.
 from __future__ import annotations
 
 import functools
+import re
 
 import torch
 import transformers
 from transformers import AutoConfig, AutoModel
 
 from imagenet_cog.core.failures import ExplainedError
+from imagenet_cog.models.checkpoints import key_listing
 from imagenet_cog.models.hf_catalogue import HfModel
+from imagenet_cog.models.hf_release import checkpoint_weight_files
 from imagenet_cog.models.tokens import POOLER_OUTPUT
 
 
@@ -127,23 +130,75 @@ class HfFeatures(torch.nn.Module):
         return torch.cat(parts, dim=-1)
 
 
-def build(model: HfModel, owner: str) -> tuple[HfFeatures, list[str]]:
-    """The network of ``model`` with its release's safetensors weights, read as chosen, in eval
-    mode, and lines for the log; weights that leave a tensor of the network unset are refused."""
+def build(model: HfModel, owner: str, checkpoint: str | None = None) -> tuple[HfFeatures, list[str]]:
+    """The network of ``model`` with its release's safetensors weights (or a ``checkpoint``
+    folder's, a Trainer's checkpoint-<step>), read as chosen, in eval mode, and lines for the
+    log; weights that leave a tensor of the network unset, or give it another shape, are refused."""
     release = model.release
+    # transformers maps the folder's keys (a task model's prefix, its renamings) as for any release
     network, loading = network_class(model).from_pretrained(
-        release.folder, config=network_config(model), dtype=torch.float32, use_safetensors=True,
+        checkpoint or release.folder, config=network_config(model), dtype=torch.float32, use_safetensors=True,
         output_loading_info=True, trust_remote_code=model.trust_remote_code, local_files_only=True,
-        **init_options(model))
-    unset = sorted(loading.get("missing_keys", ())) + sorted(str(key) for key in loading.get("mismatched_keys", ()))
+        ignore_mismatched_sizes=True, **init_options(model))
+    unset = sorted(loading.get("missing_keys", ())) + sorted(map(other_shape, loading.get("mismatched_keys", ())))
     if unset:
+        weights = f"checkpoint {checkpoint} leaves" if checkpoint else f"the weights of {release.title} leave"
         raise HfWeightsMismatch(
-            f"{owner}: the weights of {release.title} leave {len(unset)} tensors of its {type(network).__name__} "
+            f"{owner}: {weights} {len(unset)} tensors of its {type(network).__name__} "
             f"unset ({', '.join(unset[:5])}{', ...' if len(unset) > 5 else ''}): the features would read random "
             f"weights. Check the arch's repo or folder, and the tokens read (a pooler the release lacks).")
     where = f" at commit {release.commit}" if release.commit else ""
+    files = checkpoint_weight_files(checkpoint) if checkpoint else release.weight_files()
     notes = [f"transformers {transformers.__version__}: {type(network).__name__} of {release.title}{where} "
-             f"({model.family.title}), safetensors {', '.join(release.weight_files())}",
+             f"({model.family.title}), safetensors {', '.join(map(str, files))}",
              f"features: tokens {model.choice.tokens}" + (f" of the last {model.choice.blocks} block(s)"
                                                            if model.choice.reads_tokens else "")]
     return HfFeatures(network.eval(), model).eval(), notes
+
+
+def other_shape(mismatched) -> str:
+    """A tensor of loading_info's mismatched_keys: (key, the file's shape, the network's)."""
+    if isinstance(mismatched, str):
+        return mismatched
+    key, shape, own = mismatched
+    return f"{key} {tuple(shape)} in the file, {tuple(own)} in the network"
+
+
+def checkpoint_misfit(model: HfModel, checkpoint: str) -> str | None:
+    """What of a checkpoint folder's weights does not fit ``model``'s network (to follow
+    "checkpoint <folder> "), None when :func:`build` loads them: the files' keys renamed as
+    ``from_pretrained`` renames them (the model's conversion mapping, its base-model prefix added or
+    taken off), against the network built on the meta device, shapes from the files' headers alone.
+    Keys the network lacks (a task head, a decoder) are left, as transformers leaves them."""
+    from safetensors import safe_open
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
+
+    with torch.device("meta"):
+        network = create(model)
+    expected = network.state_dict()
+    mapping = get_model_conversion_mapping(network)
+    renamings = [entry for entry in mapping if isinstance(entry, WeightRenaming)]
+    converters = [entry for entry in mapping if isinstance(entry, WeightConverter)]
+    prefix = network.base_model_prefix
+    found, other_shapes = set(), []
+    for path in checkpoint_weight_files(checkpoint):
+        with safe_open(path, framework="pt") as header:
+            for key in header.keys():
+                renamed, converted = rename_source_key(key, renamings, converters, prefix, expected)
+                if renamed not in expected and key in expected:
+                    renamed, converted = rename_source_key(key, [], [], prefix, expected)
+                if renamed not in expected:
+                    continue
+                found.add(renamed)
+                shape, own = tuple(header.get_slice(key).get_shape()), tuple(expected[renamed].shape)
+                # a converter's tensors are reshaped by its operations: their keys alone are compared
+                if converted is None and shape != own:
+                    other_shapes.append(f"{key} {shape} in the file, {own} in the network")
+    ignored = [re.compile(pattern) for pattern in network._keys_to_ignore_on_load_missing or ()]
+    missing = sorted(key for key in set(expected) - found if not any(pattern.search(key) for pattern in ignored))
+    problems = ([f"{len(missing)} of {len(expected)} tensors of the network not in the file: {key_listing(missing)}"]
+                if missing else [])
+    problems += [f"{len(other_shapes)} tensors of other shapes: {key_listing(other_shapes, shown=3)}"] if other_shapes else []
+    return f"does not fit a {type(network).__name__} ({'; '.join(problems)})" if problems else None
+

@@ -14,6 +14,11 @@ What is refused here, naming the repo or folder: one that does not exist (or tha
 Hub nor the cache has), and one whose weights are not safetensors (a pickle, ``.bin``, runs code
 when loaded). What its config asks (remote code, a family the workflow reads) is
 :mod:`imagenet_cog.models.hf_catalogue`'s.
+
+A checkpoint of such a network (``weights:`` of an ``hf/`` model, a series' step) is a folder as
+transformers' ``Trainer`` writes each ``checkpoint-<step>``: its safetensors weights are read as
+``from_pretrained`` picks them (:func:`checkpoint_weight_files`), its other files (the optimizer's
+state, the trainer's, pickles) never; its content is those weights' (:func:`checkpoint_digest`).
 """
 
 from __future__ import annotations
@@ -136,9 +141,45 @@ class HfRelease:
         weights = f"+safetensors:{self.weights_digest(digest)}"
         if not self.is_folder:
             return f"hf:{self.source}@{self.commit}{weights}"
+        return f"hf:folder+config:{self.config_digest(digest, code)}{weights}"
+
+    def config_digest(self, digest: Callable[[str | os.PathLike], str], code: bool = False) -> str:
+        """The network's description: its config's content (with ``code``, and its Python files')."""
         shown = [CONFIG, *(self.code_files() if code else [])]
-        files = hashlib.sha256("".join(f"{name} {digest(self.folder / name)}\n" for name in shown).encode())
-        return f"hf:folder+config:{files.hexdigest()[:16]}{weights}"
+        return hashlib.sha256("".join(f"{name} {digest(self.folder / name)}\n" for name in shown).encode()).hexdigest()[:16]
+
+
+def checkpoint_weight_files(checkpoint: str | os.PathLike) -> list[Path]:
+    """The safetensors files of a checkpoint folder, as ``from_pretrained`` picks them in a
+    folder: its ``model.safetensors``, else the shards its index names; a folder without them
+    (or with a shard missing) is refused, naming it."""
+    folder = Path(checkpoint)
+    if not folder.is_dir():
+        raise HfReleaseRefused(f"checkpoint {checkpoint} is no folder: an hf/ model's checkpoint is a folder of "
+                               f"safetensors weights, as transformers' Trainer writes each checkpoint-<step>.")
+    if (folder / SAFETENSORS).is_file():
+        return [folder / SAFETENSORS]
+    if (folder / SAFETENSORS_INDEX).is_file():
+        index = read_json(folder / SAFETENSORS_INDEX, f"checkpoint {checkpoint}")
+        shards = [folder / name for name in sorted(set(index.get("weight_map", {}).values()))]
+        missing = [shard.name for shard in shards if not shard.is_file()]
+        if missing or not shards:
+            raise HfReleaseRefused(f"checkpoint {checkpoint}: {SAFETENSORS_INDEX} names shards the folder lacks "
+                                   f"({', '.join(missing[:3]) or 'none named'}).")
+        return shards
+    pickled = sorted(path.name for path in folder.glob("pytorch_model*.bin"))
+    held = f"; its weights are {', '.join(pickled[:3])}, a pickle, which is not loaded" if pickled else ""
+    raise HfReleaseRefused(f"checkpoint {checkpoint} has no {SAFETENSORS} (nor {SAFETENSORS_INDEX}){held}. Save the "
+                           f"weights as safetensors (Trainer's default, save_safetensors; save_pretrained's).")
+
+
+def checkpoint_digest(checkpoint: str | os.PathLike, digest: Callable[[str | os.PathLike], str]) -> str:
+    """A checkpoint folder's content: its one weights file's ``digest``, else one sha256 of its
+    shards' names and digests."""
+    files = checkpoint_weight_files(checkpoint)
+    if len(files) == 1:
+        return digest(files[0])
+    return hashlib.sha256("".join(f"{path.name} {digest(path)}\n" for path in files).encode()).hexdigest()
 
 
 def read_json(path: Path, title: str) -> dict[str, Any]:
@@ -151,10 +192,12 @@ def read_json(path: Path, title: str) -> dict[str, Any]:
 # Kept: planning asks for a model's release at each of its jobs' parameters.
 @functools.cache
 def resolve_release(source: str, revision: str | None, owner: str, *, code: bool = False,
-                    fetch_weights: bool = False) -> HfRelease:
+                    fetch_weights: bool = False, weights: bool = True) -> HfRelease:
     """The release ``hf/<source>`` names at ``revision``; ``code``: its Python files are fetched
     too (remote code the entry trusts); ``fetch_weights``: its weights are downloaded into the
-    cache if they are not there (the extraction job's). ``owner`` names the config entry."""
+    cache if they are not there (the extraction job's); ``weights`` false: its weights are not
+    read (the model's are a checkpoint's), and the cache need not hold them. ``owner`` names the
+    config entry."""
     if names_folder(source):
         if revision is not None:
             raise HfReleaseRefused(f"{owner}: revision is a setting of Hub repos; {source} is a folder.")
@@ -166,7 +209,7 @@ def resolve_release(source: str, revision: str | None, owner: str, *, code: bool
                                f"/path): {error}") from None
     listed = None if constants.HF_HUB_OFFLINE else hub_listing(source, revision, owner)
     if listed is None:
-        return cached_release(source, revision, owner, code)
+        return cached_release(source, revision, owner, code, weights)
     commit, files, digests = listed
     wanted = [name for name in (CONFIG, PROCESSOR_CONFIG, SAFETENSORS_INDEX) if name in files]
     wanted += [name for name in files if code and name.endswith(CODE_SUFFIX)]
@@ -174,7 +217,7 @@ def resolve_release(source: str, revision: str | None, owner: str, *, code: bool
     release = HfRelease(source, Path(paths[0]).parent, commit, files, digests)
     if CONFIG not in files:
         raise HfReleaseRefused(f"{owner}: {release.title} has no {CONFIG}: it is no transformers checkpoint.")
-    if fetch_weights:
+    if fetch_weights and weights:
         for name in release.weight_files():
             hf_hub_download(source, name, revision=commit)
     return release
@@ -192,6 +235,8 @@ def folder_release(source: str, owner: str) -> HfRelease:
     return HfRelease(source, folder, None, files)
 
 
+# Kept: a model's release is resolved with and without its weights (its identity, its plan).
+@functools.cache
 def hub_listing(repo: str, revision: str | None, owner: str) -> tuple[str, tuple[str, ...], tuple] | None:
     """(commit, files, LFS digests) of the repo at ``revision`` as the Hub says; None where the
     Hub cannot be reached (the cache is asked instead)."""
@@ -212,9 +257,10 @@ def hub_listing(repo: str, revision: str | None, owner: str) -> tuple[str, tuple
     return info.sha, tuple(sorted(sibling.rfilename for sibling in info.siblings or ())), digests
 
 
-def cached_release(repo: str, revision: str | None, owner: str, code: bool) -> HfRelease:
+def cached_release(repo: str, revision: str | None, owner: str, code: bool, weights: bool = True) -> HfRelease:
     """The release from the Hugging Face cache alone (HF_HUB_OFFLINE, or the Hub out of reach):
-    the snapshot of the revision's commit, its weight files' digests the names of their blobs."""
+    the snapshot of the revision's commit, its weight files' digests the names of their blobs
+    (``weights`` false: its config alone is needed)."""
     found = try_to_load_from_cache(repo, CONFIG, revision=revision or DEFAULT_REVISION)
     why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub cannot be reached"
     fill = fill_command(repo, revision, code)
@@ -227,11 +273,13 @@ def cached_release(repo: str, revision: str | None, owner: str, code: bool) -> H
     files = tuple(sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()))
     digests = tuple(sorted((name, Path(os.path.realpath(folder / name)).name) for name in files
                            if name.endswith(".safetensors") and SHA256.match(Path(os.path.realpath(folder / name)).name)))
+    release = HfRelease(repo, folder, folder.name, files, digests)
+    if not weights:
+        return release
     if not any(name.endswith((".safetensors", *PICKLED_SUFFIXES)) or name == SAFETENSORS_INDEX for name in files):
         raise HfReleaseUnavailable(
             f"{owner}: {why}, and the Hugging Face cache holds {repo}'s config at commit {folder.name} but not its "
             f"weights. Fill it once where there is internet, with the same HF_HOME: {fill}")
-    release = HfRelease(repo, folder, folder.name, files, digests)
     missing = [name for name in release.weight_files() if name not in files]
     if missing:
         raise HfReleaseUnavailable(

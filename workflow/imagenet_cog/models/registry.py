@@ -285,8 +285,10 @@ class ModelSpec:
         weights = spec.weights
         try:
             spec.check(checkpoint_made_later=weights in made_by_workflow or not check_checkpoint)
-            # a custom factory reads its file itself; every other checkpoint goes through read_checkpoint
-            if check_checkpoint and spec.is_checkpoint() and spec.arch != "custom" and weights not in made_by_workflow:
+            # a custom factory reads its file itself, transformers its folder's safetensors; every other
+            # checkpoint goes through read_checkpoint
+            if (check_checkpoint and spec.is_checkpoint() and spec.arch != "custom" and not is_hf_arch(spec.arch)
+                    and weights not in made_by_workflow):
                 check_checkpoint_safety(weights, spec.trusted_globals, f"config.yaml: model '{name}'")
         except FileNotFoundError as missing:
             if entry.get("source"):
@@ -352,13 +354,18 @@ class ModelSpec:
             plan = model.preprocessing(), model.feature_dim()
         return plan
 
-    def hf_model(self, fetch_weights: bool = False):
+    def hf_model(self, fetch_weights: bool = False, check_weights: bool = True):
         """The ``hf/`` arch resolved from its release's config files (refused, naming the repo or
-        folder, where it cannot be read as configured); ``fetch_weights`` downloads its weights."""
+        folder, where it cannot be read as configured); ``fetch_weights`` downloads its weights.
+        With a checkpoint as its weights, or ``check_weights`` false (planning: a series entry's
+        weights are its checkpoints), the release gives the network's config and image processor
+        alone: its weights are neither read nor required."""
         from imagenet_cog.models.hf_catalogue import resolve
 
+        release_weights = check_weights and not self.is_checkpoint()
         return resolve(self.arch.removeprefix(HF_PREFIX), self.revision, self.tokens, self.blocks,
-                       bool(self.trust_remote_code), f"config.yaml: model '{self.name}'", fetch_weights=fetch_weights)
+                       bool(self.trust_remote_code), f"config.yaml: model '{self.name}'",
+                       fetch_weights=fetch_weights and release_weights, release_weights=release_weights)
 
     def random_weights_plan(self) -> tuple[dict[str, Any], int] | None:
         """The plan read from the config file alone; None unless the weights are random."""
@@ -407,23 +414,35 @@ class ModelSpec:
             )
 
     def _check_hf(self, release_made_later: bool) -> None:
-        """An ``hf/`` entry: its weights are its release's; the release itself (its files, its
-        config, its processor, the reading) is read unless it may come later (a checkpoint not
-        yet downloaded is noted among what the run lacks)."""
+        """An ``hf/`` entry: its weights are its release's, or a checkpoint folder's of the same
+        network; the release itself (its files, its config, its processor, the reading) and the
+        checkpoint's weights are read unless they may come later (a checkpoint not yet downloaded
+        is noted among what the run lacks)."""
         from imagenet_cog.models.hf_catalogue import check_entry
+        from imagenet_cog.models.hf_release import checkpoint_weight_files
 
-        if self.weights != "pretrained":
+        if is_random_weights(self.weights):
             raise ValueError(
-                f"config.yaml: model '{self.name}': an hf/ model's weights are its repo's or folder's: set weights: "
-                f"pretrained (or leave it out), not '{self.weights}'; another revision is revision: <branch, tag or commit>.")
+                f"config.yaml: model '{self.name}': an hf/ model's weights are its repo's or folder's (pretrained), or a "
+                f"checkpoint folder of the same network (a Trainer's checkpoint-<step>), not '{self.weights}'; another "
+                f"revision is revision: <branch, tag or commit>.")
         if self.trusted_globals:
             raise ValueError(
                 f"config.yaml: model '{self.name}': trusted_globals is for pickled checkpoints; an hf/ model's weights "
                 f"are read from safetensors only.")
         check_entry(self.arch.removeprefix(HF_PREFIX), self.revision, self.trust_remote_code,
                     f"config.yaml: model '{self.name}'")
-        if not release_made_later:
-            self.hf_model()
+        if release_made_later:
+            return
+        self.hf_model()
+        if self.is_checkpoint():
+            if not Path(self.weights).exists():
+                raise FileNotFoundError(f"config.yaml: model '{self.name}': checkpoint folder '{self.weights}' does not "
+                                        f"exist; fix the path.")
+            try:
+                checkpoint_weight_files(self.weights)
+            except ValueError as error:
+                raise ValueError(f"config.yaml: model '{self.name}': {error}") from None
 
     def _check_library_settings(self) -> None:
         """The settings of one library's models are refused on every other arch."""
@@ -480,6 +499,16 @@ def random_seed(weights: str) -> int | None:
     return int(seed)
 
 
+def checkpoint_sha256(path: str | os.PathLike) -> str:
+    """A checkpoint's content: a file's sha256, or a transformers checkpoint folder's weights'
+    (:func:`imagenet_cog.models.hf_release.checkpoint_digest`; a series' steps are compared by it)."""
+    if not os.path.isdir(path):
+        return file_sha256(path)
+    from imagenet_cog.models.hf_release import checkpoint_digest
+
+    return checkpoint_digest(path, file_sha256)
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """A file's sha256, read once per process while its size and modification time stay (a
     series' checkpoint is digested for its duplicates and for its identity)."""
@@ -504,11 +533,12 @@ def weights_identity(spec: ModelSpec) -> str:
     file, an open_clip model the image features it gives (``+image_features:pooled``), a timm
     model read otherwise than by its pre-logits the tokens it reads (``+tokens:cls/blocks:4``).
     A transformers model's is ``hf:<repo>@<commit>+safetensors:<sha256>`` (a folder's:
-    ``hf:folder+config:<digest>+safetensors:<sha256>``, its content, not its path) and the
-    tokens it reads, always.
+    ``hf:folder+config:<digest>+safetensors:<sha256>``, its content, not its path; with a
+    checkpoint folder as its weights, ``hf:config:<digest>+safetensors:<the checkpoint's>``) and
+    the tokens it reads, always.
     """
     if is_hf_arch(spec.arch):
-        return spec.hf_model().identity(file_sha256)
+        return spec.hf_model().identity(file_sha256, spec.weights if spec.is_checkpoint() else None)
     seed = random_seed(spec.weights)
     if seed is not None:
         identity = f"random:{seed}"
@@ -553,7 +583,7 @@ def planned_preprocessing(spec: ModelSpec) -> Preprocessing | None:
     if is_open_clip_arch(spec.arch):
         return Preprocessing(**spec.open_clip_plan()[0])
     if is_hf_arch(spec.arch):
-        return Preprocessing(**spec.hf_model().preprocessing())
+        return Preprocessing(**spec.hf_model(check_weights=False).preprocessing())
     return REGISTRY[spec.arch].preprocessing if spec.arch in REGISTRY else None
 
 
@@ -567,7 +597,7 @@ def planned_feature_dim(spec: ModelSpec) -> int | None:
     if is_hf_arch(spec.arch):
         from imagenet_cog.models.hf_models import feature_dim
 
-        return feature_dim(spec.hf_model())
+        return feature_dim(spec.hf_model(check_weights=False))
     return REGISTRY[spec.arch].feature_dim if spec.arch in REGISTRY else None
 
 
@@ -697,15 +727,19 @@ def seed_torch(spec: ModelSpec) -> int | None:
     return seed
 
 
+def checkpoint_owner(spec: ModelSpec) -> str:
+    """The model a checkpoint is refused for: a series checkpoint's with its series and step."""
+    step = series_of_model(spec.name)
+    return f"model '{spec.name}'" + (f" (series {step[0]}, step {step[1]})" if step else "")
+
+
 def loaded_checkpoint(spec: ModelSpec, network) -> str:
     """The checkpoint loaded into ``network``; one that does not fit is refused naming the model
     (a series checkpoint's step with it, imagenet_cog.models.series)."""
     try:
         return load_checkpoint(network, spec.weights, spec.trusted_globals)
     except CheckpointMismatch as error:
-        step = series_of_model(spec.name)
-        owner = f"model '{spec.name}'" + (f" (series {step[0]}, step {step[1]})" if step else "")
-        raise CheckpointMismatch(f"{owner}: {error}") from None
+        raise CheckpointMismatch(f"{checkpoint_owner(spec)}: {error}") from None
 
 
 def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
@@ -737,7 +771,8 @@ def build_model(spec: ModelSpec, identity: str | None = None) -> LoadedModel:
         from imagenet_cog.models.hf_models import build as build_hf
 
         hf_model = spec.hf_model(fetch_weights=True)
-        network, notes = build_hf(hf_model, f"model '{spec.name}'")
+        checkpoint = spec.weights if spec.is_checkpoint() else None
+        network, notes = build_hf(hf_model, checkpoint_owner(spec), checkpoint)
         preprocessing, provenance = Preprocessing(**hf_model.preprocessing()), hf_model.provenance()
     else:
         architecture = REGISTRY[spec.arch]

@@ -3,16 +3,19 @@
 A ``models:`` entry with ``checkpoints`` (a path pattern with one ``{step}`` field, or a
 ``{step: path}`` map) instead of ``weights`` stands for one model per checkpoint, named
 ``<series>@<step>`` (:func:`checkpoint_model`); its outputs are keyed by that name and its
-identity is its file's content, as any checkpoint's. A checkpoint whose content equals an
-earlier step's is evaluated once: its ``same_as`` names the step's model that stands for it.
+identity is its file's content, as any checkpoint's. A checkpoint is a file or, for an ``hf/``
+arch, a folder (transformers' Trainer writes ``checkpoint-<step>`` folders), whose content is its
+weights'. A checkpoint whose content equals an earlier step's is evaluated once: its ``same_as``
+names the step's model that stands for it.
 
 :func:`expand_series` reads an entry into a :class:`Series` while the Snakefile is read: the
 pattern's files (the field matches digits only; other files it globs are passed over and
-named), or the map's; files younger than ``series.settle_seconds`` (still being written) are
-left for the next run. A checkpoint's path never reaches a job's command or params: the
-extraction gets ``--weights series:<model>`` (:func:`series_weights`) and finds the file in
-the jobs' environment (:data:`WEIGHTS_VARIABLE`, :func:`resolve_weights`), so that a moved or
-copied folder reruns nothing; its content is guarded by the weights identity.
+named), or the map's; files younger than ``series.settle_seconds`` (still being written; a
+folder by its newest file) are left for the next run. A checkpoint's path never reaches a
+job's command or params: the extraction gets ``--weights series:<model>``
+(:func:`series_weights`) and finds the file in the jobs' environment (:data:`WEIGHTS_VARIABLE`,
+:func:`resolve_weights`), so that a moved or copied folder reruns nothing; its content is
+guarded by the weights identity.
 
 Series checkpoints take a reduced protocol (:class:`SeriesProtocol`, the config's ``series:``
 section, a ``models.<name>.series`` mapping over it): the linear probe at a few N, the first
@@ -242,7 +245,7 @@ def missing_checkpoints(name: str, entry: Mapping[str, Any], files: Mapping[int,
         return [f"model '{name}': checkpoints '{pattern}' matches no file in {folder} ({there}); "
                 f"fix the pattern, or run again once the training run wrote a checkpoint."]
     absent = [(step, path) for step, path in sorted(files.items())
-              if path not in made_by_workflow and not os.path.isfile(path)]
+              if path not in made_by_workflow and not os.path.exists(path)]
     if not absent:
         return []
     # one line for the series, however many of its files are not there
@@ -252,8 +255,12 @@ def missing_checkpoints(name: str, entry: Mapping[str, Any], files: Mapping[int,
 
 
 def settled(path: str, settle_seconds: float, now: float) -> bool:
-    """Whether ``path`` was last written at least ``settle_seconds`` ago."""
-    return now - os.path.getmtime(path) >= settle_seconds
+    """Whether ``path`` was last written at least ``settle_seconds`` ago (a folder: its newest
+    file, as a checkpoint folder is written file by file)."""
+    written = [os.path.getmtime(path)]
+    if os.path.isdir(path):
+        written += [entry.stat().st_mtime for entry in os.scandir(path) if entry.is_file()]
+    return now - max(written) >= settle_seconds
 
 
 def full_steps(protocol: SeriesProtocol, steps: list[int]) -> tuple[set[int], tuple[int, ...]]:
@@ -293,8 +300,13 @@ def stand_in_models(entry: Mapping[str, Any], config: Mapping[str, Any], digest:
         if "checkpoints" in other or not covered or not same_network:
             continue
         weights = weights if weights in made_by_workflow else under(config["checkpoints_dir"], weights)
-        if weights in made_by_workflow or os.path.isfile(weights):
-            stand_ins.setdefault(weights if weights in made_by_workflow else digest(weights), model)
+        if weights in made_by_workflow:
+            stand_ins.setdefault(weights, model)
+        elif os.path.exists(weights):
+            try:
+                stand_ins.setdefault(digest(weights), model)
+            except ValueError:  # a folder without weights: the model's own check refuses it
+                continue
     return stand_ins
 
 
@@ -303,26 +315,32 @@ def expand_series(name: str, entry: Mapping[str, Any], settings: Mapping[str, An
                   now: float | None = None, stand_ins: Mapping[str, str] | None = None) -> tuple[Series, list[str]]:
     """The series of the ``models:`` entry ``name`` (``settings``: the config's ``series``
     section) and what the run lacks of it (messages; the series then has what is there).
-    ``digest`` gives a file's content identity (the registry's file_sha256, as weights identities);
-    ``stand_ins`` the configured models whose results stand for a checkpoint of their content
-    (:func:`stand_in_models`)."""
+    ``digest`` gives a file's content identity (the registry's checkpoint_sha256, as weights
+    identities), a ValueError for a checkpoint without content to read (a folder without weights:
+    a lack, naming its step); ``stand_ins`` the configured models whose results stand for a
+    checkpoint of their content (:func:`stand_in_models`)."""
     now = time.time() if now is None else now
     protocol = SeriesProtocol.of(settings, entry.get("series"))
     files, passed_over = listed_checkpoints(name, entry, checkpoints_dir, made_by_workflow)
     lacks = missing_checkpoints(name, entry, files, checkpoints_dir, made_by_workflow)
-    present = {step: path for step, path in files.items() if path in made_by_workflow or os.path.isfile(path)}
+    present = {step: path for step, path in files.items() if path in made_by_workflow or os.path.exists(path)}
     unsettled = [path for step, path in sorted(present.items())
                  if path not in made_by_workflow and not settled(path, settings["settle_seconds"], now)]
     kept = {step: path for step, path in sorted(present.items()) if path not in unsettled}
-    steps = sorted(kept)
+    identities = {}
+    for step, path in kept.items():
+        try:
+            # a workflow-made checkpoint is not there yet: its content is its own
+            identities[step] = path if path in made_by_workflow else digest(path)
+        except ValueError as error:
+            lacks.append(f"model '{name}': step {step}: {error}")
+    steps = sorted(identities)
     full, unknown = full_steps(protocol, steps)
     first_of: dict[str, str] = dict(stand_ins or {})
     same_as: dict[int, str | None] = {}
     for step in steps:
-        # a workflow-made checkpoint is not there yet: its content is its own
-        identity = kept[step] if kept[step] in made_by_workflow else digest(kept[step])
-        same_as[step] = first_of.get(identity)
-        first_of.setdefault(identity, checkpoint_model(name, step))
+        same_as[step] = first_of.get(identities[step])
+        first_of.setdefault(identities[step], checkpoint_model(name, step))
     # a full step identical to an earlier one: the earlier step's model takes the full protocol
     full_models = {same_as[step] or checkpoint_model(name, step) for step in full}
     checkpoints = tuple(
