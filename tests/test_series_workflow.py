@@ -8,6 +8,8 @@ checkpoints' jobs and nothing else (no finished job of the demo runs again), non
 jobs again (a checkpoint is its content, not its path), and the later checkpoint's own jobs,
 as many as an unfinished checkpoint's. The per-checkpoint jobs are the series protocol's:
 the linear probe at series.shots on its first seed, the k-NN, the per-concept accuracy.
+A transformers Trainer's run (checkpoint-<step> folders of a small ViT) is a series the same
+way: a step's features made, the run moved, nothing made again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 import yaml
 from safetensors.torch import save_file
 
-from conftest import copy_of_demo, dry_run, snakemake
+from conftest import copy_of_demo, dry_run, planned_jobs, snakemake
 from imagenet_cog.core.layout import Layout
 from imagenet_cog.models.registry import ModelSpec, build_model
 
@@ -35,10 +37,10 @@ def save_checkpoint(path, seed: int) -> None:
     save_file(build_model(ModelSpec(SERIES, "demo_cnn", f"random:{seed}")).network.state_dict(), path)
 
 
-def overlay(workdir, pattern: str) -> str:
+def overlay(workdir, pattern: str, arch: str = "demo_cnn", name: str = SERIES, step_unit: str = "epoch") -> str:
     # the series protocol's default N (the demo's own series probes N = all alone)
-    entry = {"arch": "demo_cnn", "checkpoints": pattern, "step_unit": "epoch", "series": {"shots": ["all", 8]}}
-    settings = {"models": {SERIES: entry},
+    entry = {"arch": arch, "checkpoints": pattern, "step_unit": step_unit, "series": {"shots": ["all", 8]}}
+    settings = {"models": {name: entry},
                 "series": {"settle_seconds": 0, "full_protocol_steps": []}}
     (workdir / "series.yaml").write_text(yaml.safe_dump(settings))
     return "series.yaml"
@@ -101,3 +103,37 @@ def test_a_checkpoint_that_does_not_fit_the_arch_is_refused_before_any_job(workd
             "runs/misfit/checkpoint2.safetensors does not fit a DemoCNN backbone") in told
     assert "features.0.weight (64, 3, 3, 3) in the file, (32, 3, 3, 3) in the network" in told
     assert "checkpoint1" not in told and "Job stats" not in told
+
+
+def test_a_transformers_trainer_run_is_a_series_and_a_moved_run_makes_nothing_again(workdir):
+    """arch: hf/<folder>, the network's config and image processor (no weights); checkpoints:
+    the folders a Trainer writes (a ViT fine-tuned for classification: its backbone under vit.,
+    its head, the optimizer's pickle); a step's features are its weights' in that network."""
+    import h5py
+    import torch
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+
+    config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                       image_size=32, patch_size=8)
+    config.save_pretrained(workdir / "models/vit-base")
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(workdir / "models/vit-base")
+    for step in (100, 200):
+        torch.manual_seed(step)
+        ViTForImageClassification(config).save_pretrained(workdir / f"runs/vit/checkpoint-{step}")
+        torch.save({"state": {}}, workdir / f"runs/vit/checkpoint-{step}/optimizer.pt")
+    layout = Layout("results")
+    made = layout.features("vit@100", "l1", "test")
+    snakemake(workdir, made, "--cores", "2", "--configfile",
+              overlay(workdir, "runs/vit/checkpoint-{step}", "hf/./models/vit-base", "vit", "iteration"))
+    with h5py.File(workdir / layout.feature_shard("vit@100", "l1", "test", "00000")) as handle:
+        assert (handle.attrs["hf_model_type"], handle.attrs["tokens"], handle.attrs["feature_dim"]) == ("vit", "cls", 32)
+        assert handle.attrs["weights"].startswith("hf:config:")
+
+    moved = workdir / "elsewhere" / "vit-run"
+    shutil.move(workdir / "runs/vit", moved)
+    settings = overlay(workdir, str(moved / "checkpoint-{step}"), "hf/./models/vit-base", "vit", "iteration")
+    assert planned_jobs(workdir, made, "--configfile", settings) == []
+    # the other step's features are its own to make
+    other = layout.features("vit@200", "l1", "test")
+    assert {rule for rule, _ in planned_jobs(workdir, other, "--configfile", settings)} == {
+        "extract_features", "merge_features"}
