@@ -9,7 +9,9 @@ Guarded elsewhere: open_clip's model config files read without importing it
 open_clip's towers through the features they give (test_models_timm, test_models_open_clip:
 equal to the libraries' own forward); the warm-start server's switch of torch's operator
 libraries' finalizers (test_warm_start); the Snakemake workflow's attributes the rule files read
-as the Snakefile is read (every dry run of the suite reads them).
+as the Snakefile is read (every dry run of the suite reads them); transformers' families' outputs
+and ViTMAE's noise through the features they give (test_models_hf: equal to the library's own
+forward on every patch).
 """
 
 from __future__ import annotations
@@ -20,13 +22,25 @@ import sys
 import open_clip
 import timm
 import torch
+import transformers
 from snakemake.cli import get_argument_parser
+from transformers import (
+    PreTrainedModel,
+    SiglipVisionConfig,
+    SiglipVisionModel,
+    ViTConfig,
+    ViTForImageClassification,
+    ViTImageProcessor,
+    ViTModel,
+)
 
 from conftest import REPOSITORY, snakemake
 from imagenet_cog.core.snakemake_insides import DEFAULT_JOB_RATE, LISTING_OPTIONS
 from imagenet_cog.finetune.train import BATCH_NORMS, set_batch_norm_momentum
 from imagenet_cog.models.checkpoints import _legacy_checkpoint_globals
+from imagenet_cog.models.hf_models import checkpoint_misfit
 from imagenet_cog.models.open_clip_models import pooled_features
+from imagenet_cog.models.registry import ModelSpec
 from imagenet_cog.models.timm_models import pooled_norm, token_layout
 from imagenet_cog.probes.fused_step import _is_compile_failure
 
@@ -191,3 +205,53 @@ def test_the_exit_work_the_warm_start_switches_off_and_runs(tmp_path):
     subprocess.run([sys.executable, "-c", EXIT_CHECK, str(mark)], check=True, capture_output=True, text=True)
     assert "dynamo" in mark.read_text(), "torch._dynamo.utils.dump_compile_times no longer runs at exit"
     assert mark.read_text() == "job dynamo ", "the stdlib's atexit._run_exitfuncs runs the exit functions otherwise"
+
+
+def test_transformers_private_constructor_builds_a_tower_with_its_options():
+    """transformers' PreTrainedModel._from_config: hf_models.create builds an image-text model's
+    vision tower with it (AutoModel.from_config builds the whole model), in float32, with the
+    family's own options (ViTModel's pooler left out where it is not read)."""
+    assert hasattr(PreTrainedModel, "_from_config"), "transformers: PreTrainedModel._from_config is gone (hf_models.create)"
+    tower = SiglipVisionModel._from_config(SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                                              num_attention_heads=2, image_size=32, patch_size=8),
+                                           dtype=torch.float32)
+    assert isinstance(tower, SiglipVisionModel) and next(tower.parameters()).dtype == torch.float32, (
+        "transformers: PreTrainedModel._from_config no longer builds the class it is called on in the dtype asked")
+    vit = ViTModel._from_config(ViTConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                          image_size=32, patch_size=8), dtype=torch.float32, add_pooling_layer=False)
+    assert vit.pooler is None, "transformers: PreTrainedModel._from_config no longer passes the model's own options on"
+
+
+def test_transformers_key_renaming_and_ignored_keys_are_from_pretraineds(tmp_path):
+    """transformers.conversion_mapping.get_model_conversion_mapping,
+    transformers.core_model_loading.rename_source_key (module level, undocumented) and the class
+    attribute PreTrainedModel._keys_to_ignore_on_load_missing: the check before any job
+    (hf_models.checkpoint_misfit) renames a checkpoint folder's keys and leaves out the keys a
+    network may miss with them, so that it refuses exactly what from_pretrained would not load: a
+    task model's folder (keys under vit.) fits a ViTModel, a wider one does not."""
+    from transformers import conversion_mapping, core_model_loading
+
+    for module, name in ((conversion_mapping, "get_model_conversion_mapping"), (core_model_loading, "rename_source_key"),
+                         (core_model_loading, "WeightRenaming"), (core_model_loading, "WeightConverter")):
+        assert hasattr(module, name), f"transformers: {module.__name__}.{name} is gone (hf_models.checkpoint_misfit)"
+    assert hasattr(PreTrainedModel, "_keys_to_ignore_on_load_missing"), (
+        "transformers: PreTrainedModel._keys_to_ignore_on_load_missing is gone (hf_models.checkpoint_misfit)")
+    small = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "image_size": 32, "patch_size": 8}
+    torch.manual_seed(0)
+    ViTForImageClassification(ViTConfig(**small, num_labels=3)).save_pretrained(tmp_path / "task")
+    ViTModel(ViTConfig(**small), add_pooling_layer=False).save_pretrained(tmp_path / "base")
+    ViTForImageClassification(ViTConfig(**{**small, "hidden_size": 48})).save_pretrained(tmp_path / "wider")
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(tmp_path / "base")
+    _, loading = ViTModel.from_pretrained(tmp_path / "task", add_pooling_layer=False, output_loading_info=True)
+    assert not loading["missing_keys"], f"transformers {transformers.__version__}: from_pretrained no longer fills a ViTModel from its task model"
+    assert checkpoint_misfit_of(tmp_path / "base", tmp_path / "task") is None, (
+        "transformers: rename_source_key / get_model_conversion_mapping no longer rename a task model's keys as "
+        "from_pretrained does (hf_models.checkpoint_misfit refuses a folder that loads)")
+    assert "tensors of other shapes" in checkpoint_misfit_of(tmp_path / "base", tmp_path / "wider"), (
+        "transformers: rename_source_key no longer names the network's keys (hf_models.checkpoint_misfit lets a misfit through)")
+
+
+def checkpoint_misfit_of(base, folder):
+    """hf_models.checkpoint_misfit of ``folder`` against the arch of the release ``base``."""
+    return checkpoint_misfit(ModelSpec("vit", f"hf/{base}", weights=str(folder)).hf_model(), str(folder))
