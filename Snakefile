@@ -16,7 +16,8 @@
 #            relative to them (finetune.enabled)
 #   plan     what a run costs before it starts (snakemake plan; no image read)
 # Each includes its input functions, checks and targets from rules/functions/<stage>.smk;
-# common.smk holds what they share. docs/architecture.md draws the whole.
+# common.smk (and the files it includes from common/) holds what they share. docs/architecture.md
+# draws the whole.
 #
 # Run from this folder: `snakemake --cores 8` (the demo in config.yaml), or on SLURM with
 # `snakemake --profile slurm`. See README.md.
@@ -80,7 +81,7 @@ refuse_what_the_run_lacks()
 # Before the first job: a run whose files do not fit on its disk stops (free_space in the
 # schema). Warm start (warm_start, imagenet_cog/warm_start.py): on a local run the jobs fork
 # from one process that imported torch once, instead of each importing it. A local run's
-# scheduler goes without Snakemake's default job rate limit (common.smk says why). The models that
+# scheduler goes without Snakemake's default job rate limit (common/jobs.smk says why). The models that
 # break the benchmark's premise (pretrained beyond IN-1K, or undeclared) are named first, a note.
 onstart:
     note_pretraining()

@@ -166,7 +166,7 @@ def read_run_config(path: Path) -> dict:
 
 
 def stage_model_names(config: dict, setting: str) -> list[str]:
-    """The models a stage of ``config`` runs for, as common.smk's stage_models picks them: the
+    """The models a stage of ``config`` runs for, as common/grid.smk's stage_models picks them: the
     list at the dotted ``setting`` (a section's ``models``, or the list itself, as
     "probes.kind_models.knn"), null meaning results.models, itself null for every model."""
     section = config

@@ -410,7 +410,7 @@ def test_plan_prices_a_series_per_checkpoint_and_in_all(tmp_path):
     rates = read_rates(rates_file(tmp_path))
     without, _ = plan_rows(small_config(), IMAGE_COUNTS, None, rates, gpus=1)
     config = small_config()
-    config["models"].update({"s@1": {"arch": "resnet50"}, "s@2": {"arch": "resnet50"}})  # as common.smk adds them
+    config["models"].update({"s@1": {"arch": "resnet50"}, "s@2": {"arch": "resnet50"}})  # as common/checkpoint_series.smk adds them
     protocol = {"series": "s", "name": "series", "shots": ["all"], "seeds": ["1"], "trials": 2, "knn_probe": False,
                 "concepts": False}
     config["series_checkpoints"] = {"s@1": protocol, "s@2": protocol}

@@ -4,7 +4,7 @@ An error the workflow raises on purpose (:class:`ExplainedError`: a damaged file
 found at job time, a model that does not load) or a full disk carries its cause and the way
 on in its message. A job's command (``cli.run``) writes the traceback to the job's log, its
 stderr, as before, and the message to a reason file in the run's folder of reasons (the
-folder in ``IMAGENET_COG_REASONS``, which common.smk sets to ``results_dir/logs/reasons``),
+folder in ``IMAGENET_COG_REASONS``, which common/jobs.smk sets to ``results_dir/logs/reasons``),
 one file per job log. The Snakefile's onerror prints each reason found there once, with the
 logs of the jobs it stopped (:func:`reasons_report`); its onstart empties the folder and lays
 spare reason files in it (:func:`prepare_reasons`), which a job that finds the disk full

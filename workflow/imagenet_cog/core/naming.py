@@ -14,7 +14,7 @@ Probe kinds: ``linear``, ``knn``, ``mlp``, ``mlp_noact``, ``pca-<d>`` (:func:`pc
 ``zeroshot``, whose open-set classifier covers every dataset at once (``open-set``).
 
 The ``*_PATTERN`` and ``*_DATASET`` regular expressions are the rule files' wildcard
-constraints (``workflow/rules/common.smk``), built from the same names.
+constraints (``workflow/rules/common/grid.smk``), built from the same names.
 """
 
 from __future__ import annotations

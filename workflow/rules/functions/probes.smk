@@ -318,7 +318,7 @@ def probes_targets():
     return all_probe_results(models=result_models()) + level_set_probe_results(models=result_models()) + series_probe_results()
 
 
-# series checkpoints (models.<name>.checkpoints, common.smk's SERIES) ------------------------
+# series checkpoints (models.<name>.checkpoints, common/checkpoint_series.smk's SERIES) ------------------------
 #
 # A checkpoint of the series protocol alone (SERIES_REDUCED) is probed on the run's datasets:
 # the linear probe at series.shots on the first series.seeds of probes.seeds with at most
