@@ -123,6 +123,8 @@ rule probe_zeroshot_open_set:
 
 # The image-text models' zero-shot top-1 beside their linear probe, the N at which the few-shot
 # probe overtakes it, and the open set's errors by destination (imagenet_cog/results/zeroshot.py).
+# The models' entries as the aggregates take them (models_json: no pretraining_data, paper_name or
+# reading options, which the command does not show).
 rule zeroshot_results:
     input:
         results=zeroshot_results(),
@@ -148,7 +150,7 @@ rule zeroshot_results:
         ZEROSHOT_CONDA_ENVIRONMENT
     params:
         root=results_root,
-        models=shlex.quote(json.dumps({model: config["models"][model] for model in ZEROSHOT_MODELS})),
+        models=shlex.quote(models_json(models=ZEROSHOT_MODELS)),
         datasets=" ".join(DATASETS),
     shell:
         python_command("zeroshot-results") + " --results-root {params.root} --summary {input.summary}"

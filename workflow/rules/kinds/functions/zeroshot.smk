@@ -3,7 +3,6 @@
 # concepts it names, its input functions and its targets (kept apart from the rules, as
 # snakemake --lint asks).
 
-import json
 import os
 import shlex
 
