@@ -13,7 +13,7 @@ import yaml
 
 from conftest import copy_of_demo, other_kind_probes_per_dataset, read_run_config, snakemake, stage_model_names
 from imagenet_cog.core.layout import Layout, result_table_names
-from imagenet_cog.models.pretraining import IMAGES, NONE, UNDECLARED, Pretraining, pretraining_json
+from imagenet_cog.models.pretraining import IMAGES, NONE, UNDECLARED, WEB
 from imagenet_cog.probes.kinds import KINDS
 from imagenet_cog.results.summary import aggregate_command, lin_rows, load_probe_results, read_summary, summarise
 from imagenet_cog.results.tables import tables_command
@@ -161,14 +161,13 @@ def test_tables_hold_the_expected_cells(results_root, tmp_path):
     assert r"\begin{tabular}{lrr}" in latex
 
 
-def test_with_the_models_pretraining_every_table_says_each_models_exposure(results_root, tmp_path):
+def test_with_the_models_exposures_every_table_says_each_models_exposure(results_root, tmp_path):
     """An Exposure column beside the model's name, a model the option leaves out undeclared, and a
     note on what the classes mean: the top-1 and relative tables compare models."""
     summary_path, _ = run_pipeline(results_root, tmp_path)
-    pretraining = pretraining_json({"resnet50": Pretraining(("in1k",), NONE), "dino": Pretraining(("lvd142m",), IMAGES)})
     assert tables_command(["--summary", str(summary_path), "--seed-results", str(tmp_path / "seeds.csv"),
                            "--results-root", str(results_root), "--baseline", "resnet50",
-                           "--pretraining", pretraining]) == 0
+                           "--exposures", json.dumps({"resnet50": NONE, "dino": IMAGES})]) == 0
     layout = Layout(str(results_root))
     for name in ("top1_levels", "relative_levels", "top1_in1k", "relative_l1"):
         table = pd.read_csv(layout.table(name, "csv"))
@@ -368,6 +367,15 @@ def test_pca_kinds_give_top1_against_d_absolute_and_relative_to_the_baseline(res
     assert absolute.loc[("DeiT-S†", "L1"), "d=8"] == "—"
     relative = pd.read_csv(layout.table("pca_relative", "csv")).set_index(["Model", "Dataset"])
     assert relative.loc[("DeiT-S†", "IN-1K")].tolist() == ["-30.0", "-37.0", "-42.0"]
+    # the PCA tables compare models: with their classes, each row says its model's
+    assert tables_command(["--summary", str(summary_path), "--seed-results", str(seeds_path),
+                           "--results-root", str(results_root), "--baseline", "resnet50",
+                           "--exposures", json.dumps({"resnet50": NONE, "deit_small": WEB})]) == 0
+    for name in ("pca_top1", "pca_relative"):
+        table = pd.read_csv(layout.table(name, "csv"))
+        assert list(table.columns) == ["Model", "Exposure", "Dataset", "d=8", "d=32", "All dims"]
+        assert dict(zip(table["Model"], table["Exposure"])) == {"ResNet50": NONE, "DeiT-S†": WEB, "dino": UNDECLARED}
+        assert "web: web data of unknown overlap" in Path(layout.table(name, "md")).read_text()
 
 
 def test_an_aggregate_csv_without_its_columns_names_the_file_and_the_fix(tmp_path):

@@ -1,6 +1,9 @@
-"""Every result figure is drawn from a small summary, labelled, and saved as PNG and PDF."""
+"""Every result figure is drawn from a small summary, labelled, and saved as PNG and PDF; given the
+models' exposure classes, every figure that compares models sets apart those pretrained beyond IN-1K."""
 
 from __future__ import annotations
+
+import json
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -8,7 +11,11 @@ import pytest
 from PIL import Image
 from test_results import DATASETS, MODELS, SEEDS, SHOTS, write_results
 
-from imagenet_cog.core.layout import RESULT_FIGURES, Layout
+from imagenet_cog.core.layout import DROP_NAME, RESULT_FIGURES, Layout
+from imagenet_cog.core.plots import APART_STYLE, ModelStyles
+from imagenet_cog.models.pretraining import IMAGES, NONE, WEB
+from imagenet_cog.results.drop import drop_command, drop_figure
+from imagenet_cog.results.exposure import figure_marks
 from imagenet_cog.results.figures import build_figures, figures_command, interval, shot_positions
 from imagenet_cog.results.summary import load_probe_results, summarise
 
@@ -173,3 +180,82 @@ def test_interval_bars_stay_within_the_range_of_top1():
     assert low.tolist() == [0.0, 80.0] and high.tolist() == [100.0, 100.0]
     low, high = interval(rows, "relative")
     assert low.tolist() == [-100.0, 1.0] and high.tolist() == [30.0, 9.0]
+
+
+EXPOSURES = {"resnet50": NONE, "deit_small": WEB, "dino": IMAGES}
+APART = {"DeiT-S† [web]", "dino [images]"}
+
+
+def model_lines(fig) -> dict:
+    """label -> the data line of each model's curve (an error bar's or a plain line) in ``fig``."""
+    lines = {}
+    for ax in visible_axes(fig):
+        lines.update({container.get_label(): container.lines[0] for container in ax.containers})
+        lines.update({line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")})
+    return lines
+
+
+def assert_set_apart(fig) -> None:
+    """The web and images models drawn dash-dotted with open markers, their class after the name; the
+    none model as every model is drawn without the classes; the legend's title says what the mark means."""
+    lines = model_lines(fig)
+    for label in APART:
+        assert (lines[label].get_linestyle(), lines[label].get_markerfacecolor()) == tuple(APART_STYLE.values()), label
+    if "ResNet50" in lines:
+        assert lines["ResNet50"].get_linestyle() == "-"
+        assert lines["ResNet50"].get_markerfacecolor() == lines["ResNet50"].get_color()
+    title = fig.legends[0].get_title().get_text()
+    assert "Dash-dotted lines and open markers" in title and "not directly comparable" in title
+    assert "[web] web data of unknown overlap" in title and "[images] IN-21K images without their labels" in title
+
+
+def test_the_models_pretrained_beyond_in1k_are_set_apart_in_every_result_figure(summary):
+    """Every figure of results-figures, the PCA and k-NN kinds' too (the same drawing), given the classes."""
+    built = build_figures(summary, "resnet50", exposures=EXPOSURES)
+    try:
+        for name in ("top1_levels", "relative_levels", "few_shot", "few_shot_relative"):
+            assert_set_apart(built[name])
+        assert set(legend_labels(built["top1_levels"])) == {"ResNet50", *APART}
+    finally:
+        for fig in built.values():
+            plt.close(fig)
+
+
+def test_without_the_classes_or_with_none_models_only_no_model_is_set_apart(summary):
+    for exposures in (None, dict.fromkeys(EXPOSURES, NONE)):
+        built = build_figures(summary, "resnet50", exposures=exposures)
+        try:
+            assert legend_labels(built["top1_levels"]) == ["ResNet50", "DeiT-S†", "dino"]
+            assert {line.get_linestyle() for line in model_lines(built["few_shot"]).values()} == {"-"}
+            assert all(legend.get_title().get_text() == "" for fig in built.values() for legend in fig.legends)
+        finally:
+            for fig in built.values():
+                plt.close(fig)
+
+
+def test_the_drop_figure_sets_apart_the_models_its_pretraining_option_says(summary, tmp_path):
+    fig = drop_figure(summary, EXPOSURES)
+    try:
+        assert_set_apart(fig)
+    finally:
+        plt.close(fig)
+    summary_path = tmp_path / "summary.csv"
+    summary.to_csv(summary_path, index=False)
+    pretraining = {"models": {"deit_small": {"pretraining_data": ["laion2b"], "exposure": WEB}}}
+    assert drop_command(["--summary", str(summary_path), "--results-root", str(tmp_path / "out"),
+                         "--pretraining", json.dumps(pretraining)]) == 0
+    assert Image.open(Layout(str(tmp_path / "out")).figure(DROP_NAME, "png")).width > 300
+
+
+def test_a_scatter_and_a_line_without_markers_set_apart_alike(summary):
+    styles = ModelStyles(summary, **figure_marks(EXPOSURES, summary["model"]))
+    assert styles.points("deit_small")["facecolors"] == "white"
+    assert styles.points("deit_small")["edgecolors"] == styles["deit_small"]["color"]
+    assert styles.points("resnet50") == {"marker": "o", "label": "ResNet50", "color": styles["resnet50"]["color"]}
+    assert styles.line("dino") == {"color": styles["dino"]["color"], "label": "dino [images]", "linestyle": "-."}
+    assert "linestyle" not in styles.markers("dino") and styles.markers("dino")["markerfacecolor"] == "white"
+    assert styles.legend_title(lines=False).startswith("Open markers, [class] after the name: pretrained beyond IN-1K")
+    assert styles.legend_title(lines=False, markers=False).startswith("[class] after the name:")
+    # the classes listed are those of the models drawn
+    assert "[web]" in styles.legend_title(models=["deit_small"]) and "[images]" not in styles.legend_title(models=["deit_small"])
+    assert styles.legend_title(models=["resnet50"]) is None

@@ -205,6 +205,17 @@ def test_statistics_and_drop_commands_write_every_table_and_figure(tmp_path):
     assert tests.loc[("dino", "in1k", "all"), "mean_diff"] == pytest.approx(4.0)
     assert bool(tests.loc[("dino", "in1k", "all"), "significant"])
     assert "Holm" in open(layout.table("paired_tests", "md")).read()
+    assert "exposure" not in tests.columns
+    # the paired tests compare models: given their classes, each row says its model's (undeclared where
+    # the option says nothing); rank agreement ranks every model together and has no model's row
+    assert statistics_command(["--summary", str(summary), "--seed-results", str(seeds), "--results-root", str(root),
+                               "--baseline", "resnet50", "--exposures", json.dumps({"dino": "images"})]) == 0
+    tests = pd.read_csv(layout.table("paired_tests", "csv"))
+    assert list(tests.columns[:3]) == ["model", "label", "exposure"]
+    assert dict(zip(tests["model"], tests["exposure"])) == {"deit_small": "undeclared", "dino": "images"}
+    markdown = open(layout.table("paired_tests", "md")).read()
+    assert "images: IN-21K images without their labels" in markdown and "not directly comparable" in markdown
+    assert "exposure" not in pd.read_csv(layout.table("rank_agreement", "csv")).columns
     drop = pd.read_csv(layout.table(DROP_NAME, "csv")).set_index("Model")
     assert drop.loc["ResNet50", "L1 drop (points)"] == pytest.approx(11.0)
     assert drop.loc["ResNet50", "L1 drop (%)"] == pytest.approx(100 * 11 / 72)

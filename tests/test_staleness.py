@@ -499,19 +499,28 @@ def test_changed_results_settings_rerun_only_their_aggregates(planning_copy, dem
     assert rules_of(jobs) == {"result_published", "leaderboard", "all"}
 
 
-def test_a_declared_pretraining_data_reruns_only_the_tables_that_show_it(planning_copy, demo_config):
-    """A model's pretraining data reaches only the tables that rank or compare models (its exposure):
-    declaring it reruns them alone (no extraction, probe or analysis); declaring what its release's
-    row already says, nothing."""
+def test_a_declared_pretraining_data_reruns_only_the_jobs_that_show_it(planning_copy, demo_config):
+    """A model's pretraining data reaches only the jobs that show it or its exposure class: a new class
+    reruns the tables and figures that compare that model (no extraction, probe or analysis; not the
+    zero-shot results, whose model it is not); new datasets of the same class, only the leaderboard
+    (which shows them) and results-drop (which reads the class from the option its rule was first
+    given); what its release's row already says, nothing."""
     model = demo_config["results"]["baseline_model"]
-    models = {name: ({"pretraining_data": ["in21k-images", "in1k"]} if name == model else {})
-              for name in demo_config["models"]}
-    (planning_copy / "pretraining.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
-    jobs = planned_jobs(planning_copy, "--configfile", str(planning_copy / "pretraining.yaml"))
-    assert rules_of(jobs) == {"result_tables", "result_drop", "leaderboard", "all"}
-    models[model] = {"pretraining_data": ["in1k"]}
-    (planning_copy / "pretraining.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
-    assert rules_of(planned_jobs(planning_copy, "--configfile", str(planning_copy / "pretraining.yaml"))) <= {"all"}
+    path = planning_copy / "pretraining.yaml"
+
+    def declaring(name, data):
+        # every model named, in config order: the order of models is part of the aggregates' parameters
+        models = {other: ({"pretraining_data": data} if other == name else {}) for other in demo_config["models"]}
+        path.write_text(yaml.safe_dump({"models": models}, sort_keys=False))
+        return rules_of(planned_jobs(planning_copy, "--configfile", str(path)))
+
+    assert declaring(model, ["in21k-images", "in1k"]) == {
+        "result_tables", "result_drop", "result_statistics", "result_figures", "result_published", "leaderboard",
+        "analyses_tables", "analyses_figures", "detection_results", "concept_results", "all"}
+    control = next(name for name, entry in demo_config["models"].items() if entry.get("weights") == "random"
+                   and name in stage_model_names(demo_config, "results"))
+    assert declaring(control, ["in1k"]) == {"result_drop", "leaderboard", "all"}
+    assert declaring(model, ["in1k"]) <= {"all"}
 
 
 def test_a_changed_analysis_setting_reruns_only_that_analysis(planning_copy, demo_config):

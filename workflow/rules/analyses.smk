@@ -161,7 +161,7 @@ rule analyses_figures:
     conda:
         CONDA_ENVIRONMENT
     params:
-        arguments=analyses_rendering_arguments(),
+        arguments=analyses_rendering_arguments(figures=True),
     shell:
         python_command("analyses-figures") + " --summary {input.summary} {params.arguments} > {log} 2>&1"
 
@@ -220,10 +220,11 @@ rule detection_results:
         models=lambda wildcards: shlex.quote(models_json()),
         datasets=" ".join(detection_levels()),
         scores=" ".join(detection_scores()),
+        exposures=lambda wildcards: exposures_option(detection_models()),
     shell:
         python_command("detection-results") + " --results-root {params.root} --models {params.models}"
         " --datasets {params.datasets} --scores {params.scores} --seed-tables {input.seeds}"
-        " --summary {input.summary} > {log} 2>&1"
+        " --summary {input.summary} --exposures {params.exposures} > {log} 2>&1"
 
 
 # concept generalization as a curve (docs/analyses.md) ------------------------------------

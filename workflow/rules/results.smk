@@ -89,13 +89,15 @@ rule result_tables:
     params:
         root=results_root,
         baseline=config["results"]["baseline_model"],
-        pretraining=pretraining_option(),
+        exposures=exposures_option(),
     shell:
         python_command("results-tables")
         + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
-        + " --baseline {params.baseline} --pretraining {params.pretraining} > {log} 2>&1"
+        + " --baseline {params.baseline} --exposures {params.exposures} > {log} 2>&1"
 
 
+# The figures set apart the models pretrained beyond IN-1K; a run of none models gives no
+# --exposures (figure_exposures in common.smk), its command as it was.
 rule result_figures:
     input:
         summary=PATHS.results_summary(),
@@ -110,12 +112,15 @@ rule result_figures:
     conda:
         CONDA_ENVIRONMENT
     params:
+        **figure_exposures_params(),
         root=results_root,
         baseline=config["results"]["baseline_model"],
     shell:
         python_command("results-figures")
         + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
-        + " --baseline {params.baseline} > {log} 2>&1"
+        + " --baseline {params.baseline}"
+        + figure_exposures_placeholder()
+        + " > {log} 2>&1"
 
 
 # Paired tests of every model against the baseline (Holm-corrected) and Kendall's tau
@@ -135,13 +140,16 @@ rule result_statistics:
     params:
         root=results_root,
         baseline=config["results"]["baseline_model"],
+        exposures=exposures_option(),
     shell:
         python_command("results-statistics")
         + " --summary {input.summary} --seed-results {input.seeds} --results-root {params.root}"
-        + " --baseline {params.baseline} > {log} 2>&1"
+        + " --baseline {params.baseline} --exposures {params.exposures} > {log} 2>&1"
 
 
-# The drop from IN-1K to each level per model (CoG preprint, Fig. 3c).
+# The drop from IN-1K to each level per model (CoG preprint, Fig. 3c). Its command reads each
+# model's exposure class from --pretraining, the option its rule was first given: re-encoded as
+# --exposures, every finished run's job would run again to write the same table and figure.
 rule result_drop:
     input:
         PATHS.results_summary(),
@@ -182,12 +190,15 @@ rule result_published:
     conda:
         CONDA_ENVIRONMENT
     params:
+        **figure_exposures_params(),
         root=results_root,
         models=shlex.quote(models_json(with_paper_name=True)),
     shell:
         python_command("results-published")
         + " --summary {input.summary} --published {input.published} --models {params.models}"
-        + " --results-root {params.root} > {log} 2>&1"
+        + " --results-root {params.root}"
+        + figure_exposures_placeholder()
+        + " > {log} 2>&1"
 
 
 # Every model of the run beside the paper's published ones: 95% intervals, ranks with their

@@ -10,7 +10,9 @@
   difference to the baseline model;
 * ``tables/concept_outliers.*``: per model, the concepts furthest above and below its curve;
 * ``figures/concept_curve.*``: top-1 against Lin similarity, a point per concept, each
-  model's isotonic fit with its 95% band, the levels' similarity ranges marked.
+  model's isotonic fit with its 95% band, the levels' similarity ranges marked; given each model's
+  exposure class (``--exposures``), the fits of the models pretrained beyond IN-1K set apart
+  (``results.exposure``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from imagenet_cog.core.layout import CONCEPT_CURVE, CONCEPT_OUTLIERS, CONCEPT_TA
 from imagenet_cog.core.naming import IN1K, LIN, RANDOM, dataset_title, level_set_of
 from imagenet_cog.core.plots import save_figure, set_theme
 from imagenet_cog.core.tables import write_tidy_table
+from imagenet_cog.results.exposure import add_exposures_option, read_exposures
 from imagenet_cog.results.statistics import TOP1_RANGE, mean_intervals
 
 log = logging.getLogger("imagenet_cog.analyses.concept_report")
@@ -186,11 +189,12 @@ def outliers(table: pd.DataFrame, points: pd.DataFrame, curves: dict[str, Curve]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def curve_figure(points: pd.DataFrame, curves: dict[str, Curve], halves: dict, models: dict, levels: Sequence[str]):
+def curve_figure(points: pd.DataFrame, curves: dict[str, Curve], halves: dict, models: dict, levels: Sequence[str],
+                 exposures: dict[str, str] | None = None):
     """Top-1 against Lin similarity (IN-1K to the left): concepts, fits, bands, the levels' ranges."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     names = list(curves)
-    look = styles(names, {model: model_label(models, model) for model in names})
+    look = styles(names, {model: model_label(models, model) for model in names}, exposures)
     spans = points.groupby("dataset")["lin_similarity"].agg(["min", "max"]).reindex(levels).dropna()
     for position, (dataset, span) in enumerate(spans.iterrows()):
         ax.axvspan(span["min"], span["max"], color="grey", alpha=0.12 if position % 2 == 0 else 0.06, linewidth=0)
@@ -200,14 +204,16 @@ def curve_figure(points: pd.DataFrame, curves: dict[str, Curve], halves: dict, m
         rows, curve, style = points[points["model"] == model], curves[model], look[model]
         ax.scatter(rows["lin_similarity"], rows["top1_mean"], color=style["color"], marker=style["marker"], s=8,
                    alpha=0.35, linewidths=0)
-        ax.plot(curve.grid, curve.fitted, color=style["color"], label=style["label"])
+        ax.plot(curve.grid, curve.fitted, **look.line(model))
         ax.fill_between(curve.grid, curve.band[0], curve.band[1], color=style["color"], alpha=0.2, linewidth=0)
         if math.isfinite(halves.get(model, math.nan)):
             ax.axhline(halves[model], color=style["color"], linestyle=":", linewidth=0.8)
     ax.invert_xaxis()
     ax.set_xlabel("Lin similarity to IN-1K (further from IN-1K to the right)")
     ax.set_ylabel("Top-1 of the concept, N = all (%)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=min(len(names), 3), frameon=False, fontsize=7)
+    title = look.legend_title(markers=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=min(len(names), 3), frameon=False, fontsize=7,
+              **({"title": title, "title_fontsize": 7} if title else {}))
     return fig
 
 
@@ -257,6 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--outliers", type=int, default=20)
+    add_exposures_option(parser)
     return parser
 
 
@@ -271,7 +278,7 @@ def concept_results_command(argv: Sequence[str]) -> int:
     curves = fit_models(points, halves, args.resamples, args.seed)
     summary = curve_table(curves, halves, args.baseline, models, int(points.groupby("model").size().max()))
     set_theme()
-    fig = curve_figure(points, curves, halves, models, args.levels)
+    fig = curve_figure(points, curves, halves, models, args.levels, read_exposures(args.exposures))
     write_outputs(layout, table, summary, outliers(table, points, curves, args.outliers), fig, args.resamples,
                   args.baseline)
     plt.close(fig)

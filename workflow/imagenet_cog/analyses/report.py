@@ -9,6 +9,9 @@ Clopper-Pearson 95%), ``spread`` the standard deviation over seeds where it has 
 (k-means: over the seeds' runs). The summary adds ``alignment_uniformity_ratio_rel_in1k``:
 a model's alignment/uniformity ratio divided by its ratio on IN-1K (CoG preprint, Fig. 6).
 Every analysis JSON with a ``metrics`` list is collected, whichever analysis wrote it.
+
+Given each model's exposure class (``--exposures``), the tables say it after the model's name and the
+figures set apart the models pretrained beyond IN-1K (``results.exposure``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ from imagenet_cog.core.naming import IN1K, dataset_title
 from imagenet_cog.core.plots import DATASET_LABEL, ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme
 from imagenet_cog.core.tables import MISSING, RANDOM_WEIGHTS_MARK, RANDOM_WEIGHTS_NOTE, write_table
 from imagenet_cog.models.registry import is_random_weights
+from imagenet_cog.results.exposure import (
+    EXPOSURE_COLUMN,
+    add_exposures_option,
+    exposure_column,
+    exposure_notes,
+    figure_marks,
+    read_exposures,
+    with_exposure,
+)
 
 SUMMARY_COLUMNS = ["model", "dataset", "metric", "value", "low", "high", "spread"]
 RATIO_REL_IN1K = "alignment_uniformity_ratio_rel_in1k"
@@ -80,16 +92,17 @@ def model_labels(models: dict[str, dict]) -> dict[str, str]:
     }
 
 
-def notes_for(models: dict[str, dict], extra: Sequence[str] = ()) -> list[str]:
-    notes = list(extra)
+def notes_for(models: dict[str, dict], extra: Sequence[str] = (), exposures: dict[str, str] | None = None) -> list[str]:
+    notes = [*extra, *exposure_notes(exposures, models)]
     if any(is_random_weights(str(entry.get("weights", ""))) for entry in models.values()):
         notes.append(RANDOM_WEIGHTS_NOTE)
     return notes
 
 
 def metric_table(summary: pd.DataFrame, models: dict[str, dict], datasets: Sequence[str], metrics: Sequence[str],
-                 cell) -> pd.DataFrame:
-    """Rows model x metric (config order), columns datasets, cells rendered by ``cell(row)``."""
+                 cell, exposures: dict[str, str] | None = None) -> pd.DataFrame:
+    """Rows model x metric (config order), columns datasets, cells rendered by ``cell(row)``; each
+    model's class after its name with ``exposures``."""
     labels = model_labels(models)
     indexed = summary.set_index(["model", "metric", "dataset"])
     rows = []
@@ -100,7 +113,8 @@ def metric_table(summary: pd.DataFrame, models: dict[str, dict], datasets: Seque
                 key = (model, name, dataset)
                 row[dataset_title(dataset)] = cell(indexed.loc[key]) if key in indexed.index else MISSING
             rows.append(row)
-    return pd.DataFrame(rows, columns=["Model", "Metric", *(dataset_title(dataset) for dataset in datasets)])
+    table = pd.DataFrame(rows, columns=["Model", "Metric", *(dataset_title(dataset) for dataset in datasets)])
+    return with_exposure(table, exposures, [model for model in models for _ in metrics], "Model")
 
 
 def spread_cell(row: pd.Series) -> str:
@@ -120,58 +134,65 @@ def interval_cell(row: pd.Series) -> str:
     return f"{100 * row['value']:.1f} [{100 * row['low']:.1f}, {100 * row['high']:.1f}]"
 
 
-def agreement_table(matrix: pd.DataFrame, models: dict[str, dict]) -> pd.DataFrame:
+def agreement_table(matrix: pd.DataFrame, models: dict[str, dict], exposures: dict[str, str] | None = None) -> pd.DataFrame:
+    """The models' clusterings against each other and the labels ("concepts": no class)."""
     labels = {**model_labels(models), "concepts": "Concepts (labels)"}
     table = matrix.map(lambda value: f"{100 * value:.1f}")
+    names = list(table.index)
     table.index = [labels.get(name, name) for name in table.index]
     table.columns = [labels.get(name, name) for name in table.columns]
-    return table.rename_axis("Model").reset_index()
+    table = table.rename_axis("Model").reset_index()
+    if exposures is not None:
+        classes = exposure_column(exposures, names)
+        table.insert(1, EXPOSURE_COLUMN, ["" if name == "concepts" else exposure for name, exposure in zip(names, classes)])
+    return table
 
 
 def write_analysis_tables(summary: pd.DataFrame, layout: Layout, models: dict[str, dict], datasets: Sequence[str],
-                          analyses: Sequence[str], agreement: dict[str, str]) -> None:
+                          analyses: Sequence[str], agreement: dict[str, str], exposures: dict[str, str] | None = None) -> None:
+    """The tables of the analyses switched on, each with the models' classes given ``exposures``."""
     if "kmeans" in analyses:
         write_table(
             layout, "analyses_clustering",
-            metric_table(summary, models, datasets, CLUSTERING_METRICS, spread_cell),
+            metric_table(summary, models, datasets, CLUSTERING_METRICS, spread_cell, exposures),
             "k-means clustering of the test features (k = concepts; centroids of the lowest-inertia "
             "of the seeds' runs, learnt on the training features): value ± std over seeds.",
-            notes_for(models, [PURITY_NOTE]),
+            notes_for(models, [PURITY_NOTE], exposures),
         )
     if "alignment_uniformity" in analyses:
         write_table(
             layout, "analyses_geometry",
-            metric_table(summary, models, datasets, GEOMETRY_METRICS, significant_cell),
+            metric_table(summary, models, datasets, GEOMETRY_METRICS, significant_cell, exposures),
             "Alignment (lower: a concept's test images lie closer) and uniformity (-log E exp(-2|x-y|^2), "
             "higher: more uniform) of the L2-normalised test features, over all pairs.",
-            notes_for(models, ["Align./unif. rel. IN-1K: the ratio divided by the model's ratio on IN-1K."]),
+            notes_for(models, ["Align./unif. rel. IN-1K: the ratio divided by the model's ratio on IN-1K."], exposures),
         )
     if "learnability" in analyses:
         write_table(
             layout, "analyses_learnability",
-            metric_table(summary, models, datasets, LEARNABILITY_METRICS, interval_cell),
+            metric_table(summary, models, datasets, LEARNABILITY_METRICS, interval_cell, exposures),
             "Learnability in feature space (Laina et al. 2020, Eq. 1-2): forced-choice accuracy (%) with random and "
             "hard negatives, [Clopper-Pearson 95% interval].",
-            notes_for(models),
+            notes_for(models, exposures=exposures),
         )
     for dataset, path in agreement.items():
         matrix = pd.read_csv(path, index_col="model")
         write_table(
-            layout, f"analyses_agreement_{dataset}", agreement_table(matrix, models),
+            layout, f"analyses_agreement_{dataset}", agreement_table(matrix, models, exposures),
             f"Adjusted NMI (%) between the k-means clusterings of the test images of {dataset_title(dataset)}, "
             f"and against the concept labels.",
-            notes_for(models),
+            notes_for(models, exposures=exposures),
         )
 
 
 # figures ---------------------------------------------------------------------------------------
-def styles_for(models: dict[str, dict]) -> ModelStyles:
+def styles_for(models: dict[str, dict], exposures: dict[str, str] | None = None) -> ModelStyles:
     frame = pd.DataFrame({
         "model": list(models),
         "label": [entry.get("label") or model for model, entry in models.items()],
         "random_weights": [is_random_weights(str(entry.get("weights", ""))) for entry in models.values()],
     })
-    return ModelStyles(frame)
+    return ModelStyles(frame, **figure_marks(exposures, frame["model"]))
 
 
 def draw_metric(ax, summary: pd.DataFrame, name: str, datasets: Sequence[str], styles: ModelStyles,
@@ -189,15 +210,13 @@ def draw_metric(ax, summary: pd.DataFrame, name: str, datasets: Sequence[str], s
                                        scale * cells["high"].to_numpy(float) - values]))
         else:
             errors = scale * np.nan_to_num(cells["spread"].to_numpy(float))
-        style = styles[model]
-        ax.errorbar(x, values, yerr=errors, color=style["color"], marker=style["marker"], markersize=4,
-                    linewidth=1.2, capsize=2, label=style["label"])
+        ax.errorbar(x, values, yerr=errors, markersize=4, linewidth=1.2, capsize=2, **styles[model])
     ax.set_xticks(x, [dataset_title(dataset) for dataset in datasets])
     ax.set_xlim(-0.3, len(datasets) - 0.7)
 
 
-def levels_figure(summary, datasets, models, panels: Sequence[tuple[str, str, float]], title: str):
-    styles = styles_for(models)
+def levels_figure(summary, datasets, models, panels: Sequence[tuple[str, str, float]], title: str, exposures=None):
+    styles = styles_for(models, exposures)
     fig, axes = panel_grid(len(panels), len(panels))
     for ax, (name, ylabel, scale) in zip(axes.flat, panels):
         draw_metric(ax, summary, name, datasets, styles, models, scale)
@@ -206,13 +225,13 @@ def levels_figure(summary, datasets, models, panels: Sequence[tuple[str, str, fl
         ax.set_ylabel(ylabel)
         ax.set_xlabel(DATASET_LABEL if len(panels) == 1 else "Dataset")
         ax.set_title(METRIC_TITLES.get(name, name) if len(panels) > 1 else title)
-    figure_legend(fig, axes)
+    figure_legend(fig, axes, styles.legend_title())
     return fig
 
 
-def alignment_uniformity_figure(summary, datasets, models):
+def alignment_uniformity_figure(summary, datasets, models, exposures=None):
     """CoG preprint, Fig. 10: alignment and uniformity per dataset, and their scatter."""
-    styles = styles_for(models)
+    styles = styles_for(models, exposures)
     fig, axes = panel_grid(3, 3)
     for ax, name in zip(axes.flat[:2], ("alignment", "uniformity")):
         draw_metric(ax, summary, name, datasets, styles, models)
@@ -225,20 +244,20 @@ def alignment_uniformity_figure(summary, datasets, models):
         if model not in pivot.index.get_level_values(0) or not {"alignment", "uniformity"} <= set(pivot.columns):
             continue
         cells = pivot.loc[model].reindex(datasets)
-        style = styles[model]
-        scatter.plot(cells["uniformity"], cells["alignment"], color=style["color"], marker=style["marker"],
-                     markersize=4, linewidth=0.8, label=style["label"])
+        scatter.plot(cells["uniformity"], cells["alignment"], markersize=4, linewidth=0.8, **styles[model])
         for dataset, point in cells.dropna().iterrows():
             scatter.annotate(dataset_title(dataset), (point["uniformity"], point["alignment"]), fontsize=6)
     scatter.set_xlabel("Uniformity (higher: more uniform)")
     scatter.set_ylabel("Alignment (lower: better aligned)")
     scatter.set_title("Alignment vs uniformity")
-    figure_legend(fig, axes)
+    figure_legend(fig, axes, styles.legend_title())
     return fig
 
 
-def agreement_figure(agreement: dict[str, str], models: dict[str, dict]):
-    labels = {**{model: label for model, label in model_labels(models).items()}, "concepts": "Concepts"}
+def agreement_figure(agreement: dict[str, str], models: dict[str, dict], exposures: dict[str, str] | None = None):
+    """The agreement matrices as heatmaps; a model set apart has its class after its name."""
+    styles = styles_for(models, exposures)
+    labels = {**{model: styles[model]["label"] for model in models}, "concepts": "Concepts"}
     fig, axes = panel_grid(max(1, len(agreement)), 3)
     for ax, (dataset, path) in zip(axes.flat, agreement.items()):
         matrix = pd.read_csv(path, index_col="model")
@@ -250,28 +269,33 @@ def agreement_figure(agreement: dict[str, str], models: dict[str, dict]):
     if not agreement:
         no_data(axes.flat[0], "no agreement matrices")
     fig.tight_layout()
+    note = styles.legend_title(lines=False, markers=False)
+    if note:
+        fig.text(0.5, 0.0, note, ha="center", va="top", fontsize=6)
     return fig
 
 
-def build_analysis_figures(summary, models, datasets, analyses, agreement) -> dict:
+def build_analysis_figures(summary, models, datasets, analyses, agreement, exposures=None) -> dict:
+    """The figures of the analyses switched on; with ``exposures``, the models pretrained beyond
+    IN-1K set apart in each."""
     set_theme()
     figures = {}
     if "kmeans" in analyses:
         figures["analyses_purity_levels"] = levels_figure(
             summary, datasets, models, [("paper_purity", "Purity (CoG preprint, Eq. 3)", 1.0)],
-            "k-means purity of the test images")
+            "k-means purity of the test images", exposures)
     if "alignment_uniformity" in analyses:
         figures["analyses_ratio_levels"] = levels_figure(
             summary, datasets, models, [(RATIO_REL_IN1K, "Alignment/uniformity relative to IN-1K", 1.0)],
-            "Alignment/uniformity ratio relative to IN-1K")
-        figures["analyses_alignment_uniformity"] = alignment_uniformity_figure(summary, datasets, models)
+            "Alignment/uniformity ratio relative to IN-1K", exposures)
+        figures["analyses_alignment_uniformity"] = alignment_uniformity_figure(summary, datasets, models, exposures)
     if "learnability" in analyses:
         figures["analyses_learnability_levels"] = levels_figure(
             summary, datasets, models,
             [("learnability_random", "Accuracy (%)", 100.0), ("learnability_hard", "Accuracy (%)", 100.0)],
-            "Learnability")
+            "Learnability", exposures)
     if agreement:
-        figures["analyses_agreement"] = agreement_figure(agreement, models)
+        figures["analyses_agreement"] = agreement_figure(agreement, models, exposures)
     return figures
 
 
@@ -295,6 +319,7 @@ def _rendering_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", nargs="+", required=True)
     parser.add_argument("--analyses", nargs="*", default=[], help="the analyses switched on")
     parser.add_argument("--agreement", nargs="*", default=[], help="dataset=matrix.csv pairs")
+    add_exposures_option(parser)
 
 
 def _agreement_files(pairs: Sequence[str]) -> dict[str, str]:
@@ -306,7 +331,7 @@ def tables_command(argv: list[str]) -> int:
     _rendering_arguments(parser)
     args = parser.parse_args(argv)
     write_analysis_tables(read_analyses_summary(args.summary), Layout(args.results_root), json.loads(args.models),
-                          args.datasets, args.analyses, _agreement_files(args.agreement))
+                          args.datasets, args.analyses, _agreement_files(args.agreement), read_exposures(args.exposures))
     return 0
 
 
@@ -315,7 +340,7 @@ def figures_command(argv: list[str]) -> int:
     _rendering_arguments(parser)
     args = parser.parse_args(argv)
     figures = build_analysis_figures(read_analyses_summary(args.summary), json.loads(args.models), args.datasets,
-                                     args.analyses, _agreement_files(args.agreement))
+                                     args.analyses, _agreement_files(args.agreement), read_exposures(args.exposures))
     for name, fig in figures.items():
         save_figure(fig, Layout(args.results_root), name)
         plt.close(fig)

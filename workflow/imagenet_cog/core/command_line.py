@@ -9,6 +9,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Callable
 
 from .device import DEVICE_CHOICES
 
@@ -70,13 +71,17 @@ def add_summary_options(parser: argparse.ArgumentParser, seed_results: bool = Fa
 
 
 def compared_results_arguments(argv: list[str], command: str, description: str, models: str,
-                               results: str) -> argparse.Namespace:
+                               results: str, add_options: Callable[[argparse.ArgumentParser], None] | None = None
+                               ) -> argparse.Namespace:
     """The arguments of a results command comparing result files of its own with the summary's
     linear probe: the summary options, --models (JSON: the config entries of ``models``),
-    --datasets (in its figures' order) and --results (the ``results`` result JSONs)."""
+    --datasets (in its figures' order) and --results (the ``results`` result JSONs); and those
+    ``add_options`` adds."""
     parser = argparse.ArgumentParser(prog=f"python -m imagenet_cog {command}", description=description)
     add_summary_options(parser)
     parser.add_argument("--models", required=True, help=f"JSON: the config entries of the {models}")
     parser.add_argument("--datasets", nargs="+", required=True, help="the datasets, in the figures' order")
     parser.add_argument("--results", nargs="+", type=Path, required=True, help=f"the {results} result JSONs")
+    if add_options is not None:
+        add_options(parser)
     return parser.parse_args(argv)

@@ -12,6 +12,8 @@ our value lies outside the 95% prediction interval of one more seed of the paper
 distribution, t = diff / (s * sqrt(1 + 1/5)) with 4 degrees of freedom. The p-values of all
 compared cells are Holm-corrected together; a cell is marked where the corrected p < 0.05.
 The tests see only seed noise: a difference from data, splits or software shows as a mark.
+Given our models' exposure classes (``--exposures``), the figure sets apart those pretrained beyond
+IN-1K (``results.exposure``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from imagenet_cog.core.layout import PUBLISHED_FIGURE, Layout
 from imagenet_cog.core.naming import dataset_title, shots_title
 from imagenet_cog.core.plots import ModelStyles, save_figure, set_theme
 from imagenet_cog.core.tables import MISSING, RANDOM_WEIGHTS_NOTE, SIGNIFICANT_MARK, write_table, write_tidy_table
+from imagenet_cog.results.exposure import add_exposures_option, figure_marks, read_exposures
 from imagenet_cog.results.paper import resolve_paper_names
 from imagenet_cog.results.statistics import ALPHA, holm
 from imagenet_cog.results.summary import lin_rows, read_summary
@@ -130,7 +133,7 @@ def dataset_table(comparison: pd.DataFrame, dataset: str, shots: list[str]) -> p
 
 def comparison_figure(comparison: pd.DataFrame, styles: ModelStyles):
     """Ours against published, one point per compared cell, the diagonal y = x; each model in
-    its colour and marker of the other figures."""
+    its colour and marker of the other figures, and set apart as there."""
     set_theme()
     fig, ax = plt.subplots(figsize=(5.0, 5.0))
     compared = comparison[comparison["diff"].notna()]
@@ -141,17 +144,22 @@ def comparison_figure(comparison: pd.DataFrame, styles: ModelStyles):
         ax.set_ylim(0, 100)
     else:
         for model, rows in compared.groupby("model", sort=False):
-            colour = styles[model]["color"]
+            style = styles.markers(model)
+            colour = style["color"]
             ax.errorbar(rows["published_mean"], rows["mean"], xerr=rows["published_std"], yerr=rows["std"],
-                        fmt=styles[model]["marker"], markersize=3.5, color=colour, capsize=1.5, linewidth=0.8,
-                        label=f"{rows['label'].iloc[0]} ({rows['paper_name'].iloc[0]})")
+                        markersize=3.5, capsize=1.5, linewidth=0.8, linestyle="none",
+                        **{**style, "label": f"{style['label']} ({rows['paper_name'].iloc[0]})"})
             marked = rows[rows["differs"]]
             ax.scatter(marked["published_mean"], marked["mean"], s=50, facecolors="none", edgecolors=colour)
         low = min(compared["published_mean"].min(), compared["mean"].min()) - 2
         high = max(compared["published_mean"].max(), compared["mean"].max()) + 2
         ax.set_xlim(low, high)
         ax.set_ylim(low, high)
-        ax.legend(fontsize=7, loc="upper left")
+        title = styles.legend_title(lines=False, models=compared["model"])
+        # with a title, below the axes: the note is wider than the square plot
+        place = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.15), "title": title, "title_fontsize": 7} if title \
+            else {"loc": "upper left"}
+        ax.legend(fontsize=7, **place)
     limits = np.array(ax.get_xlim())
     ax.plot(limits, limits, color="black", linestyle="--", linewidth=1.0)
     ax.set_xlabel("Published top-1 (%), supp. Tables 5-10")
@@ -162,7 +170,8 @@ def comparison_figure(comparison: pd.DataFrame, styles: ModelStyles):
     return fig
 
 
-def write_comparison(summary: pd.DataFrame, published: pd.DataFrame, models: dict[str, dict], layout: Layout) -> pd.DataFrame:
+def write_comparison(summary: pd.DataFrame, published: pd.DataFrame, models: dict[str, dict], layout: Layout,
+                     exposures: dict[str, str] | None = None) -> pd.DataFrame:
     mapping = resolve_paper_names(models, list(dict.fromkeys(published["model"])))
     comparison = compare(summary, published, mapping)
     notes = [RULE_NOTE] if not comparison.empty else [NO_MODEL_NOTE]
@@ -184,7 +193,7 @@ def write_comparison(summary: pd.DataFrame, published: pd.DataFrame, models: dic
             f"(our mean vs the paper's mean).",
             notes if len(table.columns) > 1 else [NO_MODEL_NOTE],
         )
-    fig = comparison_figure(comparison, ModelStyles(summary))
+    fig = comparison_figure(comparison, ModelStyles(summary, **figure_marks(exposures, summary["model"])))
     save_figure(fig, layout, PUBLISHED_FIGURE)
     plt.close(fig)
     return comparison
@@ -197,9 +206,11 @@ def published_command(argv: list[str]) -> int:
     add_summary_options(parser)
     parser.add_argument("--published", required=True, help="resources/published_top1.tsv")
     parser.add_argument("--models", required=True, help="JSON object: model name -> its config entry")
+    add_exposures_option(parser)
     args = parser.parse_args(argv)
     comparison = write_comparison(
-        lin_rows(read_summary(args.summary)), read_published(args.published), json.loads(args.models), Layout(args.results_root)
+        lin_rows(read_summary(args.summary)), read_published(args.published), json.loads(args.models),
+        Layout(args.results_root), read_exposures(args.exposures),
     )
     compared = int(comparison["diff"].notna().sum())
     print(f"{compared} cells compared, {int(comparison['differs'].sum())} differ" if compared else NO_MODEL_NOTE)

@@ -42,8 +42,16 @@ from imagenet_cog.core.tables import (
     write_table,
     write_tidy_table,
 )
-from imagenet_cog.models.pretraining import EXPOSURES, MEANINGS, NONE, UNDECLARED, read_pretraining_json
 from imagenet_cog.probes.kinds import KINDS, kind_of_result
+from imagenet_cog.results.exposure import (
+    EXPOSURE_COLUMN,
+    TIDY_EXPOSURE_COLUMN,
+    add_exposures_option,
+    exposure_column,
+    exposure_notes,
+    read_exposures,
+    with_exposure,
+)
 from imagenet_cog.results.statistics import kind_rank_agreement, paired_tests, rank_agreement
 from imagenet_cog.results.summary import (
     DEVIATIONS_COLUMN,
@@ -85,9 +93,6 @@ def display_label(row: pd.Series) -> str:
     return f"{row['label']}{RANDOM_WEIGHTS_MARK}" if row["random_weights"] else str(row["label"])
 
 
-EXPOSURE_COLUMN = "Exposure"
-
-
 def pivot_cells(
     frame: pd.DataFrame, columns: str, column_order: Sequence[str], title, value_column: str, signed: bool,
     exposures: dict[str, str] | None = None,
@@ -102,36 +107,9 @@ def pivot_cells(
     table = table.reindex(index=list(labels), columns=list(column_order))
     table.columns = [title(column) for column in table.columns]
     if exposures is not None:
-        table.insert(0, EXPOSURE_COLUMN, [exposures.get(model, UNDECLARED) for model in table.index])
+        table.insert(0, EXPOSURE_COLUMN, exposure_column(exposures, table.index))
     table.insert(0, "Model", [labels[model] for model in table.index])
     return table.reset_index(drop=True)
-
-
-def exposure_notes(exposures: dict[str, str] | None, models: Iterable[str]) -> list[str]:
-    """What the Exposure column's classes mean, those of ``models``; none without the column."""
-    if exposures is None:
-        return []
-    present = {exposures.get(model, UNDECLARED) for model in models}
-    meanings = "; ".join(f"{exposure}: {MEANINGS[exposure]}" for exposure in EXPOSURES if exposure in present)
-    note = (f"{EXPOSURE_COLUMN}: what the model's pretraining saw of the levels' concepts ({meanings}; "
-            "docs/models.md, 'What a model was pretrained on').")
-    if present - {NONE}:
-        note += (" Only models of exposure none keep the benchmark's premise: the others are not directly "
-                 "comparable with them (CoG paper, Sec. 4.1).")
-    return [note]
-
-
-def add_pretraining_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pretraining", help="JSON: each model's pretraining data and exposure "
-                                              "(imagenet_cog.models.pretraining.pretraining_json); absent: no Exposure column")
-
-
-def exposures_option(text: str | None) -> dict[str, str] | None:
-    """model -> exposure of a results command's --pretraining (None without it: no column)."""
-    if text is None:
-        return None
-    models, _ = read_pretraining_json(text)
-    return {model: value.exposure for model, value in models.items()}
 
 
 INTERVAL_NOTE = (
@@ -199,9 +177,11 @@ def probe_kinds_table(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 
-def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def pca_tables(summary: pd.DataFrame, baseline: str, exposures: dict[str, str] | None = None
+               ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """CoG preprint, Tab. 5: top-1 of PCA + linear probes per model and dataset against d, the last
-    column the linear probe on all dimensions; absolute, and relative to ``baseline``."""
+    column the linear probe on all dimensions; absolute, and relative to ``baseline``; with
+    ``exposures``, each model's class after its name."""
     full = summary[summary["shots"] == "all"]
     dims = sorted(dim for dim in map(pca_dim, dict.fromkeys(summary["probe"])) if dim is not None)
     columns = [(pca_kind(dim), f"d={dim}") for dim in dims] + [(LINEAR, "All dims")]
@@ -220,11 +200,15 @@ def pca_tables(summary: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.D
         relative_rows.append(relative)
     notes = [
         f"{MISSING}: a probe (or one of its seeds) is missing, or probes.kinds / probes.pca_dims / "
-        "probes.other_kinds_shots do not ask for it at N=all."
+        "probes.other_kinds_shots do not ask for it at N=all.",
+        *exposure_notes(exposures, linear["model"]),
     ]
     if not dims:
         notes.append("probes.kinds has no 'pca': add it (and probes.pca_dims) for this table.")
-    return pd.DataFrame(absolute_rows), pd.DataFrame(relative_rows), notes
+    absolute, relative = (with_exposure(pd.DataFrame(rows, columns=["Model", "Dataset", *(title for _, title in columns)]),
+                                        exposures, linear["model"], "Model")
+                          for rows in (absolute_rows, relative_rows))
+    return absolute, relative, notes
 
 
 def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_results: pd.DataFrame,
@@ -232,7 +216,7 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_resu
     """Every table of results-tables: the kinds' comparisons, then each tabled kind's set
     (linear; knn when configured, an Exposure column with ``exposures``), and each other tabled
     kind against the linear probe."""
-    write_probe_kind_tables(summary, layout, baseline)
+    write_probe_kind_tables(summary, layout, baseline, exposures)
     kinds = tabled_kinds(summary)
     for kind in kinds:
         write_kind_tables(summary[summary["probe"] == kind], kind_seed_results(seed_results, kind), layout, baseline,
@@ -242,8 +226,10 @@ def write_tables(summary: pd.DataFrame, layout: Layout, baseline: str, seed_resu
             write_kind_comparison(summary, layout, kind)
 
 
-def write_probe_kind_tables(summary: pd.DataFrame, layout: Layout, baseline: str) -> None:
-    """The MLP and PCA + linear probes against the linear probe (CoG preprint, Tabs. 3 and 5)."""
+def write_probe_kind_tables(summary: pd.DataFrame, layout: Layout, baseline: str,
+                            exposures: dict[str, str] | None = None) -> None:
+    """The MLP and PCA + linear probes against the linear probe (CoG preprint, Tabs. 3 and 5); the
+    PCA tables, which compare models, with their classes (``exposures``)."""
     table, notes = probe_kinds_table(summary)
     write_table(
         layout, "probe_kinds", table,
@@ -253,7 +239,7 @@ def write_probe_kind_tables(summary: pd.DataFrame, layout: Layout, baseline: str
     )
     baseline_rows = summary.loc[summary["model"] == baseline, "label"]
     pca_baseline = baseline_rows.iloc[0] if len(baseline_rows) else baseline
-    pca_absolute, pca_relative, pca_notes = pca_tables(summary, baseline)
+    pca_absolute, pca_relative, pca_notes = pca_tables(summary, baseline, exposures)
     write_table(
         layout, "pca_top1", pca_absolute,
         "Top-1 accuracy (%) of linear probes on features projected onto their first d principal "
@@ -390,24 +376,28 @@ def tables_command(argv: list[str]) -> int:
         prog="results-tables", description="Render the summary as CSV, Markdown and LaTeX tables."
     )
     add_summary_options(parser, seed_results=True)
-    add_pretraining_option(parser)
+    add_exposures_option(parser)
     args = parser.parse_args(argv)
     write_tables(lin_rows(read_summary(args.summary), every_probe=True), Layout(args.results_root), args.baseline,
-                 read_seed_results(args.seed_results), exposures_option(args.pretraining))
+                 read_seed_results(args.seed_results), read_exposures(args.exposures))
     return 0
 
 
-def write_statistics(summary: pd.DataFrame, seed_results: pd.DataFrame, layout: Layout, baseline: str) -> None:
+def write_statistics(summary: pd.DataFrame, seed_results: pd.DataFrame, layout: Layout, baseline: str,
+                     exposures: dict[str, str] | None = None) -> None:
+    """paired_tests (each model against the baseline, with its class given ``exposures``) and
+    rank_agreement (a statistic of every model's ranking together: no model's row)."""
     tests = paired_tests(seed_results, summary, baseline)
     baseline_label = dict(zip(summary["model"], summary["label"])).get(baseline, baseline)
     write_tidy_table(
-        layout, "paired_tests", tests,
+        layout, "paired_tests", with_exposure(tests, exposures, tests["model"], "label", TIDY_EXPOSURE_COLUMN),
         f"Each model minus {baseline_label} per dataset and N: mean and 95% interval of the "
         f"per-seed differences (points), paired t-test, Holm-corrected p-value.",
         [
             "Seeds are pairs: probes of the same seed share the validation split and the few-shot sample.",
             f"significant: Holm-corrected p < 0.05 over all {int(tests['p_value'].notna().sum())} tests of this table.",
             "No test (empty p) with fewer than 2 seeds, with equal differences on every seed, or an incomplete cell.",
+            *exposure_notes(exposures, tests["model"], TIDY_EXPOSURE_COLUMN),
         ],
         {"mean_diff": ".2f", "std_diff": ".2f", "ci95_low": ".2f", "ci95_high": ".2f", "t": ".2f",
          "p_value": ".2g", "p_holm": ".2g"},
@@ -428,7 +418,9 @@ def statistics_command(argv: list[str]) -> int:
         description="Paired tests of every model against the baseline, and Kendall's tau of rankings.",
     )
     add_summary_options(parser, seed_results=True)
+    add_exposures_option(parser)
     args = parser.parse_args(argv)
-    write_statistics(lin_rows(read_summary(args.summary)), kind_seed_results(read_seed_results(args.seed_results)), Layout(args.results_root), args.baseline)
+    write_statistics(lin_rows(read_summary(args.summary)), kind_seed_results(read_seed_results(args.seed_results)),
+                     Layout(args.results_root), args.baseline, read_exposures(args.exposures))
     return 0
 

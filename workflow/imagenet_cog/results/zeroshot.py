@@ -9,6 +9,9 @@
   the open set's errors by destination;
 * ``figures/zeroshot_vs_nshot.*``: per dataset, the linear probe's top-1 against N with the
   zero-shot top-1 as a line and the crossover marked.
+
+Given each model's exposure class (``--exposures``), both tables say it and the figures set apart the
+models pretrained beyond IN-1K (``results.exposure``): image-text models mostly are.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ from imagenet_cog.core.layout import Layout
 from imagenet_cog.core.naming import IN1K, OPEN_SET, ZEROSHOT, dataset_title
 from imagenet_cog.core.plots import ModelStyles, figure_legend, no_data, panel_grid, save_figure, set_theme
 from imagenet_cog.core.tables import RANDOM_WEIGHTS_MARK, write_table
+from imagenet_cog.results.exposure import (
+    TIDY_EXPOSURE_COLUMN,
+    add_exposures_option,
+    exposure_notes,
+    figure_marks,
+    read_exposures,
+    with_exposure,
+)
 from imagenet_cog.results.summary import lin_rows, read_summary
 
 OPEN_SET_NAME = f"{ZEROSHOT}_open_set"
@@ -93,8 +104,9 @@ def model_label(models: dict, model: str, random_weights: bool) -> str:
     return models.get(model, {}).get("label", model) + (RANDOM_WEIGHTS_MARK if random_weights else "")
 
 
-def zeroshot_table(rows: pd.DataFrame, models: dict) -> pd.DataFrame:
-    return pd.DataFrame({
+def zeroshot_table(rows: pd.DataFrame, models: dict, exposures: dict[str, str] | None = None) -> pd.DataFrame:
+    """A row per model and dataset; each model's class after its name with ``exposures``."""
+    table = pd.DataFrame({
         "model": [model_label(models, m, r) for m, r in zip(rows["model"], rows["random_weights"])],
         "dataset": rows["dataset"].map(dataset_title),
         "zero-shot top-1": rows["top1"].round(2), "zero-shot top-5": rows["top5"].round(2),
@@ -103,38 +115,42 @@ def zeroshot_table(rows: pd.DataFrame, models: dict) -> pd.DataFrame:
         "N interpolated": [f"{value:.1f}" if math.isfinite(value) else "" for value in rows["crossover_interpolated"]],
         "concepts": rows["classes"], "test images": rows["test_images"],
     })
+    return with_exposure(table, exposures, rows["model"], "model", TIDY_EXPOSURE_COLUMN)
 
 
-def open_set_table(opened: pd.DataFrame, closed: pd.DataFrame, models: dict) -> pd.DataFrame:
+def open_set_table(opened: pd.DataFrame, closed: pd.DataFrame, models: dict,
+                   exposures: dict[str, str] | None = None) -> pd.DataFrame:
     rows = opened.merge(closed[["model", "dataset", "top1"]].rename(columns={"top1": "closed"}), on=["model", "dataset"],
                         how="left")
-    return pd.DataFrame({
+    table = pd.DataFrame({
         "model": [model_label(models, m, r) for m, r in zip(rows["model"], rows["random_weights"])],
         "dataset": rows["dataset"].map(dataset_title),
         "closed-set top-1": rows["closed"].round(2), "open-set top-1": rows["top1"].round(2),
         "open-set top-5": rows["top5"].round(2),
         **{f"errors: {title} (%)": rows[f"errors_{key}"].round(2) for key, title in ERROR_DESTINATIONS.items()},
     })
+    return with_exposure(table, exposures, rows["model"], "model", TIDY_EXPOSURE_COLUMN)
 
 
-def styled(rows: pd.DataFrame, models: dict) -> ModelStyles:
+def styled(rows: pd.DataFrame, models: dict, exposures: dict[str, str] | None) -> ModelStyles:
     labelled = rows.assign(label=[models.get(model, {}).get("label", model) for model in rows["model"]])
-    return ModelStyles(labelled)
+    return ModelStyles(labelled, **figure_marks(exposures, labelled["model"]))
 
 
-def zeroshot_figure(rows: pd.DataFrame, opened: pd.DataFrame, datasets: Sequence[str], models: dict):
+def zeroshot_figure(rows: pd.DataFrame, opened: pd.DataFrame, datasets: Sequence[str], models: dict,
+                    exposures: dict[str, str] | None = None):
     """(a) zero-shot, open-set and linear (N = all) top-1 across the datasets; (b) the open
     set's errors by destination, a bar group per model."""
     fig, axes = panel_grid(2, 2)
     absolute, errors = axes.flat[0], axes.flat[1]
     x = np.arange(len(datasets))
-    styles = styled(rows, models)
+    styles = styled(rows, models, exposures)
     for model, frame in rows.groupby("model", sort=False):
-        frame, style = frame.set_index("dataset").reindex(datasets), styles[model]
+        frame, style = frame.set_index("dataset").reindex(datasets), styles.markers(model)
         for column, linestyle, what in (("top1", "-", "zero-shot"), ("open_set_top1", ":", "open-set zero-shot"),
                                         ("linear_all", "--", "linear, N = all")):
-            absolute.plot(x, frame[column], color=style["color"], marker=style["marker"], markersize=4,
-                          linestyle=linestyle, label=f"{style['label']}, {what}")
+            absolute.plot(x, frame[column], markersize=4, linestyle=linestyle,
+                          **{**style, "label": f"{style['label']}, {what}"})
     if opened.empty:
         no_data(errors, "no open-set results (probes.zeroshot.open_set: false)")
     else:
@@ -155,16 +171,17 @@ def zeroshot_figure(rows: pd.DataFrame, opened: pd.DataFrame, datasets: Sequence
         ax.set_xlabel("Dataset")
         ax.set_title(title)
     absolute.set_ylabel("Top-1 accuracy (%)")
-    figure_legend(fig, axes)
+    figure_legend(fig, axes, styles.legend_title(lines=False))
     return fig
 
 
-def versus_figure(rows: pd.DataFrame, summary: pd.DataFrame, datasets: Sequence[str], models: dict):
+def versus_figure(rows: pd.DataFrame, summary: pd.DataFrame, datasets: Sequence[str], models: dict,
+                  exposures: dict[str, str] | None = None):
     """Per dataset: the linear probe's mean top-1 (95% interval) against N, the zero-shot
     top-1 of the same model as a horizontal line, the crossover as a dotted vertical line."""
     fig, axes = panel_grid(len(datasets), 3)
     linear = lin_rows(summary)
-    styles = styled(rows, models)
+    styles = styled(rows, models, exposures)
     for ax, dataset in zip(axes.flat, datasets):
         shown = rows[rows["dataset"] == dataset]
         curves = linear[(linear["dataset"] == dataset) & linear["model"].isin(shown["model"])]
@@ -172,11 +189,10 @@ def versus_figure(rows: pd.DataFrame, summary: pd.DataFrame, datasets: Sequence[
             no_data(ax, "no linear probe results")
         grid = sorted(dict.fromkeys(curves["shots"]), key=shots_order)
         for _, row in shown.iterrows():
-            style = styles[row["model"]]
+            style = styles.markers(row["model"])
             curve = curves[curves["model"] == row["model"]].set_index("shots").reindex(grid)
             position = np.arange(len(grid))
-            ax.plot(position, curve["mean"], color=style["color"], marker=style["marker"], markersize=4,
-                    label=f"{style['label']}, linear probe")
+            ax.plot(position, curve["mean"], markersize=4, **{**style, "label": f"{style['label']}, linear probe"})
             ax.fill_between(position, curve["ci95_low"], curve["ci95_high"], color=style["color"], alpha=0.15)
             ax.axhline(row["top1"], color=style["color"], linestyle="--", linewidth=1.0,
                        label=f"{style['label']}, zero-shot")
@@ -186,14 +202,15 @@ def versus_figure(rows: pd.DataFrame, summary: pd.DataFrame, datasets: Sequence[
         ax.set_xlabel("Training images per concept (N)")
         ax.set_ylabel("Top-1 accuracy (%)")
         ax.set_title(dataset_title(dataset))
-    figure_legend(fig, axes)
+    figure_legend(fig, axes, styles.legend_title(lines=False))
     return fig
 
 
 def zeroshot_results_command(argv: Sequence[str]) -> int:
     """The zero-shot probe's tables and figures, beside the linear probe on the same features."""
-    args = compared_results_arguments(argv, "zeroshot-results", zeroshot_results_command.__doc__, "image-text models", "zero-shot")
-    layout, models = Layout(args.results_root), json.loads(args.models)
+    args = compared_results_arguments(argv, "zeroshot-results", zeroshot_results_command.__doc__, "image-text models",
+                                      "zero-shot", add_exposures_option)
+    layout, models, exposures = Layout(args.results_root), json.loads(args.models), read_exposures(args.exposures)
     closed, opened = read_results(args.results)
     summary = read_summary(args.summary)
     rows = compared(closed, opened, summary)
@@ -201,18 +218,19 @@ def zeroshot_results_command(argv: Sequence[str]) -> int:
                "dataset's test images among its own concepts and among all the run's (open set), beside the linear "
                "probe on the same image features (N = all, mean over seeds), and the N at which the few-shot linear "
                "probe's mean top-1 first reaches zero-shot's (interpolated in log2 N between the grid's Ns).")
+    exposure_note = exposure_notes(exposures, closed["model"], TIDY_EXPOSURE_COLUMN)
     notes = ["IN-1K's concepts take open_clip's curated class names, the levels' WordNet's lemmas, told apart by "
-             "hypernyms where two share a name (docs/probes.md, \"Zero-shot\")."]
-    write_table(layout, ZEROSHOT, zeroshot_table(rows, models), caption, notes)
+             "hypernyms where two share a name (docs/probes.md, \"Zero-shot\").", *exposure_note]
+    write_table(layout, ZEROSHOT, zeroshot_table(rows, models, exposures), caption, notes)
     if not opened.empty:
-        write_table(layout, OPEN_SET_NAME, open_set_table(opened, closed, models),
+        write_table(layout, OPEN_SET_NAME, open_set_table(opened, closed, models, exposures),
                     "Open-set zero-shot: each dataset's test images classified among all the run's concepts (IN-1K "
                     "and the levels together), and where its errors go, in % of its test images.",
                     ["An error into another dataset is a concept the model confuses across levels; errors into IN-1K "
-                     "show far concepts taken for the seen ones."])
+                     "show far concepts taken for the seen ones.", *exposure_note])
     set_theme()
-    for name, fig in ((ZEROSHOT, zeroshot_figure(rows, opened, args.datasets, models)),
-                      (VERSUS_NAME, versus_figure(rows, summary, args.datasets, models))):
+    for name, fig in ((ZEROSHOT, zeroshot_figure(rows, opened, args.datasets, models, exposures)),
+                      (VERSUS_NAME, versus_figure(rows, summary, args.datasets, models, exposures))):
         save_figure(fig, layout, name)
         plt.close(fig)
     for _, row in rows.iterrows():

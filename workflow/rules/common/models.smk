@@ -137,10 +137,39 @@ for configured_model in MODELS:
 
 
 def pretraining_option(with_published=False):
-    """--pretraining of the results commands: the result models' datasets and exposure, and with
-    ``with_published`` the paper's published models' (the leaderboard ranks them by it too)."""
+    """--pretraining of the leaderboard, which shows what each model was pretrained on, and of
+    results-drop (the option it was first given; results.smk says why): the result models'
+    datasets and exposure, and with ``with_published`` the paper's published models'."""
     published = {name: PRETRAINING_CATALOGUE.of_paper(name) for name in PRETRAINING_CATALOGUE.papers} if with_published else None
     return shlex.quote(pretraining_json({model: PRETRAINING[model] for model in result_models()}, published))
+
+
+def exposures_option(models=None):
+    """--exposures of the commands that show each model's exposure class, not its datasets (the tables
+    and figures that compare models: imagenet_cog.results.exposure): model -> class of ``models``
+    (default: the result models), so that a declaration changing a model's datasets but not its
+    class reruns none of them."""
+    models = result_models() if models is None else models
+    return shlex.quote(json.dumps({model: PRETRAINING[model].exposure for model in models}, sort_keys=True))
+
+
+def figure_exposures(models=None):
+    """--exposures of a job that only draws figures, which set apart the models pretrained beyond
+    IN-1K: given where one of ``models`` (default: the result models) is, else left out, so that a
+    run of none models keeps its figure jobs' commands and params, and so its figures."""
+    models = result_models() if models is None else models
+    return f" --exposures {exposures_option(models)}" if any(PRETRAINING[model].breaks_premise for model in models) else ""
+
+
+def figure_exposures_params(models=None):
+    """figure_exposures as a rule's params: {"exposures": ...} where it is given, else none."""
+    option = figure_exposures(models)
+    return {"exposures": option} if option else {}
+
+
+def figure_exposures_placeholder(models=None):
+    """figure_exposures in a rule's shell text, from its params (figure_exposures_params)."""
+    return " {params.exposures}" if figure_exposures(models) else ""
 
 
 def note_pretraining():

@@ -100,12 +100,16 @@ def analysis_outputs():
     ]
 
 
-def analyses_rendering_arguments():
+def analyses_rendering_arguments(figures=False):
+    """The analyses tables' (each model's exposure class beside it) or, with ``figures``, figures'
+    (the models pretrained beyond IN-1K set apart, where one is: figure_exposures) arguments."""
     agreement = " ".join(f"{dataset}={path}" for dataset, path in agreement_matrices().items())
+    exposures = figure_exposures(ANALYSES_MODELS) if figures else f" --exposures {exposures_option(ANALYSES_MODELS)}"
     return (
         f"--results-root {PATHS.root} --models {shlex.quote(models_json(models=ANALYSES_MODELS))} "
         f"--datasets {' '.join(DATASETS)} --analyses {' '.join(analyses_switched_on())}"
         + (f" --agreement {agreement}" if agreement else "")
+        + exposures
     )
 
 
@@ -601,7 +605,9 @@ def concept_results_arguments(wildcards):
         f"--results-root {PATHS.root} --models {shlex.quote(models_json(models=concept_models()))}"
         f" --levels {' '.join(concept_levels())} --baseline {config['results']['baseline_model']}"
         f" --resamples {CONCEPTS_CONFIG['resamples']} --seed {CONCEPTS_CONFIG['seed']}"
-        f" --outliers {CONCEPTS_CONFIG['outliers']}{in1k}" + (f" {rankings}" if rankings else "")
+        f" --outliers {CONCEPTS_CONFIG['outliers']}{in1k}"
+        + (f" {rankings}" if rankings else "")
+        + figure_exposures(concept_models())
     )
 
 

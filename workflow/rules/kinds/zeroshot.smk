@@ -124,7 +124,8 @@ rule probe_zeroshot_open_set:
 # The image-text models' zero-shot top-1 beside their linear probe, the N at which the few-shot
 # probe overtakes it, and the open set's errors by destination (imagenet_cog/results/zeroshot.py).
 # The models' entries as the aggregates take them (models_json: no pretraining_data, paper_name or
-# reading options, which the command does not show).
+# reading options, which the command does not show); each model's exposure class beside it
+# (exposures_option: a declaration reruns this job only where it changes a zero-shot model's class).
 rule zeroshot_results:
     input:
         results=zeroshot_results(),
@@ -152,6 +153,8 @@ rule zeroshot_results:
         root=results_root,
         models=shlex.quote(models_json(models=ZEROSHOT_MODELS)),
         datasets=" ".join(DATASETS),
+        exposures=exposures_option(ZEROSHOT_MODELS),
     shell:
         python_command("zeroshot-results") + " --results-root {params.root} --summary {input.summary}"
-        " --models {params.models} --datasets {params.datasets} --results {input.results} > {log} 2>&1"
+        " --models {params.models} --datasets {params.datasets} --results {input.results}"
+        " --exposures {params.exposures} > {log} 2>&1"
