@@ -30,7 +30,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from huggingface_hub import HfApi, constants, hf_hub_download, try_to_load_from_cache
 from huggingface_hub.errors import (
@@ -132,8 +132,7 @@ class HfRelease:
         """One sha256 of the weight files' names and sha256 (the LFS digests, else ``digest`` of
         the file, a folder's or a cached file the Hub did not list)."""
         known = dict(self.digests)
-        lines = [f"{name} {known.get(name) or digest(self.folder / name)}\n" for name in self.weight_files()]
-        return hashlib.sha256("".join(lines).encode()).hexdigest()
+        return listing_digest((name, known.get(name) or digest(self.folder / name)) for name in self.weight_files())
 
     def identity(self, digest: Callable[[str | os.PathLike], str], code: bool = False) -> str:
         """``hf:<repo>@<commit>`` or ``hf:folder`` with its config's digest, then the weights'
@@ -146,7 +145,12 @@ class HfRelease:
     def config_digest(self, digest: Callable[[str | os.PathLike], str], code: bool = False) -> str:
         """The network's description: its config's content (with ``code``, and its Python files')."""
         shown = [CONFIG, *(self.code_files() if code else [])]
-        return hashlib.sha256("".join(f"{name} {digest(self.folder / name)}\n" for name in shown).encode()).hexdigest()[:16]
+        return listing_digest((name, digest(self.folder / name)) for name in shown)[:16]
+
+
+def listing_digest(files: Iterable[tuple[str, str]]) -> str:
+    """One sha256 of files' names and digests, a line each in the order given."""
+    return hashlib.sha256("".join(f"{name} {digest}\n" for name, digest in files).encode()).hexdigest()
 
 
 def checkpoint_weight_files(checkpoint: str | os.PathLike) -> list[Path]:
@@ -179,7 +183,7 @@ def checkpoint_digest(checkpoint: str | os.PathLike, digest: Callable[[str | os.
     files = checkpoint_weight_files(checkpoint)
     if len(files) == 1:
         return digest(files[0])
-    return hashlib.sha256("".join(f"{path.name} {digest(path)}\n" for path in files).encode()).hexdigest()
+    return listing_digest((path.name, digest(path)) for path in files)
 
 
 def read_json(path: Path, title: str) -> dict[str, Any]:
