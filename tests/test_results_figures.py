@@ -233,7 +233,7 @@ def test_without_the_classes_or_with_none_models_only_no_model_is_set_apart(summ
                 plt.close(fig)
 
 
-def test_the_drop_figure_sets_apart_the_models_its_pretraining_option_says(summary, tmp_path):
+def test_the_drop_figure_sets_apart_the_models_its_exposures_option_says(summary, tmp_path):
     fig = drop_figure(summary, EXPOSURES)
     try:
         assert_set_apart(fig)
@@ -241,9 +241,8 @@ def test_the_drop_figure_sets_apart_the_models_its_pretraining_option_says(summa
         plt.close(fig)
     summary_path = tmp_path / "summary.csv"
     summary.to_csv(summary_path, index=False)
-    pretraining = {"models": {"deit_small": {"pretraining_data": ["laion2b"], "exposure": WEB}}}
     assert drop_command(["--summary", str(summary_path), "--results-root", str(tmp_path / "out"),
-                         "--pretraining", json.dumps(pretraining)]) == 0
+                         "--exposures", json.dumps({"deit_small": WEB})]) == 0
     assert Image.open(Layout(str(tmp_path / "out")).figure(DROP_NAME, "png")).width > 300
 
 

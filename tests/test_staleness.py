@@ -503,8 +503,7 @@ def test_a_declared_pretraining_data_reruns_only_the_jobs_that_show_it(planning_
     """A model's pretraining data reaches only the jobs that show it or its exposure class: a new class
     reruns the tables and figures that compare that model (no extraction, probe or analysis; not the
     zero-shot results, whose model it is not); new datasets of the same class, only the leaderboard
-    (which shows them) and results-drop (which reads the class from the option its rule was first
-    given); what its release's row already says, nothing."""
+    (which shows them); what its release's row already says, nothing."""
     model = demo_config["results"]["baseline_model"]
     path = planning_copy / "pretraining.yaml"
 
@@ -519,7 +518,7 @@ def test_a_declared_pretraining_data_reruns_only_the_jobs_that_show_it(planning_
         "analyses_tables", "analyses_figures", "detection_results", "concept_results", "all"}
     control = next(name for name, entry in demo_config["models"].items() if entry.get("weights") == "random"
                    and name in stage_model_names(demo_config, "results"))
-    assert declaring(control, ["in1k"]) == {"result_drop", "leaderboard", "all"}
+    assert declaring(control, ["in1k"]) == {"leaderboard", "all"}
     assert declaring(model, ["in1k"]) <= {"all"}
 
 

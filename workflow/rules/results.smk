@@ -147,9 +147,7 @@ rule result_statistics:
         + " --baseline {params.baseline} --exposures {params.exposures} > {log} 2>&1"
 
 
-# The drop from IN-1K to each level per model (CoG preprint, Fig. 3c). Its command reads each
-# model's exposure class from --pretraining, the option its rule was first given: re-encoded as
-# --exposures, every finished run's job would run again to write the same table and figure.
+# The drop from IN-1K to each level per model (CoG preprint, Fig. 3c).
 rule result_drop:
     input:
         PATHS.results_summary(),
@@ -164,10 +162,10 @@ rule result_drop:
         CONDA_ENVIRONMENT
     params:
         root=results_root,
-        pretraining=pretraining_option(),
+        exposures=exposures_option(),
     shell:
         python_command("results-drop")
-        + " --summary {input} --results-root {params.root} --pretraining {params.pretraining} > {log} 2>&1"
+        + " --summary {input} --results-root {params.root} --exposures {params.exposures} > {log} 2>&1"
 
 
 # Ours against the paper's published top-1 for the models with a paper_name.

@@ -24,10 +24,10 @@ from imagenet_cog.core.naming import IN1K, dataset_title, shots_title
 from imagenet_cog.core.tables import write_tidy_table
 from imagenet_cog.results.exposure import (
     EXPOSURE_COLUMN,
-    add_pretraining_option,
+    add_exposures_option,
     exposure_notes,
-    exposures_of_pretraining,
     figure_marks,
+    read_exposures,
     with_exposure,
 )
 from imagenet_cog.results.statistics import generalization_drop
@@ -91,11 +91,11 @@ def drop_command(argv: list[str]) -> int:
         prog="results-drop", description="The drop from IN-1K to each level, per model (table and figure)."
     )
     add_summary_options(parser)
-    add_pretraining_option(parser)
+    add_exposures_option(parser)
     args = parser.parse_args(argv)
     summary = lin_rows(read_summary(args.summary))
     layout = Layout(args.results_root)
-    exposures = exposures_of_pretraining(args.pretraining)
+    exposures = read_exposures(args.exposures)
     table, shots = drop_table(summary, exposures)
     write_tidy_table(
         layout, DROP_NAME, table,

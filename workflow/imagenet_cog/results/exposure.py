@@ -4,8 +4,7 @@ figures' marks.
 The Snakefile resolves what each model was pretrained on and its class (``models/pretraining.py``) and
 gives each command that shows the class ``--exposures``: a JSON object, model -> class. Only the class:
 a declaration that changes a model's datasets but not its class reruns none of these commands. The
-leaderboard, which shows the datasets, takes ``--pretraining``, and so does results-drop, the option
-its rule was first given (re-encoded, every finished run's drop would run again to no change).
+leaderboard, which shows the datasets, takes ``--pretraining``.
 
 A table that compares models carries an Exposure column, a model the option leaves out undeclared.
 A figure that compares models sets apart those whose class is not ``none`` (``figure_marks``, the
@@ -23,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from imagenet_cog.models.pretraining import EXPOSURES, MEANINGS, NONE, UNDECLARED, read_pretraining_json
+from imagenet_cog.models.pretraining import EXPOSURES, MEANINGS, NONE, UNDECLARED
 
 # the column of a table with a model per row: "Exposure" where the table's headers are titles, "exposure"
 # in a tidy table (lower-case headers, as the leaderboard's CSV)
@@ -36,20 +35,6 @@ APART = "pretrained beyond IN-1K, not directly comparable with the others (CoG p
 def add_exposures_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exposures", help="JSON object: each model's exposure class (none, labels, images, web, "
                                             f"undeclared; {DOCS}); absent: no Exposure column, no model set apart")
-
-
-def add_pretraining_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pretraining", help="JSON: each model's pretraining data and exposure "
-                                              "(imagenet_cog.models.pretraining.pretraining_json), of which the "
-                                              "class is shown; absent: no Exposure column, no model set apart")
-
-
-def exposures_of_pretraining(text: str | None) -> dict[str, str] | None:
-    """model -> class of a command's --pretraining (None without it)."""
-    if text is None:
-        return None
-    models, _ = read_pretraining_json(text)
-    return {model: value.exposure for model, value in models.items()}
 
 
 def read_exposures(text: str | None) -> dict[str, str] | None:

@@ -137,9 +137,8 @@ for configured_model in MODELS:
 
 
 def pretraining_option(with_published=False):
-    """--pretraining of the leaderboard, which shows what each model was pretrained on, and of
-    results-drop (the option it was first given; results.smk says why): the result models'
-    datasets and exposure, and with ``with_published`` the paper's published models'."""
+    """--pretraining of the leaderboard, which shows what each model was pretrained on: the result
+    models' datasets and exposure, and with ``with_published`` the paper's published models'."""
     published = {name: PRETRAINING_CATALOGUE.of_paper(name) for name in PRETRAINING_CATALOGUE.papers} if with_published else None
     return shlex.quote(pretraining_json({model: PRETRAINING[model] for model in result_models()}, published))
 
